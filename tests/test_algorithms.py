@@ -1,0 +1,156 @@
+"""Baselines and DP-SGD client work: type signatures, exact zero-noise rounds, noise scale."""
+
+import functools
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import models, runner
+from tffdp.algorithms import baselines
+from tffdp.data import FederatedData
+
+SHAPE = (28, 28, 1)
+BUILDER = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (8, *SHAPE), dtype=np.uint8)
+  y = np.array([0, 1, 2, 3, 4, 5, 6, 7])
+  return FederatedData(x, y, [np.arange(4), np.arange(4, 8)], cache_dir=str(tmp_path)), x, y
+
+
+def run_round(method, data, cohort=(0, 1)):
+  round_fn = runner.build_round_computation(method, data)
+  state = method.process.initialize()
+  w0 = method.process.get_model_weights(state)
+  seeds = [np.array([7, c], np.int64) for c in cohort]
+  out = round_fn(state, [str(c) for c in cohort], seeds)
+  w1 = method.process.get_model_weights(out.state)
+  return [np.asarray(a, np.float64) for a in w0.trainable], \
+         [np.asarray(a, np.float64) for a in w1.trainable], out
+
+
+def logreg_example_grads(w, xs, ys):
+  """Per-example gradients of softmax cross-entropy for logits = x W + b (float64)."""
+  kernel, bias = w
+  x = xs.reshape(len(xs), -1).astype(np.float64) / 255.0
+  logits = x @ kernel + bias
+  p = np.exp(logits - logits.max(1, keepdims=True))
+  p /= p.sum(1, keepdims=True)
+  d = p - np.eye(10)[ys]
+  return [np.einsum('bi,bo->bio', x, d), d]
+
+
+def dp_sgd_update(w, xs, ys, lr, clip):
+  gk, gb = logreg_example_grads(w, xs, ys)
+  norms = np.sqrt((gk ** 2).sum((1, 2)) + (gb ** 2).sum(1))
+  s = np.minimum(1.0, clip / norms)
+  return [lr * np.einsum('b,bio->io', s, gk) / len(ys), lr * (s @ gb) / len(ys)]
+
+
+def test_client_work_type_signature(tiny):
+  data, _, _ = tiny
+  m = baselines.build_dpfl(BUILDER, data, learning_rate=0.1, batch_size=4,
+                           noise_multiplier=1.0, clip_norm=1.0)
+  cw = m.process.next.type_signature
+  state_type = m.process.initialize.type_signature.result
+  assert cw.parameter[0].is_equivalent_to(state_type)
+  assert cw.parameter[1].is_equivalent_to(tff.FederatedType(data.client_data_type, tff.CLIENTS))
+  assert str(state_type.member.client_work) == '<noise_multiplier=float32,clip_norm=float32>'
+  expected_metrics = '<loss_sum=float32,num_examples=int64,num_steps=int32>'
+  assert str(cw.result.metrics.member.client_work.train) == expected_metrics
+
+
+def test_fedavg_zero_noise_exact(tiny):
+  data, x, y = tiny
+  lr = 0.5
+  m = baselines.build_fedavg(BUILDER, data, learning_rate=lr, batch_size=4)
+  w0, w1, out = run_round(m, data)
+  updates = []
+  for idx in (np.arange(4), np.arange(4, 8)):
+    gk, gb = logreg_example_grads(w0, x[idx], y[idx])
+    updates.append([lr * gk.mean(0), lr * gb.mean(0)])
+  expected = [w0[i] - 0.5 * (updates[0][i] + updates[1][i]) for i in range(2)]
+  for a, b in zip(w1, expected):
+    np.testing.assert_allclose(a, b, atol=2e-6)
+  assert int(out.metrics['client_work']['train']['num_examples']) == 8
+
+
+@pytest.mark.parametrize('clip', [1e-2, 1e3])
+def test_dpfl_zero_noise_exact(tiny, clip):
+  data, x, y = tiny
+  lr = 0.5
+  m = baselines.build_dpfl(BUILDER, data, learning_rate=lr, batch_size=4,
+                           noise_multiplier=0.0, clip_norm=clip)
+  w0, w1, _ = run_round(m, data)
+  ups = [dp_sgd_update(w0, x[i], y[i], lr, clip) for i in (np.arange(4), np.arange(4, 8))]
+  for k in range(2):
+    np.testing.assert_allclose(w1[k], w0[k] - 0.5 * (ups[0][k] + ups[1][k]), atol=2e-6)
+
+
+def test_dpfl_noise_scale(tiny):
+  data, _, _ = tiny
+  sigma, clip, batch = 1000.0, 1e-3, 4
+  m = baselines.build_dpfl(BUILDER, data, learning_rate=1.0, batch_size=batch,
+                           noise_multiplier=sigma, clip_norm=clip)
+  w0, w1, _ = run_round(m, data, cohort=(0,))
+  delta = np.concatenate([(a - b).ravel() for a, b in zip(w0, w1)])
+  # Update = (clipped sum + N(0, (sigma C)^2)) / B; the signal is at most C/B = 2.5e-4.
+  assert np.std(delta) == pytest.approx(sigma * clip / batch, rel=0.03)
+  assert abs(np.mean(delta)) < 0.03 * sigma * clip / batch
+
+
+def test_dp_fedavg_zero_noise_exact_and_noise_scale(tiny):
+  data, x, y = tiny
+  lr, clip = 0.5, 0.05
+  m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
+                                noise_multiplier=0.0, clip_norm=clip, clients_per_round=2)
+  w0, w1, _ = run_round(m, data)
+  total = [np.zeros_like(a) for a in w0]
+  for idx in (np.arange(4), np.arange(4, 8)):
+    gk, gb = logreg_example_grads(w0, x[idx], y[idx])
+    u = [lr * gk.mean(0), lr * gb.mean(0)]
+    norm = np.sqrt(sum((t ** 2).sum() for t in u))
+    total = [t + v * min(1.0, clip / norm) for t, v in zip(total, u)]
+  for k in range(2):
+    np.testing.assert_allclose(w1[k], w0[k] - total[k] / 2, atol=2e-6)
+
+  sigma, clip = 1000.0, 1e-3
+  m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
+                                noise_multiplier=sigma, clip_norm=clip, clients_per_round=2)
+  w0, w1, _ = run_round(m, data)
+  delta = np.concatenate([(a - b).ravel() for a, b in zip(w0, w1)])
+  assert np.std(delta) == pytest.approx(sigma * clip / 2, rel=0.03)
+
+
+def test_dp_sgd_paper_order_zero_noise_exact(tiny):
+  from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work
+  from tffdp.algorithms import common
+  data, x, y = tiny
+  lr, clip = 0.5, 1e-2
+  cw = build_dp_sgd_client_work(BUILDER, common.weights_type_of(BUILDER),
+                                data.client_data_type, learning_rate=lr,
+                                dp_sgd='paper_order', noise_multiplier=0.0, clip_norm=clip)
+  process = common.compose_fedavg_style(BUILDER, cw, tff.aggregators.MeanFactory(), seed=0)
+  m = baselines.build_fedavg(BUILDER, data, learning_rate=lr, batch_size=4)
+  m.process = process
+  w0, w1, _ = run_round(m, data, cohort=(0,))
+  gk, gb = logreg_example_grads(w0, x[:4], y[:4])
+  g = [gk.mean(0), gb.mean(0)]
+  norm = np.sqrt(sum((t ** 2).sum() for t in g))
+  for k in range(2):
+    np.testing.assert_allclose(w1[k], w0[k] - lr * g[k] * min(1.0, clip / norm), atol=2e-6)
+
+
+@pytest.mark.parametrize('kw', [dict(learning_rate=0.0), dict(noise_multiplier=-1.0),
+                                dict(clip_norm=0.0)])
+def test_invalid_hyperparameters(tiny, kw):
+  data, _, _ = tiny
+  args = dict(learning_rate=0.1, batch_size=4, noise_multiplier=1.0, clip_norm=1.0)
+  args.update(kw)
+  with pytest.raises(ValueError, match=list(kw)[0]):
+    baselines.build_dpfl(BUILDER, data, **args)

@@ -1,0 +1,98 @@
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+
+from tffdp import privacy
+
+ORDERS = list(privacy.DEFAULT_ORDERS)
+
+
+def direct_epsilon(events, delta=1e-5):
+  acc = dp_accounting.rdp.RdpAccountant(ORDERS)
+  for e in events:
+    acc.compose(e)
+  return acc.get_epsilon(delta)
+
+
+def test_orders_include_integers_and_library_defaults():
+  assert set(range(2, 65)) <= set(ORDERS)
+  assert set(dp_accounting.rdp.rdp_privacy_accountant.DEFAULT_RDP_ORDERS) <= set(ORDERS)
+
+
+def test_heterogeneous_per_client_matches_dp_accounting():
+  ledger = privacy.PrivacyLedger(4, 1e-5)
+  e1 = privacy.subsampled_gaussian_event(1.0, 0.1, steps=5)
+  e2 = privacy.subsampled_gaussian_event(0.7, 0.1, steps=5)
+  lap = dp_accounting.LaplaceDpEvent(2.0)
+  gauss = privacy.subsampled_gaussian_event(3.0, 1.0)
+  ledger.record([0, 1], e1)
+  ledger.record([1, 2], e2)
+  ledger.record([2], lap)
+  ledger.record([0, 2], gauss)
+  expected = [direct_epsilon([e1, gauss]), direct_epsilon([e1, e2]),
+              direct_epsilon([e2, lap, gauss]), 0.0]
+  report = ledger.report()
+  np.testing.assert_allclose(report.per_client, expected, rtol=1e-12)
+  assert report.max == pytest.approx(max(expected))
+  assert report.mean == pytest.approx(np.mean(expected))
+  for c in range(4):
+    assert ledger.epsilon(c) == pytest.approx(expected[c])
+
+
+def test_no_guarantee_is_inf_with_reason():
+  ledger = privacy.PrivacyLedger(3, 1e-5)
+  ledger.record([0, 1, 2], privacy.subsampled_gaussian_event(1.0, 0.5))
+  ledger.record_no_guarantee([1], 'noise before clipping: unbounded sensitivity')
+  rep = ledger.report()
+  assert math.isinf(rep.per_client[1]) and math.isfinite(rep.per_client[0])
+  assert rep.reasons == ['noise before clipping: unbounded sensitivity']
+  assert math.isinf(rep.max)
+
+
+def test_epsilon_if_does_not_change_ledger():
+  ledger = privacy.PrivacyLedger(2, 1e-5)
+  e = privacy.subsampled_gaussian_event(1.1, 0.01, steps=100)
+  before = ledger.report().per_client.copy()
+  np.testing.assert_allclose(ledger.epsilon_if([0], e), [direct_epsilon([e])])
+  np.testing.assert_array_equal(ledger.report().per_client, before)
+
+
+def test_state_round_trip():
+  ledger = privacy.PrivacyLedger(2, 1e-5)
+  ledger.record([0], privacy.subsampled_gaussian_event(1.0, 0.1, 3))
+  other = privacy.PrivacyLedger(2, 1e-5)
+  other.load_state_dict(ledger.state_dict())
+  np.testing.assert_array_equal(other.report().per_client, ledger.report().per_client)
+
+
+def test_calibration_meets_target():
+  sigma = privacy.calibrate_noise_multiplier(2.0, 1e-5, 78 / 6000, 1000)
+  eps = direct_epsilon([privacy.subsampled_gaussian_event(sigma, 78 / 6000, 1000)])
+  assert eps <= 2.0 and eps > 1.99
+  eps_lower = direct_epsilon([privacy.subsampled_gaussian_event(sigma * 0.99, 78 / 6000, 1000)])
+  assert eps_lower > 2.0
+
+
+def test_adap_dp_fl_round_counts():
+  # The reference: sigma 1.1, q = 78/6000, delta 1e-5, orders 2..64 reach
+  # epsilon 2 after about 768 rounds.
+  orders = list(range(2, 65))
+  def eps(steps):
+    acc = dp_accounting.rdp.RdpAccountant(orders)
+    acc.compose(privacy.subsampled_gaussian_event(1.1, 78 / 6000, steps))
+    return acc.get_epsilon(1e-5)
+  ledger = privacy.PrivacyLedger(1, 1e-5, orders=orders)
+  ledger.record([0], privacy.subsampled_gaussian_event(1.1, 78 / 6000, 768))
+  assert ledger.epsilon(0) == pytest.approx(eps(768))
+  assert eps(760) < 2.0 < eps(780)
+
+
+@pytest.mark.parametrize('kw', [dict(num_clients=0, delta=1e-5), dict(num_clients=2, delta=0.0),
+                                dict(num_clients=2, delta=1.0)])
+def test_invalid(kw):
+  with pytest.raises(ValueError):
+    privacy.PrivacyLedger(**kw)
+  with pytest.raises(ValueError, match='noise_multiplier'):
+    privacy.subsampled_gaussian_event(-1.0, 0.1)

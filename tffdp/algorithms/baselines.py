@@ -1,0 +1,136 @@
+"""The three foundation baselines (spec `../shared/specs/baselines.md`).
+
+- **FedAvg** (McMahan et al. 2017, AISTATS): local SGD, example-weighted mean of the
+  client models. No privacy.
+- **DPFL**: FedAvg whose clients run DP-SGD (per-example clip `C`, Gaussian
+  `sigma * C` per batch, Abadi et al. 2016), fixed sigma, uniform cohort. Sample-level.
+- **DP-FedAvg (client-level)** / CL-FL (McMahan et al. 2018, ICLR; Geyer et al. 2017):
+  non-private clients; the server clips each update to L2 norm `S`, sums, adds
+  `N(0, sigma^2 S^2)` and divides by the expected cohort size —
+  `tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed`. Client-level, one
+  `PoissonSampledDpEvent(q, GaussianDpEvent(sigma))` per round.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import tensorflow_federated as tff
+
+from tffdp import privacy
+from tffdp.algorithms import common
+from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work
+from tffdp.data.federated import FederatedData, ShuffleBatch
+
+
+def _client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
+                 noise_multiplier=0.0, clip_norm=1.0):
+  return build_dp_sgd_client_work(
+      keras_builder, common.weights_type_of(keras_builder), data.client_data_type,
+      learning_rate=learning_rate, dp_sgd=dp_sgd, noise_multiplier=noise_multiplier,
+      clip_norm=clip_norm)
+
+
+def _sigma_and_clip(state) -> dict:
+  cw = state.client_work
+  return {'noise_multiplier': float(cw['noise_multiplier']),
+          'clip_norm': float(cw['clip_norm'])}
+
+
+def _non_private(cohort):
+  return [(cohort, None, 'non-private method: no noise is added')]
+
+
+def build_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
+                 batch_size: int, local_epochs: int = 1, seed: int = 0,
+                 cohort_sampling: str = 'uniform') -> common.Method:
+  """Non-private FedAvg (McMahan et al. 2017, Alg. 1)."""
+  process = common.compose_fedavg_style(
+      keras_builder,
+      _client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      tff.aggregators.MeanFactory(), seed)
+  return common.Method(
+      name='fedavg', process=process, batching=ShuffleBatch(batch_size, local_epochs),
+      dp_unit='none', cohort_sampling=cohort_sampling,
+      claimed_releases=_non_private, guaranteed_releases=_non_private,
+      adaptive_quantities=lambda state: {},
+      hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
+                           local_epochs=local_epochs))
+
+
+def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
+               batch_size: int, noise_multiplier: float, clip_norm: float,
+               local_epochs: int = 1, seed: int = 0,
+               cohort_sampling: str = 'uniform') -> common.Method:
+  """DPFL: FedAvg with DP-SGD clients (fixed sigma, uniform cohort).
+
+  `epsilon_claimed`: per client, `E * ceil(n_i / B)` Poisson-subsampled Gaussian steps
+  with `q = B / n_i` for each round it took part in (the DP-SGD analysis the papers
+  use). `epsilon_guaranteed`: the executed batching is a shuffle into disjoint batches,
+  for which that amplification is not proven; per epoch each example is in exactly one
+  batch, so a client's epoch is one Gaussian release (see `common.dp_sgd_releases`).
+  """
+  process = common.compose_fedavg_style(
+      keras_builder,
+      _client_work(keras_builder, data, learning_rate=learning_rate,
+                   dp_sgd='clip_then_noise', noise_multiplier=noise_multiplier,
+                   clip_norm=clip_norm),
+      tff.aggregators.MeanFactory(), seed)
+  batching = ShuffleBatch(batch_size, local_epochs)
+  return common.Method(
+      name='dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
+      cohort_sampling=cohort_sampling,
+      claimed_releases=lambda c: common.dp_sgd_releases(c, data, batching,
+                                                        noise_multiplier, True),
+      guaranteed_releases=lambda c: common.dp_sgd_releases(c, data, batching,
+                                                           noise_multiplier, False),
+      adaptive_quantities=_sigma_and_clip,
+      hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
+                           local_epochs=local_epochs, noise_multiplier=noise_multiplier,
+                           clip_norm=clip_norm))
+
+
+def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
+                    batch_size: int, noise_multiplier: float, clip_norm: float,
+                    clients_per_round: int, local_epochs: int = 1, seed: int = 0,
+                    cohort_sampling: str = 'poisson') -> common.Method:
+  """DP-FedAvg with client-level DP (McMahan et al. 2018; CL-FL, Geyer et al. 2017).
+
+  The aggregator is `DifferentiallyPrivateFactory.gaussian_fixed(sigma,
+  clients_per_round, S)`. With `cohort_sampling='poisson'` (default: each client
+  joins with probability `q = K / N`) both epsilons are the exact RDP of
+  `PoissonSampledDpEvent(q, GaussianDpEvent(sigma))` per round for every client. With
+  `uniform` (fixed K), `epsilon_claimed` keeps that analysis while
+  `epsilon_guaranteed` composes one unamplified Gaussian release per round a client
+  took part in (the Poisson amplification does not cover fixed-size draws).
+  """
+  factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
+      noise_multiplier=noise_multiplier, clients_per_round=float(clients_per_round),
+      clip=clip_norm)
+  process = common.compose_fedavg_style(
+      keras_builder,
+      _client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      factory, seed)
+  q = clients_per_round / data.num_clients
+  everyone = np.arange(data.num_clients)
+  poisson_round = privacy.subsampled_gaussian_event(noise_multiplier, q)
+
+  def claimed(cohort):
+    return [(everyone, poisson_round, '')] if noise_multiplier > 0 else \
+        [(everyone, None, 'noise multiplier is 0')]
+
+  def guaranteed(cohort):
+    if cohort_sampling == 'poisson':
+      return claimed(cohort)
+    if noise_multiplier == 0:
+      return [(cohort, None, 'noise multiplier is 0')]
+    return [(cohort, privacy.subsampled_gaussian_event(noise_multiplier, 1.0), '')]
+
+  return common.Method(
+      name='dp_fedavg', process=process, batching=ShuffleBatch(batch_size, local_epochs),
+      dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
+      claimed_releases=claimed, guaranteed_releases=guaranteed,
+      adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,
+                                         'clip_norm': clip_norm},
+      hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
+                           local_epochs=local_epochs, noise_multiplier=noise_multiplier,
+                           clip_norm=clip_norm, clients_per_round=clients_per_round))

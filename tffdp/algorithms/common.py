@@ -1,0 +1,123 @@
+"""Shared pieces of tffdp's learning processes: composition and the `Method` interface."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any, Callable, Optional, Sequence
+
+import dp_accounting
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import privacy
+from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
+
+KerasBuilder = Callable[[], tf.keras.Model]
+
+
+def weights_type_of(keras_builder: KerasBuilder) -> tff.Type:
+  """TFF type of the `ModelWeights` of the model `keras_builder` makes."""
+  with tf.Graph().as_default():
+    model = keras_builder()
+    weights = tff.learning.models.ModelWeights(
+        trainable=[tf.TensorSpec(v.shape, v.dtype) for v in model.trainable_variables],
+        non_trainable=[tf.TensorSpec(v.shape, v.dtype) for v in model.non_trainable_variables])
+  return tff.types.tensorflow_to_type(weights)
+
+
+def initial_weights_computation(keras_builder: KerasBuilder, seed: int) -> tff.Computation:
+  """No-arg TFF computation returning the seeded initial `ModelWeights`."""
+  tf.keras.utils.set_random_seed(seed)
+  model = keras_builder()
+  trainable = [v.numpy() for v in model.trainable_variables]
+  non_trainable = [v.numpy() for v in model.non_trainable_variables]
+
+  @tff.tensorflow.computation
+  def initial_weights():
+    return tff.learning.models.ModelWeights(
+        trainable=[tf.constant(w) for w in trainable],
+        non_trainable=[tf.constant(w) for w in non_trainable])
+  return initial_weights
+
+
+def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_factory,
+                         seed: int) -> tff.learning.templates.LearningProcess:
+  """Broadcast, client work, weighted aggregator, `w <- w - aggregated delta`.
+
+  `aggregator_factory` may be weighted or unweighted (then applied via
+  `tff.aggregators.factory_utils.as_weighted_aggregator`).
+  """
+  init = initial_weights_computation(keras_builder, seed)
+  weights_type = init.type_signature.result
+  distributor = tff.learning.templates.build_broadcast_process(weights_type)
+  update_type = tff.types.tensorflow_to_type(
+      [tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable])
+  if isinstance(aggregator_factory, tff.aggregators.UnweightedAggregationFactory):
+    aggregator_factory = tff.aggregators.factory_utils.as_weighted_aggregator(
+        aggregator_factory)
+  aggregator = aggregator_factory.create(update_type, tff.TensorType(np.float32))
+  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
+      tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type)
+  return tff.learning.templates.compose_learning_process(
+      init, distributor, client_work, aggregator, finalizer)
+
+
+Releases = list[tuple[np.ndarray, Optional[dp_accounting.DpEvent], str]]
+
+
+@dataclasses.dataclass
+class Method:
+  """A runnable method: its TFF process plus what the runner needs around it.
+
+  Attributes:
+    name: Method name (`--method`).
+    process: The `tff.learning.templates.LearningProcess`.
+    batching: How client data is batched (`ShuffleBatch` or `PoissonLot`).
+    dp_unit: `sample-level`, `client-level` or `none`.
+    cohort_sampling: `uniform` (fixed K of N) or `poisson` (rate K/N).
+    claimed_releases: `(cohort, num_clients_total) -> Releases`: the paper's analysis.
+    guaranteed_releases: The same for what the executed mechanism guarantees.
+    adaptive_quantities: `state -> dict` of per-round quantities (sigma, C, ...).
+    hyperparameters: Resolved method hyperparameters (for config.json).
+    notes: Hyperparameter -> comment ("not given in the paper; chosen because ...").
+  """
+  name: str
+  process: tff.learning.templates.LearningProcess
+  batching: ShuffleBatch | PoissonLot
+  dp_unit: str
+  cohort_sampling: str
+  claimed_releases: Callable[[np.ndarray], Releases]
+  guaranteed_releases: Callable[[np.ndarray], Releases]
+  adaptive_quantities: Callable[[Any], dict]
+  hyperparameters: dict
+  notes: dict = dataclasses.field(default_factory=dict)
+
+
+def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: float,
+                    amplified: bool) -> Releases:
+  """Per-client DP-SGD releases of one round (sample-level).
+
+  `amplified=True`: the paper-style analysis, each step a Poisson-subsampled Gaussian
+  with `q = B / n_i` (exact for `PoissonLot`; for shuffled fixed-size batches it is the
+  usual approximation). `amplified=False` for shuffled batches: each epoch touches every
+  example in exactly one batch (disjoint batches compose in parallel), so a client's
+  epoch is one Gaussian release with noise multiplier sigma — a guarantee that holds for
+  the executed shuffling.
+  """
+  releases: Releases = []
+  if sigma == 0:
+    return [(cohort, None, 'noise multiplier is 0: no noise, no finite guarantee')]
+  sizes = data.client_sizes[cohort]
+  for n in np.unique(sizes):
+    clients = cohort[sizes == n]
+    if isinstance(batching, PoissonLot):
+      event = privacy.subsampled_gaussian_event(sigma, batching.rate, 1)
+    elif amplified:
+      b = batching.batch_size
+      steps = batching.local_epochs * int(np.ceil(n / b))
+      event = privacy.subsampled_gaussian_event(sigma, min(1.0, b / n), steps)
+    else:
+      event = privacy.subsampled_gaussian_event(sigma, 1.0, batching.local_epochs)
+    releases.append((clients, event, ''))
+  return releases

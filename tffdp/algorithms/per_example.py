@@ -1,0 +1,170 @@
+"""Per-example gradient clipping without materialising per-example gradients.
+
+DP-SGD (Abadi et al. 2016, Alg. 1) needs `sum_i clip_C(g_i)` and the norms `||g_i||`.
+Materialising `g_i` for every example (`tf.vectorized_map` / `GradientTape.jacobian`)
+costs `B` copies of the model. For networks built from `Dense` and `Conv2D` layers
+joined by parameter-free layers (activations, pooling, flattening, padding) — every
+network in `tffdp.models` — the same quantities follow from one forward and one
+backward pass (Goodfellow 2015; Rochette et al. 2019; Li et al. 2022 "ghost clipping"):
+
+- `Dense` with input `a_i` and output gradient `d_i`: the kernel gradient is
+  `a_i d_i^T`, so `||grad_i||^2 = ||a_i||^2 ||d_i||^2` (+ `||d_i||^2` for the bias) and
+  the clipped sum is `A^T (s * D)`.
+- `Conv2D`: with input patches `P_i` (`tf.image.extract_patches`, `[positions, k*k*c_in]`)
+  and output gradients `D_i` (`[positions, c_out]`), `grad_i = P_i^T D_i` — small
+  (`k*k*c_in x c_out`) — formed per example, its norm taken and the clipped sum
+  `sum_i s_i P_i^T D_i` computed from it.
+
+Here `D` are gradients of the *sum* of per-example losses with respect to each layer's
+pre-activation output (rows are per-example since examples do not interact), and
+`s_i = min(1, C / ||g_i||)`. Models with other parameterised layers fall back to
+`tf.vectorized_map` (exact, slower).
+"""
+
+from __future__ import annotations
+
+import tensorflow as tf
+
+_FREE_LAYERS = (tf.keras.layers.Flatten, tf.keras.layers.MaxPool2D,
+                tf.keras.layers.AveragePooling2D, tf.keras.layers.ZeroPadding2D,
+                tf.keras.layers.ReLU, tf.keras.layers.Activation,
+                tf.keras.layers.InputLayer, tf.keras.layers.Reshape,
+                tf.keras.layers.Dropout)
+
+
+def supports_fast_clipping(model: tf.keras.Model) -> bool:
+  """True if `model` is a `Sequential` of Dense/Conv2D and parameter-free layers."""
+  if not isinstance(model, tf.keras.Sequential):
+    return False
+  for layer in model.layers:
+    if isinstance(layer, tf.keras.layers.Dense):
+      continue
+    if isinstance(layer, tf.keras.layers.Conv2D) and type(layer) is tf.keras.layers.Conv2D:
+      if layer.dilation_rate != (1, 1) or layer.groups != 1 or \
+          layer.data_format != 'channels_last':
+        return False
+      continue
+    if isinstance(layer, _FREE_LAYERS) and not layer.trainable_weights:
+      continue
+    return False
+  return True
+
+
+def _forward(model, x, training):
+  """Runs the layers, returning logits and `(layer, input, pre_activation)` records."""
+  records = []
+  h = x
+  for layer in model.layers:
+    if isinstance(layer, tf.keras.layers.Dense):
+      z = tf.matmul(h, layer.kernel)
+      if layer.use_bias:
+        z = z + layer.bias
+      records.append((layer, h, z))
+      h = layer.activation(z)
+    elif isinstance(layer, tf.keras.layers.Conv2D):
+      z = tf.nn.conv2d(h, layer.kernel, strides=layer.strides, padding=layer.padding.upper())
+      if layer.use_bias:
+        z = z + layer.bias
+      records.append((layer, h, z))
+      h = layer.activation(z)
+    else:
+      h = layer(h, training=training)
+  return h, records
+
+
+def _conv_patches(layer, a):
+  k = layer.kernel_size
+  s = layer.strides
+  return tf.image.extract_patches(a, sizes=[1, k[0], k[1], 1], strides=[1, s[0], s[1], 1],
+                                  rates=[1, 1, 1, 1], padding=layer.padding.upper())
+
+
+def clipped_gradient_sum(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
+                         clip_norm: tf.Tensor, training: bool = True):
+  """Sum of per-example gradients, each clipped to L2 norm `clip_norm`.
+
+  Args:
+    model: A Keras model with logits output; see `supports_fast_clipping`.
+    x: Inputs `[B, ...]` float32.
+    y: Labels `[B]` int32.
+    clip_norm: Scalar float32 `C > 0`.
+    training: Passed to parameter-free layers.
+
+  Returns:
+    `(clipped_sum, norms, losses)`: a list shaped like `model.trainable_variables`,
+    the unclipped per-example gradient norms `[B]` and per-example losses `[B]`.
+  """
+  if not supports_fast_clipping(model):
+    return clipped_gradient_sum_vmap(model, x, y, clip_norm)
+  with tf.GradientTape() as tape:
+    logits, records = _forward(model, x, training)
+    zs = [z for _, _, z in records]
+    tape.watch(zs)
+    losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+    total = tf.reduce_sum(losses)
+  dzs = tape.gradient(total, zs)
+  b = tf.shape(x)[0]
+  sq_norms = tf.zeros([b])
+  per_layer = []
+  for (layer, a, _), d in zip(records, dzs):
+    if isinstance(layer, tf.keras.layers.Dense):
+      a2 = tf.reduce_sum(tf.square(a), axis=1)
+      d2 = tf.reduce_sum(tf.square(d), axis=1)
+      sq_norms += a2 * d2 + (d2 if layer.use_bias else 0.0)
+      per_layer.append(('dense', layer, a, d))
+    else:
+      p = _conv_patches(layer, a)
+      p = tf.reshape(p, [b, -1, tf.shape(p)[-1]])
+      d_flat = tf.reshape(d, [b, -1, tf.shape(d)[-1]])
+      g = tf.einsum('bpk,bpc->bkc', p, d_flat)
+      sq_norms += tf.reduce_sum(tf.square(g), axis=[1, 2])
+      gb = tf.reduce_sum(d_flat, axis=1)
+      if layer.use_bias:
+        sq_norms += tf.reduce_sum(tf.square(gb), axis=1)
+      per_layer.append(('conv', layer, g, gb))
+  norms = tf.sqrt(sq_norms)
+  scale = tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
+  grads = {}
+  for kind, layer, u, v in per_layer:
+    if kind == 'dense':
+      sd = v * scale[:, None]
+      grads[id(layer.kernel)] = tf.matmul(u, sd, transpose_a=True)
+      if layer.use_bias:
+        grads[id(layer.bias)] = tf.reduce_sum(sd, axis=0)
+    else:
+      grads[id(layer.kernel)] = tf.reshape(tf.tensordot(scale, u, axes=1), tf.shape(layer.kernel))
+      if layer.use_bias:
+        grads[id(layer.bias)] = tf.tensordot(scale, v, axes=1)
+  return [grads[id(v)] for v in model.trainable_variables], norms, losses
+
+
+def per_example_gradients(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor):
+  """Materialised per-example gradients via `tf.vectorized_map` (reference path).
+
+  Returns:
+    `(losses [B], grads)`, `grads` a list of `[B, *var.shape]` tensors.
+  """
+  def one(example):
+    xi, yi = example
+    with tf.GradientTape() as tape:
+      logits = model(xi[None], training=True)
+      loss = tf.keras.losses.sparse_categorical_crossentropy(yi[None], logits,
+                                                             from_logits=True)[0]
+    return loss, tape.gradient(loss, model.trainable_variables)
+  return tf.vectorized_map(one, (x, y))
+
+
+def clip_and_sum(grads, clip_norm):
+  """`(sum_i g_i * min(1, C/||g_i||), norms [B])` of materialised per-example grads."""
+  sq = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
+                 for g in grads])
+  norms = tf.sqrt(sq)
+  scale = tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
+  return [tf.tensordot(scale, g, axes=1) for g in grads], norms
+
+
+def clipped_gradient_sum_vmap(model, x, y, clip_norm):
+  """Same contract as `clipped_gradient_sum`, via materialised per-example gradients."""
+  losses, grads = per_example_gradients(model, x, y)
+  summed, norms = clip_and_sum(grads, clip_norm)
+  return summed, norms, losses

@@ -1,0 +1,103 @@
+"""Run configuration: every hyperparameter of one experiment, validated before training."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Optional
+
+from tffdp.data.loaders import DATASETS
+from tffdp.data.partitioners import PARTITIONERS
+
+METHODS = ('fedavg', 'dpfl', 'dp_fedavg')
+COHORT_SAMPLING = ('uniform', 'poisson')
+
+# Model per (method family, dataset) when --model is not given.
+DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
+                 'cifar10': 'deep_mnist_cnn', 'cifar100': 'dp_fedags_cifar_cnn'}
+
+
+@dataclasses.dataclass
+class RunConfig:
+  """One experiment. Defaults follow A-DPFL's Table 1 (MNIST) where it applies.
+
+  Attributes mirror `python -m tffdp.run --help`. `notes` maps a field to the comment
+  written beside it in `config.json` (e.g. "not given in the paper; chosen because …").
+  """
+  method: str = 'fedavg'
+  dataset: str = 'mnist'
+  data_dir: Optional[str] = None
+  rounds: int = 20
+  clients: int = 100
+  clients_per_round: int = 10
+  partition: str = 'label_skew'
+  partition_options: dict = dataclasses.field(default_factory=dict)
+  seed: int = 0
+  out: str = 'runs/latest'
+  model: Optional[str] = None
+  learning_rate: float = 0.05
+  batch_size: int = 20
+  local_epochs: int = 1
+  noise_multiplier: float = 1.0
+  clip_norm: float = 4.0
+  delta: float = 1e-5
+  cohort_sampling: Optional[str] = None
+  epsilon_budget: Optional[float] = None
+  eval_every: int = 1
+  checkpoint_every: int = 5
+  num_validation: int = 5000
+  client_cache_dir: Optional[str] = None
+  notes: dict = dataclasses.field(default_factory=dict)
+
+  def resolved(self) -> 'RunConfig':
+    """Fills method/dataset-dependent defaults (model, cohort sampling)."""
+    c = dataclasses.replace(self, notes=dict(self.notes))
+    if c.model is None:
+      c.model = DEFAULT_MODEL.get(c.dataset, 'deep_mnist_cnn')
+      c.notes.setdefault('model', 'default for the dataset (A-DPFL Sec. 6.1 network)')
+    if c.cohort_sampling is None:
+      c.cohort_sampling = 'poisson' if c.method == 'dp_fedavg' else 'uniform'
+      c.notes.setdefault('cohort_sampling',
+                         'poisson for client-level DP-FedAvg so its accountant is exact; '
+                         'uniform (fixed K) otherwise')
+    return c
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid parameter and its value."""
+    def bad(name, value, why):
+      raise ValueError(f'{name} {why}. Found {name}={value!r}.')
+    if self.method not in METHODS:
+      bad('method', self.method, f'must be one of {", ".join(METHODS)}')
+    if self.dataset not in DATASETS:
+      bad('dataset', self.dataset, f'must be one of {", ".join(DATASETS)}')
+    if self.partition not in PARTITIONERS:
+      bad('partition', self.partition, f'must be one of {", ".join(PARTITIONERS)}')
+    if self.rounds <= 0:
+      bad('rounds', self.rounds, 'must be positive')
+    if self.clients <= 0:
+      bad('clients', self.clients, 'must be positive')
+    if not 0 < self.clients_per_round <= self.clients:
+      bad('clients_per_round', self.clients_per_round,
+          f'must be in [1, clients={self.clients}]')
+    if self.noise_multiplier < 0:
+      bad('noise_multiplier', self.noise_multiplier, 'must be >= 0')
+    if self.clip_norm <= 0:
+      bad('clip_norm', self.clip_norm, 'must be positive')
+    if self.learning_rate <= 0:
+      bad('learning_rate', self.learning_rate, 'must be positive')
+    if self.batch_size <= 0:
+      bad('batch_size', self.batch_size, 'must be positive')
+    if self.local_epochs <= 0:
+      bad('local_epochs', self.local_epochs, 'must be positive')
+    if not 0 < self.delta < 1:
+      bad('delta', self.delta, 'must be in (0, 1)')
+    if self.epsilon_budget is not None and self.epsilon_budget <= 0:
+      bad('epsilon_budget', self.epsilon_budget, 'must be positive')
+    if self.eval_every <= 0:
+      bad('eval_every', self.eval_every, 'must be positive')
+    if self.checkpoint_every <= 0:
+      bad('checkpoint_every', self.checkpoint_every, 'must be positive')
+    if self.num_validation < 0:
+      bad('num_validation', self.num_validation, 'must be >= 0')
+    if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
+      bad('cohort_sampling', self.cohort_sampling,
+          f'must be one of {", ".join(COHORT_SAMPLING)}')

@@ -1,0 +1,175 @@
+"""Client datasets that TFF builds from client ids, inside the computation.
+
+`FederatedData` writes each client's examples once to two small files
+(`<dir>/<id>.x`: raw uint8 pixels, `<dir>/<id>.y`: uint8 labels). Client datasets are
+then built *inside* TFF from a client id: `client_data_computation(batching)` is a
+`tff.tensorflow.computation` `(<client_id=string, seed=int64[2]>) -> <batches=D*, seed=int64[2]*>`
+that reads the client's files, scales pixels to `[0, 1]` float32, and batches them as the
+method prescribes, seeded. Nothing but the client ids and seeds crosses into TFF per
+round. `tff_client_data` exposes the same data as a `tff.simulation.datasets.ClientData`
+(whose `dataset_computation` builds a client's unbatched examples from its id).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import hashlib
+import os
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+SEED_SPEC = tf.TensorSpec([2], tf.int64)
+
+
+@dataclasses.dataclass(frozen=True)
+class ShuffleBatch:
+  """Shuffle the client's examples, `local_epochs` passes, minibatches of `batch_size`.
+
+  The last incomplete batch is kept (`drop_remainder=False`), as in TFF's examples.
+  """
+  batch_size: int
+  local_epochs: int = 1
+
+  def __post_init__(self):
+    if self.batch_size <= 0:
+      raise ValueError(f'batch_size must be positive. Found {self.batch_size}.')
+    if self.local_epochs <= 0:
+      raise ValueError(f'local_epochs must be positive. Found {self.local_epochs}.')
+
+
+@dataclasses.dataclass(frozen=True)
+class PoissonLot:
+  """One lot per round: each example included independently with probability `rate`."""
+  rate: float
+
+  def __post_init__(self):
+    if not 0.0 < self.rate <= 1.0:
+      raise ValueError(f'rate must be in (0, 1]. Found {self.rate}.')
+
+
+def _fingerprint(x: np.ndarray, y: np.ndarray, partition: Sequence[np.ndarray]) -> str:
+  h = hashlib.sha1()
+  h.update(str(x.shape).encode())
+  h.update(np.ascontiguousarray(x[:: max(1, len(x) // 997)]).tobytes())
+  h.update(np.ascontiguousarray(y).tobytes())
+  for p in partition:
+    h.update(np.asarray(p, np.int64).tobytes())
+  return h.hexdigest()[:16]
+
+
+def default_cache_dir() -> str:
+  cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
+  return os.path.join(cache, 'tffdp', 'clients')
+
+
+class FederatedData:
+  """A partitioned training set whose client datasets TFF builds from client ids.
+
+  Args:
+    x: `uint8` images `[n, h, w, c]`.
+    y: `int` labels `[n]` (values `< 256`).
+    partition: One index array into `x`/`y` per client (see `tffdp.data.partition`).
+    cache_dir: Where the per-client files go (a sub-folder keyed by a fingerprint of
+      the data and partition, so repeated runs reuse them).
+
+  Raises:
+    ValueError: If a client has no examples, or shapes/dtypes are wrong.
+  """
+
+  def __init__(self, x: np.ndarray, y: np.ndarray, partition: Sequence[np.ndarray],
+               cache_dir: str | None = None):
+    if x.dtype != np.uint8:
+      raise ValueError(f'x must be uint8. Found {x.dtype}.')
+    if len(x) != len(y):
+      raise ValueError(f'x and y differ in length: {len(x)} vs {len(y)}.')
+    if int(np.max(y)) > 255 or int(np.min(y)) < 0:
+      raise ValueError('labels must lie in [0, 255].')
+    self.input_shape = tuple(x.shape[1:])
+    self.num_clients = len(partition)
+    self.client_sizes = np.array([len(p) for p in partition], dtype=np.int64)
+    if np.any(self.client_sizes == 0):
+      raise ValueError(f'client {int(np.argmin(self.client_sizes))} has no examples.')
+    self.client_ids = [str(i) for i in range(self.num_clients)]
+    self.label_histograms = np.stack([
+        np.bincount(np.asarray(y)[p], minlength=int(np.max(y)) + 1) for p in partition])
+    root = cache_dir or default_cache_dir()
+    self.directory = os.path.join(root, _fingerprint(x, y, partition))
+    done = os.path.join(self.directory, 'COMPLETE')
+    if not os.path.exists(done):
+      os.makedirs(self.directory, exist_ok=True)
+      for cid, idx in zip(self.client_ids, partition):
+        for suffix, arr in (('x', x[idx]), ('y', np.asarray(y)[idx].astype(np.uint8))):
+          tmp = os.path.join(self.directory, f'{cid}.{suffix}.tmp')
+          with open(tmp, 'wb') as f:
+            f.write(np.ascontiguousarray(arr).tobytes())
+          os.replace(tmp, os.path.join(self.directory, f'{cid}.{suffix}'))
+      with open(done, 'w') as f:
+        f.write(f'{self.num_clients}\n')
+
+  def _examples_fn(self):
+    directory, shape = self.directory, self.input_shape
+
+    def examples(client_id: tf.Tensor) -> tf.data.Dataset:
+      prefix = tf.strings.join([directory, '/', client_id])
+      xs = tf.io.decode_raw(tf.io.read_file(prefix + '.x'), tf.uint8)
+      xs = tf.cast(tf.reshape(xs, [-1, *shape]), tf.float32) / 255.0
+      ys = tf.cast(tf.io.decode_raw(tf.io.read_file(prefix + '.y'), tf.uint8), tf.int32)
+      return xs, ys
+    return examples
+
+  @property
+  def element_spec(self) -> collections.OrderedDict:
+    """Spec of one batch: `x` float32 `[None, h, w, c]`, `y` int32 `[None]`."""
+    return collections.OrderedDict(
+        x=tf.TensorSpec([None, *self.input_shape], tf.float32),
+        y=tf.TensorSpec([None], tf.int32))
+
+  @property
+  def client_data_type(self) -> tff.Type:
+    """TFF type of one client's input to a tffdp client work: `<batches=D*, seed=int64[2]*>`."""
+    return tff.StructType([
+        ('batches', tff.SequenceType(tff.types.tensorflow_to_type(self.element_spec))),
+        ('seed', tff.SequenceType(tff.TensorType(np.int64, [2]))),
+    ])
+
+  def tff_client_data(self) -> tff.simulation.datasets.ClientData:
+    """The data as a `tff.simulation.datasets.ClientData` of unbatched examples."""
+    examples = self._examples_fn()
+
+    def dataset_fn(client_id):
+      xs, ys = examples(client_id)
+      return tf.data.Dataset.from_tensor_slices(collections.OrderedDict(x=xs, y=ys))
+    return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
+        self.client_ids, dataset_fn)
+
+  def client_data_computation(self, batching: ShuffleBatch | PoissonLot) -> tff.Computation:
+    """`(<client_id=string, seed=int64[2]>) -> <batches=D*, seed=int64[2]*>` (TFF computation).
+
+    The returned `seed` sequence holds one element: the seed passed in, for the
+    client work's stateless noise.
+    """
+    examples = self._examples_fn()
+
+    @tff.tensorflow.computation(tf.TensorSpec([], tf.string), SEED_SPEC)
+    def build(client_id, seed):
+      xs, ys = examples(client_id)
+      n = tf.shape(ys)[0]
+      if isinstance(batching, ShuffleBatch):
+        order = tf.concat([
+            tf.random.experimental.stateless_shuffle(
+                tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
+            for e in range(batching.local_epochs)], axis=0)
+        ds = tf.data.Dataset.from_tensor_slices(order).batch(batching.batch_size)
+        ds = ds.map(lambda i: collections.OrderedDict(
+            x=tf.gather(xs, i), y=tf.gather(ys, i)))
+      else:
+        u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
+        keep = tf.where(u < batching.rate)[:, 0]
+        ds = tf.data.Dataset.from_tensors(collections.OrderedDict(
+            x=tf.gather(xs, keep), y=tf.gather(ys, keep)))
+      return collections.OrderedDict(batches=ds, seed=tf.data.Dataset.from_tensors(seed))
+    return build

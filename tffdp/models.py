@@ -1,0 +1,186 @@
+"""The networks the five method papers name, as Keras builders and TFF `model_fn`s.
+
+Every builder maps `(input_shape, num_classes)` to an uncompiled `tf.keras.Model` whose
+output is logits (`float32 [batch, num_classes]`); inputs are `float32
+[batch, *input_shape]` in `[0, 1]`.
+
+| name | source | layers |
+|---|---|---|
+| `deep_mnist_cnn` | A-DPFL Sec. 6.1 (spec reading: TF "Deep MNIST") | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 1024, dense C |
+| `adap_dp_fl_cnn` | Adap DP-FL Sec. V-A (Opacus MNIST CNN) | conv16 k8 s2 pad3, pool2 s1, conv32 k4 s2, pool2 s1, dense 32, dense C (26,010 params) |
+| `mlp` | AADP-FL Sec. 6 | dense 200, dense C |
+| `mcmahan_cnn` | AADP-FL, DP-FedAGS MNIST (McMahan et al. 2017) | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 512, dense C |
+| `lenet_cnn` | AADP-FL CIFAR-10 (LeNet-5 style) | conv5x5x6, pool2, conv5x5x16, pool2, dense 120, 84, C |
+| `alexnet_cnn` | AADP-FL (AlexNet-style, widths not given) | conv3x3 32, pool, conv3x3 64, pool, conv3x3 96, 96, 64, pool, dense 256, dense C |
+| `logistic_regression` | cosAFed Sec. 5 | dense C on flattened input |
+| `dp_fedags_cifar_cnn` | DP-FedAGS CIFAR (spec reading) | conv3x3 32, 32, pool2, conv3x3 64, 64, pool2, dense 512, dense C |
+"""
+
+from __future__ import annotations
+
+import collections
+from typing import Callable
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+layers = tf.keras.layers
+
+
+def _seq(input_shape, body) -> tf.keras.Model:
+  return tf.keras.Sequential([tf.keras.Input(shape=input_shape)] + body)
+
+
+def deep_mnist_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.Conv2D(32, 5, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(64, 5, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Flatten(),
+      layers.Dense(1024, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def adap_dp_fl_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.ZeroPadding2D(3),
+      layers.Conv2D(16, 8, strides=2, activation='relu'),
+      layers.MaxPool2D(2, strides=1),
+      layers.Conv2D(32, 4, strides=2, activation='relu'),
+      layers.MaxPool2D(2, strides=1),
+      layers.Flatten(),
+      layers.Dense(32, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def mlp(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.Flatten(),
+      layers.Dense(200, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def mcmahan_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.Conv2D(32, 5, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(64, 5, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Flatten(),
+      layers.Dense(512, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def lenet_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.Conv2D(6, 5, activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(16, 5, activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Flatten(),
+      layers.Dense(120, activation='relu'),
+      layers.Dense(84, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def alexnet_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Model:
+  """AlexNet-style: 5 conv + 2 dense, widths chosen by tffdp (the paper gives none)."""
+  return _seq(input_shape, [
+      layers.Conv2D(32, 3, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(64, 3, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(96, 3, padding='same', activation='relu'),
+      layers.Conv2D(96, 3, padding='same', activation='relu'),
+      layers.Conv2D(64, 3, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Flatten(),
+      layers.Dense(256, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+def logistic_regression(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [layers.Flatten(), layers.Dense(num_classes)])
+
+
+def dp_fedags_cifar_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Model:
+  return _seq(input_shape, [
+      layers.Conv2D(32, 3, padding='same', activation='relu'),
+      layers.Conv2D(32, 3, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Conv2D(64, 3, padding='same', activation='relu'),
+      layers.Conv2D(64, 3, padding='same', activation='relu'),
+      layers.MaxPool2D(2),
+      layers.Flatten(),
+      layers.Dense(512, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
+MODELS: dict[str, Callable[..., tf.keras.Model]] = {
+    'deep_mnist_cnn': deep_mnist_cnn,
+    'adap_dp_fl_cnn': adap_dp_fl_cnn,
+    'mlp': mlp,
+    'mcmahan_cnn': mcmahan_cnn,
+    'lenet_cnn': lenet_cnn,
+    'alexnet_cnn': alexnet_cnn,
+    'logistic_regression': logistic_regression,
+    'dp_fedags_cifar_cnn': dp_fedags_cifar_cnn,
+}
+
+
+def build_keras_model(name: str, input_shape, num_classes: int,
+                      seed: int | None = None) -> tf.keras.Model:
+  """Builds `MODELS[name]`; with `seed`, the initial weights are deterministic.
+
+  Raises:
+    ValueError: If `name` is unknown (the message lists the valid names).
+  """
+  if name not in MODELS:
+    raise ValueError(f'Unknown model {name!r}. Valid models: {", ".join(MODELS)}.')
+  if seed is not None:
+    tf.keras.utils.set_random_seed(seed)
+  return MODELS[name](tuple(input_shape), num_classes)
+
+
+def count_params(name: str, input_shape, num_classes: int) -> int:
+  return int(build_keras_model(name, input_shape, num_classes).count_params())
+
+
+def input_spec(input_shape) -> collections.OrderedDict:
+  """Element spec of a batched client dataset: `x` float32, `y` int32."""
+  return collections.OrderedDict(
+      x=tf.TensorSpec([None, *input_shape], tf.float32),
+      y=tf.TensorSpec([None], tf.int32))
+
+
+def make_model_fn(name: str, input_shape, num_classes: int
+                  ) -> Callable[[], tff.learning.models.VariableModel]:
+  """A TFF `model_fn`: no-arg callable returning a `tff.learning.models.VariableModel`.
+
+  The model's loss is sparse categorical cross-entropy on logits, metric accuracy.
+  """
+  def model_fn():
+    return tff.learning.models.from_keras_model(
+        build_keras_model(name, input_shape, num_classes),
+        loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
+        input_spec=input_spec(input_shape),
+        metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
+  return model_fn
+
+
+def initial_weights(name: str, input_shape, num_classes: int, seed: int
+                    ) -> tff.learning.models.ModelWeights:
+  """Seeded initial `ModelWeights` (lists of NumPy arrays)."""
+  model = build_keras_model(name, input_shape, num_classes, seed=seed)
+  return tff.learning.models.ModelWeights(
+      trainable=[np.asarray(v.numpy()) for v in model.trainable_variables],
+      non_trainable=[np.asarray(v.numpy()) for v in model.non_trainable_variables])

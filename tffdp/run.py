@@ -1,0 +1,127 @@
+"""Command line: `python -m tffdp.run --method NAME --dataset NAME ...`.
+
+Runs one experiment (see `tffdp.runner`). Exit codes: 0 done; 2 bad arguments, invalid
+hyperparameters or missing/corrupt data (a message, no traceback); 130 interrupted
+(a resumable checkpoint is left in --out).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+# Quiet TensorFlow's C++ start-up logging for CLI users (set before importing TF).
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+
+from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+from tffdp.data.loaders import DATASETS  # pylint: disable=g-import-not-at-top
+from tffdp.data.partitioners import PARTITIONERS  # pylint: disable=g-import-not-at-top
+from tffdp.models import MODELS  # pylint: disable=g-import-not-at-top
+
+
+class _Parser(argparse.ArgumentParser):
+  def error(self, message):
+    self.print_usage(sys.stderr)
+    self.exit(2, f'{self.prog}: error: {message}\n')
+
+
+def make_parser() -> argparse.ArgumentParser:
+  d = config_lib.RunConfig()
+  p = _Parser(
+      prog='python -m tffdp.run',
+      description='Run one differentially private federated learning experiment.',
+      epilog=(f'methods: {", ".join(config_lib.METHODS)}\n'
+              f'datasets: {", ".join(DATASETS)}\n'
+              f'partitions: {", ".join(PARTITIONERS)}\n'
+              f'models: {", ".join(MODELS)}'),
+      formatter_class=argparse.RawDescriptionHelpFormatter)
+  g = p.add_argument_group('experiment')
+  g.add_argument('--method', required=True, help=f'one of: {", ".join(config_lib.METHODS)}')
+  g.add_argument('--dataset', required=True, help=f'one of: {", ".join(DATASETS)}')
+  g.add_argument('--data-dir', help='directory with one folder per dataset '
+                 '(default: $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets)')
+  g.add_argument('--rounds', type=int, default=d.rounds, help='rounds T')
+  g.add_argument('--clients', type=int, default=d.clients, help='clients N')
+  g.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
+                 help='cohort size K (expected size under poisson sampling)')
+  g.add_argument('--cohort-sampling', choices=config_lib.COHORT_SAMPLING,
+                 help='default: poisson for dp_fedavg, uniform otherwise')
+  g.add_argument('--partition', default=d.partition, help=f'one of: {", ".join(PARTITIONERS)}')
+  g.add_argument('--partition-options', default='{}',
+                 help='JSON object of partitioner keyword arguments, e.g. \'{"alpha": 0.5}\'')
+  g.add_argument('--seed', type=int, default=d.seed)
+  g.add_argument('--out', default=d.out, help='output directory')
+  g.add_argument('--resume', action='store_true', help='continue from --out/checkpoint.pkl')
+  g.add_argument('--num-validation', type=int, default=d.num_validation,
+                 help='server-side validation examples held out of the training set')
+  g.add_argument('--eval-every', type=int, default=d.eval_every)
+  g.add_argument('--checkpoint-every', type=int, default=d.checkpoint_every)
+  m = p.add_argument_group('method options')
+  m.add_argument('--model', help=f'one of: {", ".join(MODELS)} (default per dataset)')
+  m.add_argument('--learning-rate', type=float, default=d.learning_rate, help='client learning rate')
+  m.add_argument('--batch-size', type=int, default=d.batch_size, help='client batch size B')
+  m.add_argument('--local-epochs', type=int, default=d.local_epochs)
+  m.add_argument('--noise-multiplier', type=float, default=d.noise_multiplier, help='sigma')
+  m.add_argument('--clip-norm', type=float, default=d.clip_norm,
+                 help='C (per-example, dpfl) or S (per-update, dp_fedavg)')
+  m.add_argument('--delta', type=float, default=d.delta)
+  m.add_argument('--epsilon-budget', type=float,
+                 help='stop before epsilon_guaranteed would exceed this')
+  return p
+
+
+def config_from_args(args) -> config_lib.RunConfig:
+  try:
+    options = json.loads(args.partition_options)
+  except json.JSONDecodeError as e:
+    raise ValueError(f'partition_options must be a JSON object. Found {args.partition_options!r}.') from e
+  return config_lib.RunConfig(
+      method=args.method, dataset=args.dataset, data_dir=args.data_dir, rounds=args.rounds,
+      clients=args.clients, clients_per_round=args.clients_per_round,
+      partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
+      model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,
+      local_epochs=args.local_epochs, noise_multiplier=args.noise_multiplier,
+      clip_norm=args.clip_norm, delta=args.delta, cohort_sampling=args.cohort_sampling,
+      epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
+      checkpoint_every=args.checkpoint_every, num_validation=args.num_validation)
+
+
+def main(argv=None) -> int:
+  argv = sys.argv[1:] if argv is None else argv
+  parser = make_parser()
+  args = parser.parse_args(argv)
+  for flag, value, valid in (('method', args.method, config_lib.METHODS),
+                             ('dataset', args.dataset, DATASETS),
+                             ('partition', args.partition, tuple(PARTITIONERS))):
+    if value not in valid:
+      parser.exit(2, f'error: unknown {flag} {value!r}. Valid {flag}s: {", ".join(valid)}\n')
+  if args.model is not None and args.model not in MODELS:
+    parser.exit(2, f'error: unknown model {args.model!r}. Valid models: {", ".join(MODELS)}\n')
+  try:
+    cfg = config_from_args(args)
+    cfg.resolved().validate()
+  except ValueError as e:
+    parser.exit(2, f'error: {e}\n')
+
+  # Heavy imports only once the arguments are known to be good.
+  from tffdp import runner, runtime  # pylint: disable=g-import-not-at-top
+  from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
+  runtime.use_local_context()
+  try:
+    summary = runner.run(cfg, resume=args.resume, command=['python', '-m', 'tffdp.run'] + argv)
+  except (DataError, runner.ResumeError, ValueError) as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  except KeyboardInterrupt:
+    return 130
+  print(json.dumps(summary, indent=2))
+  return 0
+
+
+if __name__ == '__main__':
+  code = main()
+  from tffdp import runtime as _rt  # pylint: disable=g-import-not-at-top
+  _rt.shutdown_workers()
+  sys.exit(code)

@@ -1,0 +1,317 @@
+"""Runs a method for T rounds: cohort selection, evaluation, privacy ledgers, results.
+
+Results in `config.out`:
+- `config.json`: every resolved hyperparameter, seed, versions, command line, notes;
+- `metrics.csv`: one row per round (`round, test_accuracy, test_loss,
+  validation_accuracy, validation_loss, train_loss, epsilon_claimed,
+  epsilon_guaranteed` (max over clients) and their means, `cohort_size,
+  round_seconds, wall_seconds` and the method's adaptive quantities);
+- `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
+  the reasons for any `inf`, total wall time;
+- `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
+  `--resume` continues from it exactly (same seed, same cohorts, same noise).
+Every file is written atomically (temporary file + rename).
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import functools
+import io
+import json
+import math
+import os
+import pickle
+import platform
+import sys
+import time
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import models, privacy
+from tffdp.algorithms import baselines
+from tffdp.algorithms.common import Method
+from tffdp.config import RunConfig
+from tffdp.data import FederatedData, load_dataset, partition, train_validation_split
+from tffdp.evaluation import Evaluator
+
+CHECKPOINT = 'checkpoint.pkl'
+
+
+class ResumeError(RuntimeError):
+  """Raised when a checkpoint does not match the requested run."""
+
+
+def atomic_write(path: str, data: str | bytes) -> None:
+  tmp = f'{path}.tmp{os.getpid()}'
+  with open(tmp, 'wb' if isinstance(data, bytes) else 'w') as f:
+    f.write(data)
+  os.replace(tmp, path)
+
+
+def versions() -> dict:
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from importlib import metadata  # pylint: disable=g-import-not-at-top
+  out = {'python': platform.python_version()}
+  for pkg in ('tffdp', 'tensorflow', 'tensorflow-federated', 'tensorflow-privacy',
+              'dp-accounting', 'numpy'):
+    try:
+      out[pkg] = metadata.version(pkg)
+    except metadata.PackageNotFoundError:
+      out[pkg] = 'unknown'
+  return out
+
+
+def build_method(config: RunConfig, data: FederatedData, keras_builder) -> Method:
+  common = dict(learning_rate=config.learning_rate, batch_size=config.batch_size,
+                local_epochs=config.local_epochs, seed=config.seed,
+                cohort_sampling=config.cohort_sampling)
+  if config.method == 'fedavg':
+    return baselines.build_fedavg(keras_builder, data, **common)
+  if config.method == 'dpfl':
+    return baselines.build_dpfl(keras_builder, data, noise_multiplier=config.noise_multiplier,
+                                clip_norm=config.clip_norm, **common)
+  if config.method == 'dp_fedavg':
+    return baselines.build_dp_fedavg(
+        keras_builder, data, noise_multiplier=config.noise_multiplier,
+        clip_norm=config.clip_norm, clients_per_round=config.clients_per_round, **common)
+  raise ValueError(f'Unknown method {config.method!r}.')
+
+
+@dataclasses.dataclass
+class Experiment:
+  config: RunConfig
+  data: FederatedData
+  method: Method
+  evaluator: Evaluator
+  round_fn: tff.Computation
+
+
+def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> Experiment:
+  """Loads data, partitions it and builds the method's process and round computation."""
+  ds = load_dataset(config.dataset, config.data_dir)
+  train_idx, val_idx = train_validation_split(ds.x_train, ds.y_train, config.num_validation,
+                                              seed=config.seed)
+  y_train = ds.y_train[train_idx]
+  parts = partition(config.partition, y_train, config.clients, seed=config.seed,
+                    **config.partition_options)
+  data = FederatedData(ds.x_train[train_idx], y_train, parts,
+                       cache_dir=config.client_cache_dir)
+  log(f'tffdp: {ds.name} ({ds.source}): {len(train_idx)} training examples over '
+      f'{config.clients} clients ({config.partition}), {len(val_idx)} validation, '
+      f'{len(ds.y_test)} test')
+  keras_builder = functools.partial(models.build_keras_model, config.model, ds.input_shape,
+                                    ds.num_classes)
+  method = build_method(config, data, keras_builder)
+  evaluator = Evaluator(keras_builder, {
+      'validation': (ds.x_train[val_idx], ds.y_train[val_idx]),
+      'test': (ds.x_test, ds.y_test)})
+  round_fn = build_round_computation(method, data)
+  return Experiment(config, data, method, evaluator, round_fn)
+
+
+def build_round_computation(method: Method, data: FederatedData) -> tff.Computation:
+  """`(state@SERVER, client_ids@CLIENTS, client_seeds@CLIENTS) -> process.next output`.
+
+  Client datasets are built inside TFF from the ids (`FederatedData.client_data_computation`);
+  `client_seeds` are int64[2] seeds of each client's batching and noise.
+  """
+  client_data_comp = data.client_data_computation(method.batching)
+  state_type = method.process.next.type_signature.parameter[0]
+
+  @tff.federated_computation(state_type, tff.FederatedType(np.str_, tff.CLIENTS),
+                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS))
+  def round_fn(state, client_ids, client_seeds):
+    return method.process.next(state, tff.federated_map(client_data_comp,
+                                                        (client_ids, client_seeds)))
+  return round_fn
+
+
+def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
+  """Seeded cohort of round `round_num` (sorted client indices)."""
+  rng = np.random.default_rng([config.seed, round_num, 0])
+  if config.cohort_sampling == 'poisson':
+    return np.flatnonzero(rng.random(config.clients) < config.clients_per_round / config.clients)
+  return np.sort(rng.choice(config.clients, config.clients_per_round, replace=False))
+
+
+def client_seeds(config: RunConfig, round_num: int, cohort: np.ndarray) -> list[np.ndarray]:
+  """Per-client int64[2] seeds of one round (noise and batching), fixed by the run seed."""
+  return [np.array([config.seed * 1_000_003 + round_num, int(c)], dtype=np.int64)
+          for c in cohort]
+
+
+def _apply(ledger: privacy.PrivacyLedger, releases) -> None:
+  for clients, event, reason in releases:
+    if event is None:
+      ledger.record_no_guarantee(clients, reason)
+    else:
+      ledger.record(clients, event)
+
+
+def _would_exceed(ledger: privacy.PrivacyLedger, releases, budget: float) -> bool:
+  for clients, event, _ in releases:
+    if len(clients) == 0:
+      continue
+    if event is None or np.max(ledger.epsilon_if(np.unique(clients), event)) > budget:
+      return True
+  return False
+
+
+def _fmt(x: float) -> str:
+  return 'inf' if math.isinf(x) else f'{x:.3f}'
+
+
+def _csv(rows: list[dict]) -> str:
+  keys: list[str] = []
+  for r in rows:
+    keys += [k for k in r if k not in keys]
+  buf = io.StringIO()
+  w = csv.DictWriter(buf, fieldnames=keys, lineterminator='\n')
+  w.writeheader()
+  for r in rows:
+    w.writerow(r)
+  return buf.getvalue()
+
+
+def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
+        command: Optional[list[str]] = None) -> dict:
+  """Runs one experiment and writes its results into `config.out`.
+
+  Args:
+    config: The run configuration (validated here, before any training).
+    resume: Continue from `config.out/checkpoint.pkl` if present.
+    log: Progress sink (one line per round).
+    command: The command line to record (default `sys.argv`).
+
+  Returns:
+    The summary dict (also written to `summary.json`).
+
+  Raises:
+    ValueError: On invalid hyperparameters.
+    ResumeError: If `config.out` holds another run's checkpoint.
+    tffdp.data.DataError: If the data cannot be found or verified.
+  """
+  config = config.resolved()
+  config.validate()
+  os.makedirs(config.out, exist_ok=True)
+  ckpt_path = os.path.join(config.out, CHECKPOINT)
+  comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in ('rounds', 'out')}
+  if os.path.exists(ckpt_path) and not resume:
+    raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
+                      'it or choose another --out.')
+  exp = build_experiment(config, log)
+  method = exp.method
+  claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit)
+  guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit)
+  state = method.process.initialize()
+  rows: list[dict] = []
+  start_round, wall_before, stop_reason = 0, 0.0, None
+  if resume and os.path.exists(ckpt_path):
+    with open(ckpt_path, 'rb') as f:
+      ckpt = pickle.load(f)
+    if ckpt['config'] != comparable:
+      diff = sorted(k for k in comparable if ckpt['config'].get(k) != comparable[k])
+      raise ResumeError(f'checkpoint in {config.out} was made with different settings: '
+                        f'{", ".join(diff)}.')
+    state = tf.nest.pack_sequence_as(state, ckpt['state'])
+    claimed.load_state_dict(ckpt['claimed'])
+    guaranteed.load_state_dict(ckpt['guaranteed'])
+    rows, start_round, wall_before = ckpt['rows'], ckpt['round'], ckpt['wall_seconds']
+    log(f'tffdp: resuming {config.out} at round {start_round}')
+
+  config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
+                    method_notes=method.notes, dp_unit=method.dp_unit,
+                    command=command if command is not None else sys.argv,
+                    versions=versions(),
+                    machine=dict(platform=platform.platform(), cpus=os.cpu_count()))
+  atomic_write(os.path.join(config.out, 'config.json'),
+               json.dumps(config_doc, indent=2, default=str))
+
+  def snapshot():
+    return dict(config=comparable, state=tf.nest.flatten(state), claimed=claimed.state_dict(),
+                guaranteed=guaranteed.state_dict(), rows=list(rows), round=len(rows))
+
+  def save_checkpoint(snap: dict, wall_seconds: float):
+    atomic_write(ckpt_path, pickle.dumps(dict(snap, wall_seconds=wall_seconds)))
+
+  t_start = time.perf_counter()
+  wall = lambda: wall_before + time.perf_counter() - t_start
+  last_good = snapshot()  # the state after the last completed round
+  try:
+    for r in range(start_round, config.rounds):
+      t0 = time.perf_counter()
+      cohort = select_cohort(config, r)
+      rel_claimed = method.claimed_releases(cohort)
+      rel_guaranteed = method.guaranteed_releases(cohort)
+      if config.epsilon_budget is not None and _would_exceed(
+          guaranteed, rel_guaranteed, config.epsilon_budget):
+        stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
+                       f'{config.epsilon_budget}')
+        log(f'tffdp: stopping: {stop_reason}')
+        break
+      quantities = method.adaptive_quantities(state)
+      train_loss = float('nan')
+      if len(cohort):
+        out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
+        state = out.state
+        train = out.metrics['client_work']['train']
+        train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
+      _apply(claimed, rel_claimed)
+      _apply(guaranteed, rel_guaranteed)
+      rep_c, rep_g = claimed.report(), guaranteed.report()
+      row = dict(round=r + 1)
+      if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
+        row.update(exp.evaluator(method.process.get_model_weights(state)))
+      else:
+        row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
+      row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
+                 epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
+                 epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
+                 **quantities, round_seconds=time.perf_counter() - t0, wall_seconds=wall())
+      rows.append(row)
+      atomic_write(os.path.join(config.out, 'metrics.csv'), _csv(rows))
+      done = r + 1
+      rate = (wall() - wall_before) / (done - start_round)
+      acc = row['test_accuracy']
+      log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
+          f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
+          f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
+          f'ETA {time.strftime("%H:%M:%S", time.gmtime(rate * (config.rounds - done)))}')
+      last_good = snapshot()
+      if done % config.checkpoint_every == 0:
+        save_checkpoint(last_good, wall())
+  except BaseException:
+    save_checkpoint(last_good, wall())
+    log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. Continue '
+        f'with --resume (--out {config.out}).')
+    raise
+  save_checkpoint(snapshot(), wall())
+  summary = summarize(rows, claimed.report(), guaranteed.report(), method, config, wall(),
+                      stop_reason)
+  atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
+  return summary
+
+
+def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason) -> dict:
+  evaluated = [r for r in rows if r.get('test_accuracy') != '']
+  best = max(evaluated, key=lambda r: r['test_accuracy']) if evaluated else None
+  final = evaluated[-1] if evaluated else None
+  jsonable = lambda x: x if not (isinstance(x, float) and math.isinf(x)) else 'inf'
+  return dict(
+      method=method.name, dataset=config.dataset, seed=config.seed,
+      rounds_completed=len(rows), stop_reason=stop_reason,
+      final_test_accuracy=final['test_accuracy'] if final else None,
+      final_test_loss=final['test_loss'] if final else None,
+      best_test_accuracy=best['test_accuracy'] if best else None,
+      best_round=best['round'] if best else None,
+      epsilon_claimed=jsonable(rep_c.max), epsilon_claimed_mean=jsonable(rep_c.mean),
+      epsilon_guaranteed=jsonable(rep_g.max),
+      epsilon_guaranteed_mean=jsonable(rep_g.mean),
+      epsilon_reasons=sorted(set(rep_c.reasons) | set(rep_g.reasons)),
+      delta=config.delta, dp_unit=method.dp_unit, wall_seconds=wall_seconds,
+      seconds_per_round=wall_seconds / max(1, len(rows)))
