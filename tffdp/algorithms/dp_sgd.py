@@ -49,47 +49,66 @@ def gaussian_noise_like(tensors, stddev, seed):
           for i, t in enumerate(tensors)]
 
 
+def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
+  """Returns `step(x, y, seed, step_index, noise_multiplier, clip_norm) -> losses [B]`.
+
+  One local update of `model`'s variables on a batch (see the module docstring); the
+  noise seed of the step is `stateless_fold_in(seed, step_index)`.
+  """
+  lr = tf.constant(learning_rate, tf.float32)
+
+  def step(x, y, seed, step_index, noise_multiplier, clip_norm):
+    bf = tf.maximum(tf.cast(tf.shape(y)[0], tf.float32), 1.0)
+    step_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step_index, tf.int64))
+    stddev = noise_multiplier * clip_norm
+    if dp_sgd == 'clip_then_noise':
+      summed, _, losses = per_example.clipped_gradient_sum(model, x, y, clip_norm)
+      noise = gaussian_noise_like(summed, stddev, step_seed)
+      direction = [(s + z) / bf for s, z in zip(summed, noise)]
+    else:
+      with tf.GradientTape() as tape:
+        logits = model(x, training=True)
+        losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+        total = tf.reduce_sum(losses)
+      summed = tape.gradient(total, model.trainable_variables)
+      if dp_sgd == 'none':
+        direction = [g / bf for g in summed]
+      else:  # paper_order
+        noise = gaussian_noise_like(summed, stddev, step_seed)
+        g = [(s + z) / bf for s, z in zip(summed, noise)]
+        scale = tf.minimum(1.0, clip_norm / tf.maximum(tf.linalg.global_norm(g), 1e-12))
+        direction = [t * scale for t in g]
+    for v, d in zip(model.trainable_variables, direction):
+      v.assign_sub(lr * d)
+    return losses
+
+  return step
+
+
 def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sgd: str):
-  """Returns the per-client `tf.function` (model, weights, batches, seed, sigma, C)."""
+  """Returns the per-client `tf.function`.
+
+  `client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm)` returns
+  `(update, update_weight, metrics)`: the model delta `initial - trained` (list of
+  float32 tensors), the number of examples (float32) and
+  `OrderedDict(loss_sum, num_examples, num_steps)`.
+  """
   model = keras_builder()
+  step = build_local_step(model, learning_rate, dp_sgd)
 
   @tf.function
   def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm):
     for v, w in zip(model.trainable_variables, initial_trainable):
       v.assign(w)
-    lr = tf.constant(learning_rate, tf.float32)
 
-    def step(acc, batch):
+    def reduce_fn(acc, batch):
       n_steps, n_examples, loss_sum = acc
-      x, y = batch['x'], batch['y']
-      b = tf.shape(y)[0]
-      bf = tf.cast(b, tf.float32)
-      step_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(n_steps, tf.int64))
-      stddev = noise_multiplier * clip_norm
-      if dp_sgd == 'clip_then_noise':
-        summed, _, losses = per_example.clipped_gradient_sum(model, x, y, clip_norm)
-        noise = gaussian_noise_like(summed, stddev, step_seed)
-        direction = [(s + z) / tf.maximum(bf, 1.0) for s, z in zip(summed, noise)]
-      else:
-        with tf.GradientTape() as tape:
-          logits = model(x, training=True)
-          losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-          total = tf.reduce_sum(losses)
-        summed = tape.gradient(total, model.trainable_variables)
-        if dp_sgd == 'none':
-          direction = [g / tf.maximum(bf, 1.0) for g in summed]
-        else:  # paper_order
-          noise = gaussian_noise_like(summed, stddev, step_seed)
-          g = [(s + z) / tf.maximum(bf, 1.0) for s, z in zip(summed, noise)]
-          scale = tf.minimum(1.0, clip_norm / tf.maximum(tf.linalg.global_norm(g), 1e-12))
-          direction = [t * scale for t in g]
-      for v, d in zip(model.trainable_variables, direction):
-        v.assign_sub(lr * d)
-      return (n_steps + 1, n_examples + tf.cast(b, tf.int64),
+      losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm)
+      return (n_steps + 1, n_examples + tf.cast(tf.shape(batch['y'])[0], tf.int64),
               loss_sum + tf.reduce_sum(losses))
 
     n_steps, n_examples, loss_sum = batches.reduce(
-        (tf.constant(0, tf.int32), tf.constant(0, tf.int64), tf.constant(0.0)), step)
+        (tf.constant(0, tf.int32), tf.constant(0, tf.int64), tf.constant(0.0)), reduce_fn)
     update = [w - v for w, v in zip(initial_trainable, model.trainable_variables)]
     metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
                                       num_steps=n_steps)

@@ -62,6 +62,9 @@ def _fingerprint(x: np.ndarray, y: np.ndarray, partition: Sequence[np.ndarray]) 
 
 
 def default_cache_dir() -> str:
+  """`TFFDP_CACHE_DIR` if set, else `$XDG_CACHE_HOME/tffdp/clients` (`~/.cache/...`)."""
+  if os.environ.get('TFFDP_CACHE_DIR'):
+    return os.environ['TFFDP_CACHE_DIR']
   cache = os.environ.get('XDG_CACHE_HOME') or os.path.join(os.path.expanduser('~'), '.cache')
   return os.path.join(cache, 'tffdp', 'clients')
 

@@ -145,7 +145,11 @@ def _download(url: str, dest: str, expected_md5: str) -> None:
     print(f'tffdp: downloading {url} -> {dest}', flush=True)
     with urllib.request.urlopen(url, timeout=60) as r, open(tmp, 'wb') as f:
       shutil.copyfileobj(r, f)
-    verify_file(tmp, expected_md5)
+    actual = md5_of(tmp)
+    if actual != expected_md5:
+      raise ChecksumError(
+          f'Checksum mismatch for {os.path.basename(dest)} downloaded from {url}: MD5 '
+          f'{actual}, expected the official {expected_md5}. The file was not kept.')
     os.replace(tmp, dest)
   except Exception:
     if os.path.exists(tmp):

@@ -1,0 +1,38 @@
+# One command runs the main job, one runs the tests; each creates the environment first.
+#   make demo   FedAvg, DPFL and DP-FedAvg on real MNIST (writes figures/demo/)
+#   make test   the test suite
+#   make bench  the speed benchmarks (prints measured ratios)
+# Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
+
+PYTHON ?= $(shell command -v python3.11 || command -v python3)
+VENV ?= .venv
+PY := $(VENV)/bin/python
+DATA_DIR ?= $(TFFDP_DATA_DIR)
+DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
+
+.PHONY: venv demo test bench clean
+
+venv: $(VENV)/.installed
+
+# TFF 0.87.0 pins jaxlib==0.4.14, which PyPI no longer serves: install TFF's pinned
+# dependencies (requirements.txt, jaxlib 0.4.13) and then TFF itself without deps.
+$(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
+	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps tensorflow-federated==0.87.0
+	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
+	$(PY) -c "import tensorflow_federated, tffdp"
+	touch $@
+
+demo: venv
+	$(PY) -m experiments.demo $(DATA_FLAG)
+
+test: venv
+	TFFDP_DATA_DIR=$(DATA_DIR) $(PY) -m pytest -q tests
+
+bench: venv
+	$(PY) -m benchmarks.run $(DATA_FLAG)
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache

@@ -1,0 +1,1 @@
+"""Runnable experiment modules: `python -m experiments.<name>` (one per paper artefact)."""

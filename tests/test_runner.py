@@ -1,0 +1,134 @@
+"""Runner and CLI: smoke runs on real MNIST at toy size, resume, budget stop, bad input."""
+
+import csv
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tffdp import config as config_lib
+from tffdp import runner
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOY = dict(dataset='mnist', clients=4, clients_per_round=2, partition='iid',
+           model='logistic_regression', batch_size=100, learning_rate=0.5,
+           num_validation=500, checkpoint_every=1)
+
+
+@pytest.fixture(autouse=True)
+def client_cache(tmp_path_factory, monkeypatch):
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path_factory.getbasetemp() / 'clients'))
+
+
+def cli(args, **kw):
+  env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+  return subprocess.run([sys.executable, '-m', 'tffdp.run'] + args, capture_output=True,
+                        text=True, cwd=ROOT, env=env, timeout=600, **kw)
+
+
+def read_rows(out):
+  with open(os.path.join(out, 'metrics.csv')) as f:
+    return list(csv.DictReader(f))
+
+
+@pytest.mark.parametrize('flag,value,listed', [('--method', 'nope', 'dp_fedavg'),
+                                               ('--dataset', 'svhn', 'cifar100'),
+                                               ('--partition', 'x', 'dirichlet')])
+def test_cli_unknown_names_exit_2(flag, value, listed):
+  args = {'--method': 'fedavg', '--dataset': 'mnist', '--partition': 'iid'}
+  args[flag] = value
+  r = cli([a for kv in args.items() for a in kv])
+  assert r.returncode == 2
+  assert listed in r.stderr and 'Traceback' not in r.stderr
+
+
+@pytest.mark.parametrize('args,name', [(['--noise-multiplier', '-1'], 'noise_multiplier'),
+                                       (['--clip-norm', '0'], 'clip_norm'),
+                                       (['--clients', '5', '--clients-per-round', '6'],
+                                        'clients_per_round'),
+                                       (['--rounds', '0'], 'rounds'),
+                                       (['--delta', '1.5'], 'delta')])
+def test_cli_invalid_hyperparameters_exit_2(args, name):
+  r = cli(['--method', 'dpfl', '--dataset', 'mnist'] + args)
+  assert r.returncode == 2
+  assert name in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_cli_missing_data_offline(tmp_path):
+  env_url = 'file://' + str(tmp_path / 'no-mirror')
+  r = subprocess.run([sys.executable, '-m', 'tffdp.run', '--method', 'fedavg', '--dataset',
+                      'mnist', '--data-dir', str(tmp_path), '--out', str(tmp_path / 'o')],
+                     capture_output=True, text=True, cwd=ROOT, timeout=600,
+                     env=dict(os.environ, TFFDP_DATA_URL_MNIST=env_url))
+  assert r.returncode == 2
+  assert 'train-images-idx3-ubyte.gz' in r.stderr and str(tmp_path) in r.stderr
+  assert '--data-dir' in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_cli_smoke_piped_run_finishes(tmp_path, data_dir):
+  out = tmp_path / 'run'
+  cmd = (f'{sys.executable} -m tffdp.run --method dpfl --dataset mnist --data-dir {data_dir} '
+         f'--rounds 2 --clients 4 --clients-per-round 2 --partition label_skew '
+         f'--partition-options \'{{"examples_per_client": 500}}\' '
+         f'--model logistic_regression --batch-size 50 --num-validation 500 --out {out} | cat')
+  r = subprocess.run(cmd, shell=True, capture_output=True, text=True, cwd=ROOT, timeout=600)
+  assert r.returncode == 0, r.stderr
+  assert 'round 2/2' in r.stdout
+  cfg = json.loads((out / 'config.json').read_text())
+  assert cfg['seed'] == 0 and cfg['noise_multiplier'] == 1.0 and 'tensorflow' in cfg['versions']
+  assert cfg['command'][:3] == ['python', '-m', 'tffdp.run']
+  rows = read_rows(out)
+  assert len(rows) == 2
+  for col in ('round', 'test_accuracy', 'test_loss', 'epsilon_claimed', 'epsilon_guaranteed',
+              'wall_seconds', 'noise_multiplier', 'clip_norm'):
+    assert col in rows[0]
+  summary = json.loads((out / 'summary.json').read_text())
+  assert summary['delta'] == 1e-5 and summary['dp_unit'] == 'sample-level'
+  assert 0 < summary['epsilon_claimed'] <= summary['epsilon_guaranteed']
+
+
+def _cfg(tmp_path, name, **kw):
+  return config_lib.RunConfig(**dict(TOY, out=str(tmp_path / name), **kw))
+
+
+def test_resume_equals_uninterrupted(tmp_path, data_dir):
+  kw = dict(method='dpfl', data_dir=data_dir, noise_multiplier=0.5, clip_norm=1.0)
+  full = runner.run(_cfg(tmp_path, 'a', rounds=4, **kw), log=lambda s: None)
+
+  class Stop(KeyboardInterrupt):
+    pass
+
+  def interrupt_at_round_3(line):
+    if line.startswith('round 3/'):
+      raise Stop()
+  with pytest.raises(Stop):
+    runner.run(_cfg(tmp_path, 'b', rounds=4, **kw), log=interrupt_at_round_3)
+  assert not os.path.exists(tmp_path / 'b' / 'summary.json')
+  assert os.path.exists(tmp_path / 'b' / runner.CHECKPOINT)
+  with pytest.raises(runner.ResumeError, match='--resume'):
+    runner.run(_cfg(tmp_path, 'b', rounds=4, **kw), log=lambda s: None)
+  resumed = runner.run(_cfg(tmp_path, 'b', rounds=4, **kw), resume=True, log=lambda s: None)
+  a, b = read_rows(tmp_path / 'a'), read_rows(tmp_path / 'b')
+  assert len(a) == len(b) == 4
+  for ra, rb in zip(a, b):
+    for col in ('test_accuracy', 'test_loss', 'epsilon_claimed', 'epsilon_guaranteed'):
+      assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
+  assert resumed['epsilon_guaranteed'] == full['epsilon_guaranteed']
+
+
+def test_epsilon_budget_stops_before_exceeding(tmp_path, data_dir):
+  summary = runner.run(_cfg(tmp_path, 'c', method='dp_fedavg', data_dir=data_dir, rounds=50,
+                            noise_multiplier=1.0, clip_norm=0.1, clients_per_round=2,
+                            epsilon_budget=1.5), log=lambda s: None)
+  assert summary['stop_reason'] and summary['rounds_completed'] < 50
+  assert summary['epsilon_guaranteed'] <= 1.5
+  assert summary['dp_unit'] == 'client-level'
+
+
+def test_fedavg_reports_inf_with_reason(tmp_path, data_dir):
+  summary = runner.run(_cfg(tmp_path, 'd', method='fedavg', data_dir=data_dir, rounds=1),
+                       log=lambda s: None)
+  assert summary['epsilon_claimed'] == 'inf' and summary['epsilon_guaranteed'] == 'inf'
+  assert any('non-private' in r for r in summary['epsilon_reasons'])

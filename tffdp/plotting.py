@@ -1,0 +1,84 @@
+"""Figures from run results (`metrics.csv`): pure `plot(...) -> Figure` functions."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+
+import matplotlib
+
+matplotlib.use('Agg')
+import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+
+
+def read_metrics(run_dir: str) -> list[dict]:
+  """Rows of `run_dir/metrics.csv` with numeric fields as floats (empty -> None)."""
+  with open(os.path.join(run_dir, 'metrics.csv')) as f:
+    rows = list(csv.DictReader(f))
+  def num(v):
+    if v in ('', None):
+      return None
+    try:
+      return float(v)
+    except ValueError:
+      return v
+  return [{k: num(v) for k, v in r.items()} for r in rows]
+
+
+def plot_curves(runs: dict[str, list[dict]], y: str, ylabel: str, title: str = '',
+                x: str = 'round', xlabel: str = 'round', logy: bool = False):
+  """One line per run of column `y` against column `x`; skips missing/inf values."""
+  fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=120)
+  for name, rows in runs.items():
+    pts = [(r[x], r[y]) for r in rows
+           if isinstance(r.get(y), float) and math.isfinite(r[y]) and r.get(x) is not None]
+    if pts:
+      ax.plot(*zip(*pts), label=name, marker='.' if len(pts) < 60 else None)
+    else:
+      ax.plot([], [], label=f'{name} (no finite {y})')
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  if logy:
+    ax.set_yscale('log')
+  if title:
+    ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
+def save(fig, path: str) -> None:
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  fig.savefig(path)
+  plt.close(fig)
+
+
+def plot_epsilon(runs: dict[str, list[dict]], title: str = '', delta: float | None = None):
+  """`epsilon_claimed` (solid) and `epsilon_guaranteed` (dashed) per run vs round.
+
+  Runs without any finite epsilon (non-private) are named in the legend as such.
+  """
+  fig, ax = plt.subplots(figsize=(5.5, 3.8), dpi=120)
+  colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+  for i, (name, rows) in enumerate(runs.items()):
+    color = colors[i % len(colors)]
+    drawn = False
+    for col, style, tag in (('epsilon_claimed', '-', 'claimed'),
+                            ('epsilon_guaranteed', '--', 'guaranteed')):
+      pts = [(r['round'], r[col]) for r in rows
+             if isinstance(r.get(col), float) and math.isfinite(r[col])]
+      if pts:
+        ax.plot(*zip(*pts), style, color=color, label=f'{name}: {tag}')
+        drawn = True
+    if not drawn:
+      ax.plot([], [], color=color, label=f'{name}: epsilon = inf (no DP)')
+  ax.set_xlabel('round')
+  ax.set_ylabel('epsilon (max over clients' + (f', delta {delta:g})' if delta else ')'))
+  if title:
+    ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
