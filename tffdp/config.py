@@ -8,7 +8,7 @@ from typing import Optional
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
-METHODS = ('fedavg', 'dpfl', 'dp_fedavg')
+METHODS = ('fedavg', 'dpfl', 'dp_fedavg', 'a_dpfl')
 COHORT_SAMPLING = ('uniform', 'poisson')
 
 # Model per (method family, dataset) when --model is not given.
@@ -46,6 +46,12 @@ class RunConfig:
   checkpoint_every: int = 5
   num_validation: int = 5000
   client_cache_dir: Optional[str] = None
+  # A-DPFL (Table 1 and spec a_dpfl.md).
+  k: float = 0.7
+  alpha: float = 0.01
+  adjust_every: int = 1
+  selection: str = 'top_k'
+  dp_sgd: str = 'clip_then_noise'
   notes: dict = dataclasses.field(default_factory=dict)
 
   def resolved(self) -> 'RunConfig':
@@ -98,6 +104,14 @@ class RunConfig:
       bad('checkpoint_every', self.checkpoint_every, 'must be positive')
     if self.num_validation < 0:
       bad('num_validation', self.num_validation, 'must be >= 0')
+    if not 0 < self.k <= 1:
+      bad('k', self.k, 'must be in (0, 1]')
+    if self.adjust_every <= 0:
+      bad('adjust_every', self.adjust_every, 'must be positive')
+    if self.selection not in ('top_k', 'weighted_sample', 'uniform'):
+      bad('selection', self.selection, 'must be one of top_k, weighted_sample, uniform')
+    if self.dp_sgd not in ('clip_then_noise', 'paper_order'):
+      bad('dp_sgd', self.dp_sgd, 'must be one of clip_then_noise, paper_order')
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
       bad('cohort_sampling', self.cohort_sampling,
           f'must be one of {", ".join(COHORT_SAMPLING)}')

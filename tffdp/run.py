@@ -69,6 +69,15 @@ def make_parser() -> argparse.ArgumentParser:
   m.add_argument('--delta', type=float, default=d.delta)
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon_guaranteed would exceed this')
+  a = p.add_argument_group('A-DPFL options (--method a_dpfl)')
+  a.add_argument('--k', type=float, default=d.k, help='noise decay factor k (Alg. 4)')
+  a.add_argument('--alpha', type=float, default=d.alpha,
+                 help='validation-accuracy gain threshold alpha (Alg. 4)')
+  a.add_argument('--adjust-every', type=int, default=d.adjust_every)
+  a.add_argument('--selection', default=d.selection,
+                 help='top_k (Alg. 2), weighted_sample or uniform')
+  a.add_argument('--dp-sgd', default=d.dp_sgd,
+                 help='clip_then_noise (Abadi et al.) or paper_order (Alg. 3 as printed)')
   return p
 
 
@@ -85,7 +94,9 @@ def config_from_args(args) -> config_lib.RunConfig:
       local_epochs=args.local_epochs, noise_multiplier=args.noise_multiplier,
       clip_norm=args.clip_norm, delta=args.delta, cohort_sampling=args.cohort_sampling,
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
-      checkpoint_every=args.checkpoint_every, num_validation=args.num_validation)
+      checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
+      k=args.k, alpha=args.alpha, adjust_every=args.adjust_every, selection=args.selection,
+      dp_sgd=args.dp_sgd)
 
 
 def main(argv=None) -> int:

@@ -33,7 +33,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import models, privacy
-from tffdp.algorithms import baselines
+from tffdp.algorithms import a_dpfl, baselines
 from tffdp.algorithms.common import Method
 from tffdp.config import RunConfig
 from tffdp.data import FederatedData, load_dataset, partition, train_validation_split
@@ -66,7 +66,8 @@ def versions() -> dict:
   return out
 
 
-def build_method(config: RunConfig, data: FederatedData, keras_builder) -> Method:
+def build_method(config: RunConfig, data: FederatedData, keras_builder,
+                 validation=None) -> Method:
   common = dict(learning_rate=config.learning_rate, batch_size=config.batch_size,
                 local_epochs=config.local_epochs, seed=config.seed,
                 cohort_sampling=config.cohort_sampling)
@@ -79,6 +80,14 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder) -> Metho
     return baselines.build_dp_fedavg(
         keras_builder, data, noise_multiplier=config.noise_multiplier,
         clip_norm=config.clip_norm, clients_per_round=config.clients_per_round, **common)
+  if config.method == 'a_dpfl':
+    return a_dpfl.build_a_dpfl(
+        keras_builder, data, validation, clients_per_round=config.clients_per_round,
+        learning_rate=config.learning_rate, batch_size=config.batch_size,
+        noise_multiplier=config.noise_multiplier, clip_norm=config.clip_norm, k=config.k,
+        alpha=config.alpha, adjust_every=config.adjust_every,
+        local_epochs=config.local_epochs, dp_sgd=config.dp_sgd, selection=config.selection,
+        seed=config.seed)
   raise ValueError(f'Unknown method {config.method!r}.')
 
 
@@ -106,7 +115,8 @@ def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> E
       f'{len(ds.y_test)} test')
   keras_builder = functools.partial(models.build_keras_model, config.model, ds.input_shape,
                                     ds.num_classes)
-  method = build_method(config, data, keras_builder)
+  method = build_method(config, data, keras_builder,
+                        validation=(ds.x_train[val_idx], ds.y_train[val_idx]))
   evaluator = Evaluator(keras_builder, {
       'validation': (ds.x_train[val_idx], ds.y_train[val_idx]),
       'test': (ds.x_test, ds.y_test)})
@@ -143,6 +153,11 @@ def client_seeds(config: RunConfig, round_num: int, cohort: np.ndarray) -> list[
   """Per-client int64[2] seeds of one round (noise and batching), fixed by the run seed."""
   return [np.array([config.seed * 1_000_003 + round_num, int(c)], dtype=np.int64)
           for c in cohort]
+
+
+def client_work_metrics(metrics):
+  """The client-work measurements of a (possibly wrapped) learning process's metrics."""
+  return metrics['client_work'] if 'client_work' in metrics else metrics['learning']['client_work']
 
 
 def _apply(ledger: privacy.PrivacyLedger, releases) -> None:
@@ -245,9 +260,10 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   try:
     for r in range(start_round, config.rounds):
       t0 = time.perf_counter()
-      cohort = select_cohort(config, r)
-      rel_claimed = method.claimed_releases(cohort)
-      rel_guaranteed = method.guaranteed_releases(cohort)
+      cohort = (method.select_cohort(r) if method.select_cohort is not None
+                else select_cohort(config, r))
+      rel_claimed = method.claimed_releases(cohort, state)
+      rel_guaranteed = method.guaranteed_releases(cohort, state)
       if config.epsilon_budget is not None and _would_exceed(
           guaranteed, rel_guaranteed, config.epsilon_budget):
         stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
@@ -259,7 +275,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       if len(cohort):
         out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
         state = out.state
-        train = out.metrics['client_work']['train']
+        quantities.update(method.round_metrics(out.metrics))
+        train = client_work_metrics(out.metrics)['train']
         train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
       _apply(claimed, rel_claimed)
       _apply(guaranteed, rel_guaranteed)

@@ -36,7 +36,7 @@ def _sigma_and_clip(state) -> dict:
           'clip_norm': float(cw['clip_norm'])}
 
 
-def _non_private(cohort):
+def _non_private(cohort, state=None):
   return [(cohort, None, 'non-private method: no noise is added')]
 
 
@@ -79,9 +79,9 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
   return common.Method(
       name='dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       cohort_sampling=cohort_sampling,
-      claimed_releases=lambda c: common.dp_sgd_releases(c, data, batching,
+      claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                         noise_multiplier, True),
-      guaranteed_releases=lambda c: common.dp_sgd_releases(c, data, batching,
+      guaranteed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                            noise_multiplier, False),
       adaptive_quantities=_sigma_and_clip,
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
@@ -114,11 +114,11 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
   everyone = np.arange(data.num_clients)
   poisson_round = privacy.subsampled_gaussian_event(noise_multiplier, q)
 
-  def claimed(cohort):
+  def claimed(cohort, state=None):
     return [(everyone, poisson_round, '')] if noise_multiplier > 0 else \
         [(everyone, None, 'noise multiplier is 0')]
 
-  def guaranteed(cohort):
+  def guaranteed(cohort, state=None):
     if cohort_sampling == 'poisson':
       return claimed(cohort)
     if noise_multiplier == 0:

@@ -76,22 +76,29 @@ class Method:
     batching: How client data is batched (`ShuffleBatch` or `PoissonLot`).
     dp_unit: `sample-level`, `client-level` or `none`.
     cohort_sampling: `uniform` (fixed K of N) or `poisson` (rate K/N).
-    claimed_releases: `(cohort, num_clients_total) -> Releases`: the paper's analysis.
+    claimed_releases: `(cohort, state) -> Releases` of the round about to run from
+      `state`: the paper's analysis. Each release is `(clients, DpEvent or None,
+      reason)`; `None` means no finite guarantee, for `reason`.
     guaranteed_releases: The same for what the executed mechanism guarantees.
     adaptive_quantities: `state -> dict` of per-round quantities (sigma, C, ...).
     hyperparameters: Resolved method hyperparameters (for config.json).
     notes: Hyperparameter -> comment ("not given in the paper; chosen because ...").
+    select_cohort: `round -> cohort` if the method chooses its participants (None: the
+      runner's uniform/Poisson draw).
+    round_metrics: `process.next` metrics -> extra metrics.csv columns.
   """
   name: str
   process: tff.learning.templates.LearningProcess
   batching: ShuffleBatch | PoissonLot
   dp_unit: str
   cohort_sampling: str
-  claimed_releases: Callable[[np.ndarray], Releases]
-  guaranteed_releases: Callable[[np.ndarray], Releases]
+  claimed_releases: Callable[[np.ndarray, Any], Releases]
+  guaranteed_releases: Callable[[np.ndarray, Any], Releases]
   adaptive_quantities: Callable[[Any], dict]
   hyperparameters: dict
   notes: dict = dataclasses.field(default_factory=dict)
+  select_cohort: Optional[Callable[[int], np.ndarray]] = None
+  round_metrics: Callable[[Any], dict] = lambda metrics: {}
 
 
 def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: float,

@@ -116,13 +116,31 @@ class FederatedData:
   def _examples_fn(self):
     directory, shape = self.directory, self.input_shape
 
-    def examples(client_id: tf.Tensor) -> tf.data.Dataset:
+    def examples(client_id: tf.Tensor) -> tuple[tf.Tensor, tf.Tensor]:
       prefix = tf.strings.join([directory, '/', client_id])
       xs = tf.io.decode_raw(tf.io.read_file(prefix + '.x'), tf.uint8)
       xs = tf.cast(tf.reshape(xs, [-1, *shape]), tf.float32) / 255.0
       ys = tf.cast(tf.io.decode_raw(tf.io.read_file(prefix + '.y'), tf.uint8), tf.int32)
       return xs, ys
     return examples
+
+  def add_server_split(self, name: str, x: np.ndarray, y: np.ndarray) -> None:
+    """Stores a server-side set (e.g. the validation split) beside the client files.
+
+    TFF computations placed at SERVER read it with `server_examples(name)`; it is never
+    part of any client's data.
+    """
+    if not name.isidentifier():
+      raise ValueError(f'name must be an identifier. Found {name!r}.')
+    for suffix, arr in (('x', x.astype(np.uint8)), ('y', np.asarray(y).astype(np.uint8))):
+      path = os.path.join(self.directory, f'server_{name}.{suffix}')
+      with open(path + '.tmp', 'wb') as f:
+        f.write(np.ascontiguousarray(arr).tobytes())
+      os.replace(path + '.tmp', path)
+
+  def server_examples(self, name: str) -> tuple[tf.Tensor, tf.Tensor]:
+    """Inside a TF computation: `(x float32 [n, h, w, c] in [0, 1], y int32 [n])`."""
+    return self._examples_fn()(tf.constant(f'server_{name}'))
 
   @property
   def element_spec(self) -> collections.OrderedDict:
