@@ -21,3 +21,22 @@ def test_demo_quick(tmp_path, data_dir, monkeypatch):
   assert float(rows[1]['epsilon_claimed']) > 0
   for m in ('fedavg', 'dpfl', 'dp_fedavg'):
     assert os.path.exists(figs / m / 'summary.json')
+
+
+def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import a_dpfl_fig4, a_dpfl_fig5, a_dpfl_fig6, a_dpfl_table2
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
+            '--figures-dir', str(tmp_path / 'figs')]
+  assert a_dpfl_fig4.main(['--dataset', 'mnist'] + common) == 0
+  with open(tmp_path / 'figs' / 'fig4_mnist.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [r['method'] for r in rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL']
+  assert a_dpfl_fig5.main(common) == 0  # reuses Fig. 4's A-DPFL run
+  assert a_dpfl_fig6.main(common) == 0
+  assert a_dpfl_table2.main(['--datasets', 'mnist'] + common) == 0
+  for f in ('fig4_mnist.png', 'fig5_mnist.png', 'fig6_mnist.png', 'table2.csv'):
+    assert (tmp_path / 'figs' / f).stat().st_size > 0
+  with open(tmp_path / 'figs' / 'table2.csv') as f:
+    t2 = list(csv.DictReader(f))
+  assert [r['setting'] for r in t2] == ['non-IID', 'IID']
