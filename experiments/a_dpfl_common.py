@@ -7,6 +7,7 @@ resumes from its checkpoint.
 
 from __future__ import annotations
 
+import csv
 import dataclasses
 import json
 import os
@@ -94,6 +95,15 @@ def copy_results(out: str, dest: str) -> None:
   os.makedirs(dest, exist_ok=True)
   for f in ('config.json', 'metrics.csv', 'summary.json'):
     shutil.copy(os.path.join(out, f), os.path.join(dest, f))
+
+
+def write_table(path: str, rows: list[dict]) -> None:
+  """Writes `rows` (dicts with the same keys) as CSV, creating the folder."""
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  with open(path, 'w') as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
 
 
 def add_common_flags(p) -> None:

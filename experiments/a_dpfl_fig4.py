@@ -11,7 +11,6 @@ results under `figures/a_dpfl/fig4_<dataset>/<method>/`.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -44,10 +43,7 @@ def main(argv=None) -> int:
   fig = plotting.plot_curves(runs, 'test_accuracy', 'test accuracy',
                              f'A-DPFL Fig. 4 ({name}, non-IID label skew)')
   plotting.save(fig, os.path.join(args.figures_dir, f'fig4_{args.dataset}.png'))
-  with open(os.path.join(args.figures_dir, f'fig4_{args.dataset}.csv'), 'w') as f:
-    w = csv.DictWriter(f, fieldnames=list(table[0]))
-    w.writeheader()
-    w.writerows(table)
+  common.write_table(os.path.join(args.figures_dir, f'fig4_{args.dataset}.csv'), table)
   for row in table:
     print(' | '.join(f'{v:.4g}' if isinstance(v, float) else str(v) for v in row.values()))
   return 0

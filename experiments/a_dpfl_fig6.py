@@ -9,7 +9,6 @@ to k = 0.7, faster beyond. Writes `figures/a_dpfl/fig6_mnist.png` and `fig6_mnis
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -34,11 +33,7 @@ def main(argv=None) -> int:
                       final_noise_multiplier=rows[-1]['noise_multiplier'],
                       epsilon_claimed=rows[-1]['epsilon_claimed'],
                       epsilon_guaranteed=rows[-1]['epsilon_guaranteed'], run=out))
-  os.makedirs(args.figures_dir, exist_ok=True)
-  with open(os.path.join(args.figures_dir, 'fig6_mnist.csv'), 'w') as f:
-    w = csv.DictWriter(f, fieldnames=list(table[0]))
-    w.writeheader()
-    w.writerows(table)
+  common.write_table(os.path.join(args.figures_dir, 'fig6_mnist.csv'), table)
   fig = plotting.plot_curves({'A-DPFL (MNIST)': [dict(r, round=r['k']) for r in table]},
                              'final_test_accuracy', 'final test accuracy',
                              'A-DPFL Fig. 6: accuracy vs decay factor k', xlabel='k')

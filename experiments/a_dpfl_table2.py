@@ -10,7 +10,6 @@ Fig. 4. Writes `figures/a_dpfl/table2.csv`.
 from __future__ import annotations
 
 import argparse
-import csv
 import os
 import sys
 
@@ -47,11 +46,7 @@ def main(argv=None) -> int:
                         epsilon_claimed=rows[-1]['epsilon_claimed'],
                         epsilon_guaranteed=rows[-1]['epsilon_guaranteed'],
                         wall_seconds=rows[-1]['wall_seconds'], run=out))
-  os.makedirs(args.figures_dir, exist_ok=True)
-  with open(os.path.join(args.figures_dir, 'table2.csv'), 'w') as f:
-    w = csv.DictWriter(f, fieldnames=list(table[0]))
-    w.writeheader()
-    w.writerows(table)
+  common.write_table(os.path.join(args.figures_dir, 'table2.csv'), table)
   for r in table:
     print(f"{r['dataset']} {r['setting']}: paper {r['paper_accuracy']}, tffdp "
           f"{r['tffdp_final_accuracy']:.4f}")

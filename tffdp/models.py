@@ -32,16 +32,21 @@ def _seq(input_shape, body) -> tf.keras.Model:
   return tf.keras.Sequential([tf.keras.Input(shape=input_shape)] + body)
 
 
-def deep_mnist_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+def _two_conv_cnn(input_shape, num_classes, dense_units) -> tf.keras.Model:
+  """conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense `dense_units`, dense C."""
   return _seq(input_shape, [
       layers.Conv2D(32, 5, padding='same', activation='relu'),
       layers.MaxPool2D(2),
       layers.Conv2D(64, 5, padding='same', activation='relu'),
       layers.MaxPool2D(2),
       layers.Flatten(),
-      layers.Dense(1024, activation='relu'),
+      layers.Dense(dense_units, activation='relu'),
       layers.Dense(num_classes),
   ])
+
+
+def deep_mnist_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  return _two_conv_cnn(input_shape, num_classes, 1024)
 
 
 def adap_dp_fl_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
@@ -66,15 +71,7 @@ def mlp(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
 
 
 def mcmahan_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
-  return _seq(input_shape, [
-      layers.Conv2D(32, 5, padding='same', activation='relu'),
-      layers.MaxPool2D(2),
-      layers.Conv2D(64, 5, padding='same', activation='relu'),
-      layers.MaxPool2D(2),
-      layers.Flatten(),
-      layers.Dense(512, activation='relu'),
-      layers.Dense(num_classes),
-  ])
+  return _two_conv_cnn(input_shape, num_classes, 512)
 
 
 def lenet_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Model:

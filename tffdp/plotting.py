@@ -26,6 +26,17 @@ def read_metrics(run_dir: str) -> list[dict]:
   return [{k: num(v) for k, v in r.items()} for r in rows]
 
 
+def _finish(fig, ax, xlabel: str, ylabel: str, title: str):
+  ax.set_xlabel(xlabel)
+  ax.set_ylabel(ylabel)
+  if title:
+    ax.set_title(title, fontsize=10)
+  ax.grid(alpha=0.3)
+  ax.legend(fontsize=8)
+  fig.tight_layout()
+  return fig
+
+
 def plot_curves(runs: dict[str, list[dict]], y: str, ylabel: str, title: str = '',
                 x: str = 'round', xlabel: str = 'round', logy: bool = False):
   """One line per run of column `y` against column `x`; skips missing/inf values."""
@@ -37,16 +48,9 @@ def plot_curves(runs: dict[str, list[dict]], y: str, ylabel: str, title: str = '
       ax.plot(*zip(*pts), label=name, marker='.' if len(pts) < 60 else None)
     else:
       ax.plot([], [], label=f'{name} (no finite {y})')
-  ax.set_xlabel(xlabel)
-  ax.set_ylabel(ylabel)
   if logy:
     ax.set_yscale('log')
-  if title:
-    ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  return fig
+  return _finish(fig, ax, xlabel, ylabel, title)
 
 
 def save(fig, path: str) -> None:
@@ -74,11 +78,5 @@ def plot_epsilon(runs: dict[str, list[dict]], title: str = '', delta: float | No
         drawn = True
     if not drawn:
       ax.plot([], [], color=color, label=f'{name}: epsilon = inf (no DP)')
-  ax.set_xlabel('round')
-  ax.set_ylabel('epsilon (max over clients' + (f', delta {delta:g})' if delta else ')'))
-  if title:
-    ax.set_title(title, fontsize=10)
-  ax.grid(alpha=0.3)
-  ax.legend(fontsize=8)
-  fig.tight_layout()
-  return fig
+  return _finish(fig, ax, 'round',
+                 'epsilon (max over clients' + (f', delta {delta:g})' if delta else ')'), title)
