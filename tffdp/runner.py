@@ -4,8 +4,10 @@ Results in `config.out`:
 - `config.json`: every resolved hyperparameter, seed, versions, command line, notes;
 - `metrics.csv`: one row per round (`round, test_accuracy, test_loss,
   validation_accuracy, validation_loss, train_loss, epsilon_claimed,
-  epsilon_guaranteed` (max over clients) and their means, `cohort_size,
-  round_seconds, wall_seconds` and the method's adaptive quantities);
+  epsilon_guaranteed` (max over clients) and their means, `cohort_size`, the method's
+  adaptive quantities, and the per-round profile `train_seconds` (the TFF round:
+  client work, aggregation, server update), `accounting_seconds`, `eval_seconds`
+  (validation and test evaluation), `round_seconds, wall_seconds`);
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
   the reasons for any `inf`, total wall time;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
@@ -272,16 +274,21 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
         break
       quantities = method.adaptive_quantities(state)
       train_loss = float('nan')
+      t_train = time.perf_counter()
       if len(cohort):
         out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
         state = out.state
         quantities.update(method.round_metrics(out.metrics))
         train = client_work_metrics(out.metrics)['train']
         train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
+      t_train = time.perf_counter() - t_train
+      t_account = time.perf_counter()
       _apply(claimed, rel_claimed)
       _apply(guaranteed, rel_guaranteed)
       rep_c, rep_g = claimed.report(), guaranteed.report()
+      t_account = time.perf_counter() - t_account
       row = dict(round=r + 1)
+      t_eval = time.perf_counter()
       if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
         row.update(exp.evaluator(method.process.get_model_weights(state)))
       else:
@@ -289,7 +296,9 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
                  epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
                  epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
-                 **quantities, round_seconds=time.perf_counter() - t0, wall_seconds=wall())
+                 **quantities, train_seconds=t_train, accounting_seconds=t_account,
+                 eval_seconds=time.perf_counter() - t_eval,
+                 round_seconds=time.perf_counter() - t0, wall_seconds=wall())
       rows.append(row)
       atomic_write(os.path.join(config.out, 'metrics.csv'), _csv(rows))
       done = r + 1
