@@ -40,3 +40,8 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   with open(tmp_path / 'figs' / 'table2.csv') as f:
     t2 = list(csv.DictReader(f))
   assert [r['setting'] for r in t2] == ['non-IID', 'IID']
+  from experiments import a_dpfl_report
+  assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
+  report = (tmp_path / 'figs' / 'README.md').read_text()
+  assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
+  assert '| mnist | IID | 0.989 |' in report
