@@ -85,8 +85,6 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str]) -> list[
     shutil.rmtree(out)
   print(f'== {cfg.method} on {cfg.dataset} -> {out}', flush=True)
   resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
-  if resume:
-    os.remove(summary) if os.path.exists(summary) else None
   runner.run(cfg, resume=resume, command=command)
   return plotting.read_metrics(out)
 

@@ -103,11 +103,16 @@ def build(figs: str) -> str:
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
   else:
-    out += ['', '| dataset | setting | paper | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s |',
-            '|---|---|---|---|---|---|---|---|']
-    out += [f"| {r['dataset']} | {r['setting']} | {r['paper_accuracy']} | {_f(r['tffdp_final_accuracy'])} | "
-            f"{_f(r['tffdp_best_accuracy'])} | {_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
-            f"{_f(r['wall_seconds'], 5)} |" for r in rows]
+    out += ['', '| dataset | setting | paper | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s | command |',
+            '|---|---|---|---|---|---|---|---|---|']
+    for r in rows:
+      run = os.path.join(figs, 'table2', f"{r['dataset']}_{'iid' if r['setting'] == 'IID' else 'noniid'}")
+      out.append(f"| {r['dataset']} | {r['setting']} | {r['paper_accuracy']} | {_f(r['tffdp_final_accuracy'])} | "
+                 f"{_f(r['tffdp_best_accuracy'])} | {_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
+                 f"{_f(r['wall_seconds'], 5)} | `{_command(run)}` |")
+    missing = {'mnist', 'cifar10'} - {r['dataset'] for r in rows}
+    if missing:
+      out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
     out.append('')
   out += ['## Notes', '',
           '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',

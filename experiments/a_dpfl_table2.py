@@ -4,7 +4,8 @@
 
 Non-IID: label skew `s_i ~ U[0, 1)`; IID: `s = 0`. Paper: MNIST 0.942 / 0.989,
 CIFAR-10 0.641 / 0.704 (final accuracy after 50 rounds). Non-IID runs are shared with
-Fig. 4. Writes `figures/a_dpfl/table2.csv`.
+Fig. 4. Writes `figures/a_dpfl/table2.csv` and each run's results under
+`figures/a_dpfl/table2/<dataset>_<iid|noniid>/`.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ def main(argv=None) -> int:
       cfg = common.method_config('a_dpfl', dataset, args, **extra)
       out = common.run_dir(args, cfg, 'a_dpfl_' + ('iid' if setting == 'IID' else 'noniid'))
       rows = common.run_cached(cfg, out, command)
+      slug = 'iid' if setting == 'IID' else 'noniid'
+      common.copy_results(out, os.path.join(args.figures_dir, 'table2', f'{dataset}_{slug}'))
       table.append(dict(dataset=dataset, setting=setting,
                         paper_accuracy=PAPER[(dataset, setting)],
                         tffdp_final_accuracy=rows[-1]['test_accuracy'],

@@ -41,7 +41,6 @@ class Evaluator:
         n += tf.cast(tf.shape(yb)[0], tf.int64)
       return loss_sum / tf.cast(n, tf.float32), tf.cast(correct, tf.float32) / tf.cast(n, tf.float32)
     self._evaluate = evaluate
-    self._fns = {}
 
   def __call__(self, weights, names=None) -> dict:
     """Returns `{f'{name}_loss', f'{name}_accuracy'}` for each named set."""

@@ -217,7 +217,9 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   config.validate()
   os.makedirs(config.out, exist_ok=True)
   ckpt_path = os.path.join(config.out, CHECKPOINT)
-  comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in ('rounds', 'out')}
+  # Settings that may differ on resume: more rounds, where files live, comments.
+  free = ('rounds', 'out', 'data_dir', 'client_cache_dir', 'checkpoint_every', 'notes')
+  comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
                       'it or choose another --out.')

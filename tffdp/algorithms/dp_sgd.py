@@ -173,8 +173,6 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
         state['noise_multiplier'], state['clip_norm'])
     return tff.learning.templates.ClientResult(update=update, update_weight=weight), metrics
 
-  metrics_type = client_fn.type_signature.result[1]
-
   @tff.federated_computation(init_fn.type_signature.result,
                              tff.FederatedType(weights_type, tff.CLIENTS),
                              tff.FederatedType(client_data_type, tff.CLIENTS))
@@ -186,5 +184,4 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
         state=state, result=result,
         measurements=tff.federated_zip(collections.OrderedDict(train=train)))
 
-  del metrics_type
   return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
