@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -172,12 +171,3 @@ def make_model_fn(name: str, input_shape, num_classes: int
         input_spec=input_spec(input_shape),
         metrics=[tf.keras.metrics.SparseCategoricalAccuracy()])
   return model_fn
-
-
-def initial_weights(name: str, input_shape, num_classes: int, seed: int
-                    ) -> tff.learning.models.ModelWeights:
-  """Seeded initial `ModelWeights` (lists of NumPy arrays)."""
-  model = build_keras_model(name, input_shape, num_classes, seed=seed)
-  return tff.learning.models.ModelWeights(
-      trainable=[np.asarray(v.numpy()) for v in model.trainable_variables],
-      non_trainable=[np.asarray(v.numpy()) for v in model.non_trainable_variables])
