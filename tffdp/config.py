@@ -8,8 +8,12 @@ from typing import Optional
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
-METHODS = ('fedavg', 'dpfl', 'dp_fedavg', 'a_dpfl')
-COHORT_SAMPLING = ('uniform', 'poisson')
+METHODS = ('fedavg', 'dpfl', 'dp_fedavg', 'a_dpfl', 'adap_dp_fl')
+COHORT_SAMPLING = ('uniform', 'poisson', 'all')
+
+# Adap DP-FL (Sec. V-A): clipping factor alpha and noise decay beta per dataset.
+ADAP_DP_FL_DEFAULTS = {'mnist': dict(clipping_factor=1.0, beta=0.9999),
+                       'fashion_mnist': dict(clipping_factor=0.01, beta=0.9998)}
 
 # Model per (method family, dataset) when --model is not given.
 DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
@@ -44,6 +48,7 @@ class RunConfig:
   epsilon_budget: Optional[float] = None
   eval_every: int = 1
   checkpoint_every: int = 5
+  log_every: int = 1
   num_validation: int = 5000
   client_cache_dir: Optional[str] = None
   # A-DPFL (Table 1 and spec a_dpfl.md).
@@ -52,6 +57,15 @@ class RunConfig:
   adjust_every: int = 1
   selection: str = 'top_k'
   dp_sgd: str = 'clip_then_noise'
+  # Adap DP-FL (spec adap_dp_fl.md); None: the paper's value for the dataset.
+  lot_size: int = 78
+  clipping_factor: Optional[float] = None
+  beta: Optional[float] = None
+  clipping: str = 'adaptive'
+  noise_schedule: str = 'decay'
+  client_optimizer_state: str = 'keep'
+  clip_norm_query: str = 'accounted'
+  clients_per_slice: Optional[int] = None
   notes: dict = dataclasses.field(default_factory=dict)
 
   def resolved(self) -> 'RunConfig':
@@ -60,6 +74,18 @@ class RunConfig:
     if c.model is None:
       c.model = DEFAULT_MODEL.get(c.dataset, 'deep_mnist_cnn')
       c.notes.setdefault('model', 'default for the dataset (A-DPFL Sec. 6.1 network)')
+    if c.method == 'adap_dp_fl':
+      paper = ADAP_DP_FL_DEFAULTS.get(c.dataset, ADAP_DP_FL_DEFAULTS['mnist'])
+      for name, value in paper.items():
+        if getattr(c, name) is None:
+          setattr(c, name, value)
+          c.notes.setdefault(name, f'Adap DP-FL Sec. V-A value for {c.dataset}' if
+                             c.dataset in ADAP_DP_FL_DEFAULTS else
+                             'not given in the paper for this dataset; chosen because it '
+                             'is the MNIST value')
+      if c.cohort_sampling is None:
+        c.cohort_sampling = 'all'
+        c.notes.setdefault('cohort_sampling', 'cross-silo: every client every round')
     if c.cohort_sampling is None:
       c.cohort_sampling = 'poisson' if c.method == 'dp_fedavg' else 'uniform'
       c.notes.setdefault('cohort_sampling',
@@ -112,6 +138,24 @@ class RunConfig:
       bad('selection', self.selection, 'must be one of top_k, weighted_sample, uniform')
     if self.dp_sgd not in ('clip_then_noise', 'paper_order'):
       bad('dp_sgd', self.dp_sgd, 'must be one of clip_then_noise, paper_order')
+    if self.log_every <= 0:
+      bad('log_every', self.log_every, 'must be positive')
+    if self.lot_size <= 0:
+      bad('lot_size', self.lot_size, 'must be positive')
+    if self.clipping_factor is not None and self.clipping_factor <= 0:
+      bad('clipping_factor', self.clipping_factor, 'must be positive')
+    if self.beta is not None and not 0 < self.beta <= 1:
+      bad('beta', self.beta, 'must be in (0, 1]')
+    for name, modes in (('clipping', ('adaptive', 'constant')),
+                        ('noise_schedule', ('decay', 'constant')),
+                        ('client_optimizer_state', ('keep', 'reset')),
+                        ('clip_norm_query', ('accounted', 'free'))):
+      if getattr(self, name) not in modes:
+        bad(name, getattr(self, name), f'must be one of {", ".join(modes)}')
+    if self.clients_per_slice is not None and (
+        self.clients_per_slice <= 0 or self.clients % self.clients_per_slice):
+      bad('clients_per_slice', self.clients_per_slice,
+          f'must be a positive divisor of clients={self.clients}')
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
       bad('cohort_sampling', self.cohort_sampling,
           f'must be one of {", ".join(COHORT_SAMPLING)}')

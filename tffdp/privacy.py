@@ -29,6 +29,9 @@ DEFAULT_ORDERS: tuple[float, ...] = tuple(sorted(
     set(float(o) for o in range(2, 65)) |
     set(float(o) for o in rdp_privacy_accountant.DEFAULT_RDP_ORDERS)))
 
+# The integer orders alone: what Adap DP-FL's eq. 10 (and tensorflow-privacy's habit) uses.
+INTEGER_ORDERS: tuple[float, ...] = tuple(float(o) for o in range(2, 65))
+
 SAMPLE_LEVEL = 'sample-level'
 CLIENT_LEVEL = 'client-level'
 

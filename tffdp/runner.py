@@ -35,7 +35,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import models, privacy
-from tffdp.algorithms import a_dpfl, baselines
+from tffdp.algorithms import a_dpfl, adap_dp_fl, baselines
+from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
 from tffdp.config import RunConfig
 from tffdp.data import FederatedData, load_dataset, partition, train_validation_split
@@ -69,7 +70,7 @@ def versions() -> dict:
 
 
 def build_method(config: RunConfig, data: FederatedData, keras_builder,
-                 validation=None) -> Method:
+                 validation=None, num_classes: int = 10) -> Method:
   common = dict(learning_rate=config.learning_rate, batch_size=config.batch_size,
                 local_epochs=config.local_epochs, seed=config.seed,
                 cohort_sampling=config.cohort_sampling)
@@ -90,6 +91,15 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder,
         alpha=config.alpha, adjust_every=config.adjust_every,
         local_epochs=config.local_epochs, dp_sgd=config.dp_sgd, selection=config.selection,
         seed=config.seed)
+  if config.method == 'adap_dp_fl':
+    return adap_dp_fl.build_adap_dp_fl(
+        keras_builder, data, validation, num_classes=num_classes, lot_size=config.lot_size,
+        learning_rate=config.learning_rate, noise_multiplier=config.noise_multiplier,
+        beta=config.beta, alpha=config.clipping_factor, clipping=config.clipping,
+        clip_norm=config.clip_norm, noise_schedule=config.noise_schedule,
+        client_optimizer_state=config.client_optimizer_state,
+        clip_norm_query=config.clip_norm_query, clients_per_slice=config.clients_per_slice,
+        seed=config.seed)
   raise ValueError(f'Unknown method {config.method!r}.')
 
 
@@ -99,7 +109,7 @@ class Experiment:
   data: FederatedData
   method: Method
   evaluator: Evaluator
-  round_fn: tff.Computation
+  round_fn: Optional[tff.Computation]
 
 
 def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> Experiment:
@@ -118,11 +128,12 @@ def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> E
   keras_builder = functools.partial(models.build_keras_model, config.model, ds.input_shape,
                                     ds.num_classes)
   method = build_method(config, data, keras_builder,
-                        validation=(ds.x_train[val_idx], ds.y_train[val_idx]))
+                        validation=(ds.x_train[val_idx], ds.y_train[val_idx]),
+                        num_classes=ds.num_classes)
   evaluator = Evaluator(keras_builder, {
       'validation': (ds.x_train[val_idx], ds.y_train[val_idx]),
       'test': (ds.x_test, ds.y_test)})
-  round_fn = build_round_computation(method, data)
+  round_fn = build_round_computation(method, data) if method.run_round is None else None
   return Experiment(config, data, method, evaluator, round_fn)
 
 
@@ -146,6 +157,8 @@ def build_round_computation(method: Method, data: FederatedData) -> tff.Computat
 def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
   """Seeded cohort of round `round_num` (sorted client indices)."""
   rng = np.random.default_rng([config.seed, round_num, 0])
+  if config.cohort_sampling == 'all':
+    return np.arange(config.clients)
   if config.cohort_sampling == 'poisson':
     return np.flatnonzero(rng.random(config.clients) < config.clients_per_round / config.clients)
   return np.sort(rng.choice(config.clients, config.clients_per_round, replace=False))
@@ -153,8 +166,7 @@ def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
 
 def client_seeds(config: RunConfig, round_num: int, cohort: np.ndarray) -> list[np.ndarray]:
   """Per-client int64[2] seeds of one round (noise and batching), fixed by the run seed."""
-  return [np.array([config.seed * 1_000_003 + round_num, int(c)], dtype=np.int64)
-          for c in cohort]
+  return common_lib.client_seeds(config.seed, round_num, cohort)
 
 
 def client_work_metrics(metrics):
@@ -179,20 +191,59 @@ def _would_exceed(ledger: privacy.PrivacyLedger, releases, budget: float) -> boo
   return False
 
 
+def _within_budget(ledger: privacy.PrivacyLedger, releases, budget: float) -> np.ndarray:
+  """Clients of `releases` whose epsilon stays within `budget` after them (sorted ids)."""
+  keep = []
+  for clients, event, _ in releases:
+    clients = np.unique(clients)
+    if len(clients) and event is not None:
+      keep.append(clients[ledger.epsilon_if(clients, event) <= budget])
+  return np.unique(np.concatenate(keep)) if keep else np.zeros([0], np.int64)
+
+
 def _fmt(x: float) -> str:
   return 'inf' if math.isinf(x) else f'{x:.3f}'
 
 
-def _csv(rows: list[dict]) -> str:
-  keys: list[str] = []
-  for r in rows:
-    keys += [k for k in r if k not in keys]
+def _csv(rows: list[dict], keys: Optional[list[str]] = None, header: bool = True) -> str:
+  if keys is None:
+    keys = []
+    for r in rows:
+      keys += [k for k in r if k not in keys]
   buf = io.StringIO()
   w = csv.DictWriter(buf, fieldnames=keys, lineterminator='\n')
-  w.writeheader()
+  if header:
+    w.writeheader()
   for r in rows:
     w.writerow(r)
   return buf.getvalue()
+
+
+class MetricsCsv:
+  """`metrics.csv`, appended one row per round (long runs must not rewrite it each round).
+
+  The file is rewritten whole (atomically) when it is started, on resume (from the
+  checkpoint's rows, dropping any row past the checkpoint) and when a row brings a new
+  column; otherwise a round appends one line.
+  """
+
+  def __init__(self, path: str, rows: list[dict]):
+    self.path = path
+    self.keys: list[str] = []
+    self.rewrite(rows)
+
+  def rewrite(self, rows: list[dict]) -> None:
+    self.keys = []
+    for r in rows:
+      self.keys += [k for k in r if k not in self.keys]
+    atomic_write(self.path, _csv(rows, self.keys) if rows else '')
+
+  def append(self, row: dict, rows: list[dict]) -> None:
+    if not self.keys or any(k not in self.keys for k in row):
+      self.rewrite(rows)
+      return
+    with open(self.path, 'a') as f:
+      f.write(_csv([row], self.keys, header=False))
 
 
 def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
@@ -218,16 +269,22 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   os.makedirs(config.out, exist_ok=True)
   ckpt_path = os.path.join(config.out, CHECKPOINT)
   # Settings that may differ on resume: more rounds, where files live, comments.
-  free = ('rounds', 'out', 'data_dir', 'client_cache_dir', 'checkpoint_every', 'notes')
+  free = ('rounds', 'out', 'data_dir', 'client_cache_dir', 'checkpoint_every', 'log_every',
+          'notes')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
                       'it or choose another --out.')
   exp = build_experiment(config, log)
   method = exp.method
-  claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit)
-  guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit)
-  state = method.process.initialize()
+  claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                  method.rdp_orders)
+  guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                     method.rdp_orders)
+  state = method.initialize() if method.initialize is not None else \
+      method.process.initialize()
+  per_client_budget = method.budget_rule == 'per_client' and config.epsilon_budget is not None
+  stopped: dict[int, int] = {}  # client -> first round it did not upload (per-client budget)
   rows: list[dict] = []
   start_round, wall_before, stop_reason = 0, 0.0, None
   if resume and os.path.exists(ckpt_path):
@@ -241,6 +298,7 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
     claimed.load_state_dict(ckpt['claimed'])
     guaranteed.load_state_dict(ckpt['guaranteed'])
     rows, start_round, wall_before = ckpt['rows'], ckpt['round'], ckpt['wall_seconds']
+    stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
     log(f'tffdp: resuming {config.out} at round {start_round}')
 
   config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
@@ -253,11 +311,13 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
 
   def snapshot():
     return dict(config=comparable, state=tf.nest.flatten(state), claimed=claimed.state_dict(),
-                guaranteed=guaranteed.state_dict(), rows=list(rows), round=len(rows))
+                guaranteed=guaranteed.state_dict(), rows=list(rows), round=len(rows),
+                stopped=dict(stopped))
 
   def save_checkpoint(snap: dict, wall_seconds: float):
     atomic_write(ckpt_path, pickle.dumps(dict(snap, wall_seconds=wall_seconds)))
 
+  metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), rows)
   t_start = time.perf_counter()
   wall = lambda: wall_before + time.perf_counter() - t_start
   last_good = snapshot()  # the state after the last completed round
@@ -266,9 +326,23 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       t0 = time.perf_counter()
       cohort = (method.select_cohort(r) if method.select_cohort is not None
                 else select_cohort(config, r))
+      if per_client_budget:
+        cohort = np.setdiff1d(cohort, list(stopped))
+        ledger = guaranteed if method.budget_ledger == 'guaranteed' else claimed
+        releases_of = (method.guaranteed_releases if method.budget_ledger == 'guaranteed'
+                       else method.claimed_releases)
+        within = _within_budget(ledger, releases_of(cohort, state), config.epsilon_budget)
+        for c in np.setdiff1d(cohort, within):
+          stopped[int(c)] = r
+        cohort = within
+        if len(cohort) == 0:
+          stop_reason = (f'every client has spent its budget: a further round would take '
+                         f'its epsilon_{method.budget_ledger} past {config.epsilon_budget}')
+          log(f'tffdp: stopping at round {r}: {stop_reason}')
+          break
       rel_claimed = method.claimed_releases(cohort, state)
       rel_guaranteed = method.guaranteed_releases(cohort, state)
-      if config.epsilon_budget is not None and _would_exceed(
+      if not per_client_budget and config.epsilon_budget is not None and _would_exceed(
           guaranteed, rel_guaranteed, config.epsilon_budget):
         stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
                        f'{config.epsilon_budget}')
@@ -278,11 +352,17 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       train_loss = float('nan')
       t_train = time.perf_counter()
       if len(cohort):
-        out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
-        state = out.state
-        quantities.update(method.round_metrics(out.metrics))
-        train = client_work_metrics(out.metrics)['train']
-        train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
+        if method.run_round is not None:
+          state, metrics = method.run_round(state, cohort, r, config.seed)
+        else:
+          out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
+          state, metrics = out.state, out.metrics
+        quantities.update(method.round_metrics(metrics))
+        if method.train_loss is not None:
+          train_loss = method.train_loss(metrics)
+        else:
+          train = client_work_metrics(metrics)['train']
+          train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
       t_train = time.perf_counter() - t_train
       t_account = time.perf_counter()
       _apply(claimed, rel_claimed)
@@ -292,7 +372,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       row = dict(round=r + 1)
       t_eval = time.perf_counter()
       if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
-        row.update(exp.evaluator(method.process.get_model_weights(state)))
+        row.update(exp.evaluator(method.model_weights(state) if method.model_weights
+                                 else method.process.get_model_weights(state)))
       else:
         row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
       row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
@@ -302,14 +383,15 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
                  eval_seconds=time.perf_counter() - t_eval,
                  round_seconds=time.perf_counter() - t0, wall_seconds=wall())
       rows.append(row)
-      atomic_write(os.path.join(config.out, 'metrics.csv'), _csv(rows))
+      metrics_csv.append(row, rows)
       done = r + 1
       rate = (wall() - wall_before) / (done - start_round)
       acc = row['test_accuracy']
-      log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
-          f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
-          f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
-          f'ETA {time.strftime("%H:%M:%S", time.gmtime(rate * (config.rounds - done)))}')
+      if done % config.log_every == 0 or done == config.rounds or done == start_round + 1:
+        log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
+            f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
+            f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
+            f'ETA {time.strftime("%H:%M:%S", time.gmtime(rate * (config.rounds - done)))}')
       last_good = snapshot()
       if done % config.checkpoint_every == 0:
         save_checkpoint(last_good, wall())
@@ -318,9 +400,16 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
     log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. Continue '
         f'with --resume (--out {config.out}).')
     raise
+  if stop_reason and rows and rows[-1]['test_accuracy'] == '':
+    # A budget stop ends the run early: evaluate the final model there.
+    rows[-1].update(exp.evaluator(method.model_weights(state) if method.model_weights
+                                  else method.process.get_model_weights(state)))
+    metrics_csv.rewrite(rows)
   save_checkpoint(snapshot(), wall())
   summary = summarize(rows, claimed.report(), guaranteed.report(), method, config, wall(),
                       stop_reason)
+  if per_client_budget:
+    summary['client_stop_round'] = {str(c): r for c, r in sorted(stopped.items())}
   atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
   return summary
 

@@ -86,6 +86,18 @@ class Method:
     select_cohort: `round -> cohort` if the method chooses its participants (None: the
       runner's uniform/Poisson draw).
     round_metrics: `process.next` metrics -> extra metrics.csv columns.
+    initialize: `() -> state` for methods whose runner state is more than the process
+      state (e.g. CLIENTS-placed client states); None: `process.initialize()`.
+    run_round: `(state, cohort, round_num, run_seed) -> (state, metrics)` for such
+      methods; None: the runner's `process.next` on the cohort's datasets.
+    model_weights: `state -> ModelWeights`; None: `process.get_model_weights`.
+    train_loss: `metrics -> mean training loss of the round`; None: from the client
+      work's `train` measurements.
+    budget_rule: How `--epsilon-budget` acts: `run` (the run stops before a round that
+      would pass it) or `per_client` (a client that would pass it stops uploading; the
+      run ends when every client has stopped).
+    budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
+    rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -99,6 +111,19 @@ class Method:
   notes: dict = dataclasses.field(default_factory=dict)
   select_cohort: Optional[Callable[[int], np.ndarray]] = None
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
+  initialize: Optional[Callable[[], Any]] = None
+  run_round: Optional[Callable[[Any, np.ndarray, int, int], tuple[Any, Any]]] = None
+  model_weights: Optional[Callable[[Any], Any]] = None
+  train_loss: Optional[Callable[[Any], float]] = None
+  budget_rule: str = 'run'
+  budget_ledger: str = 'guaranteed'
+  rdp_orders: Optional[Sequence[float]] = None
+
+
+def client_seeds(run_seed: int, round_num: int, clients: Sequence[int]) -> list[np.ndarray]:
+  """Per-client int64[2] seeds of one round (batching and noise), fixed by the run seed."""
+  return [np.array([run_seed * 1_000_003 + round_num, int(c)], dtype=np.int64)
+          for c in clients]
 
 
 def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: float,

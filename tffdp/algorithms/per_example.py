@@ -79,6 +79,46 @@ def _conv_patches(layer, a):
                                   rates=[1, 1, 1, 1], padding=layer.padding.upper())
 
 
+def _per_example_parts(model, x, y, training):
+  """One forward and backward pass: per-layer factors, per-example norms and losses.
+
+  Returns `(parts, norms [B], losses [B])`; `parts` holds, per parameterised layer,
+  `('dense', layer, a, d)` (inputs and output gradients) or `('conv', layer, g, gb)`
+  (per-example kernel gradients `[B, k*k*c_in, c_out]` and bias gradients `[B, c_out]`).
+  """
+  with tf.GradientTape() as tape:
+    logits, records = _forward(model, x, training)
+    zs = [z for _, _, z in records]
+    tape.watch(zs)
+    losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
+    total = tf.reduce_sum(losses)
+  dzs = tape.gradient(total, zs)
+  b = tf.shape(x)[0]
+  sq_norms = tf.zeros([b])
+  parts = []
+  for (layer, a, _), d in zip(records, dzs):
+    if isinstance(layer, tf.keras.layers.Dense):
+      a2 = tf.reduce_sum(tf.square(a), axis=1)
+      d2 = tf.reduce_sum(tf.square(d), axis=1)
+      sq_norms += a2 * d2 + (d2 if layer.use_bias else 0.0)
+      parts.append(('dense', layer, a, d))
+    else:
+      p = _conv_patches(layer, a)
+      p = tf.reshape(p, [b, -1, tf.shape(p)[-1]])
+      d_flat = tf.reshape(d, [b, -1, tf.shape(d)[-1]])
+      g = tf.einsum('bpk,bpc->bkc', p, d_flat)
+      sq_norms += tf.reduce_sum(tf.square(g), axis=[1, 2])
+      gb = tf.reduce_sum(d_flat, axis=1)
+      if layer.use_bias:
+        sq_norms += tf.reduce_sum(tf.square(gb), axis=1)
+      parts.append(('conv', layer, g, gb))
+  return parts, tf.sqrt(sq_norms), losses
+
+
+def _clip_scale(norms, clip_norm):
+  return tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
+
+
 def clipped_gradient_sum(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
                          clip_norm: tf.Tensor, training: bool = True):
   """Sum of per-example gradients, each clipped to L2 norm `clip_norm`.
@@ -96,36 +136,10 @@ def clipped_gradient_sum(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
   """
   if not supports_fast_clipping(model):
     return clipped_gradient_sum_vmap(model, x, y, clip_norm)
-  with tf.GradientTape() as tape:
-    logits, records = _forward(model, x, training)
-    zs = [z for _, _, z in records]
-    tape.watch(zs)
-    losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
-    total = tf.reduce_sum(losses)
-  dzs = tape.gradient(total, zs)
-  b = tf.shape(x)[0]
-  sq_norms = tf.zeros([b])
-  per_layer = []
-  for (layer, a, _), d in zip(records, dzs):
-    if isinstance(layer, tf.keras.layers.Dense):
-      a2 = tf.reduce_sum(tf.square(a), axis=1)
-      d2 = tf.reduce_sum(tf.square(d), axis=1)
-      sq_norms += a2 * d2 + (d2 if layer.use_bias else 0.0)
-      per_layer.append(('dense', layer, a, d))
-    else:
-      p = _conv_patches(layer, a)
-      p = tf.reshape(p, [b, -1, tf.shape(p)[-1]])
-      d_flat = tf.reshape(d, [b, -1, tf.shape(d)[-1]])
-      g = tf.einsum('bpk,bpc->bkc', p, d_flat)
-      sq_norms += tf.reduce_sum(tf.square(g), axis=[1, 2])
-      gb = tf.reduce_sum(d_flat, axis=1)
-      if layer.use_bias:
-        sq_norms += tf.reduce_sum(tf.square(gb), axis=1)
-      per_layer.append(('conv', layer, g, gb))
-  norms = tf.sqrt(sq_norms)
-  scale = tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
+  parts, norms, losses = _per_example_parts(model, x, y, training)
+  scale = _clip_scale(norms, clip_norm)
   grads = {}
-  for kind, layer, u, v in per_layer:
+  for kind, layer, u, v in parts:
     if kind == 'dense':
       sd = v * scale[:, None]
       grads[id(layer.kernel)] = tf.matmul(u, sd, transpose_a=True)
@@ -135,6 +149,67 @@ def clipped_gradient_sum(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
       grads[id(layer.kernel)] = tf.reshape(tf.tensordot(scale, u, axes=1), tf.shape(layer.kernel))
       if layer.use_bias:
         grads[id(layer.bias)] = tf.tensordot(scale, v, axes=1)
+  return [grads[id(v)] for v in model.trainable_variables], norms, losses
+
+
+def clipped_gradient_segment_sums(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
+                                  row_splits: tf.Tensor, clip_norms: tf.Tensor,
+                                  training: bool = True):
+  """Per-segment sums of clipped per-example gradients, one pass for all segments.
+
+  For several clients that evaluate gradients at the same weights (e.g. one local step
+  from the broadcast model), rows `row_splits[k]:row_splits[k+1]` of `x` are client
+  `k`'s examples, clipped at client `k`'s own `clip_norms[k]`. Equal to calling
+  `clipped_gradient_sum` on each segment (tested), with one forward/backward pass.
+
+  Args:
+    model: A Keras model with logits output.
+    x: Inputs `[B, ...]` float32, segments contiguous.
+    y: Labels `[B]` int32.
+    row_splits: int64 `[S + 1]`, non-decreasing, `row_splits[0] = 0`, last `= B`.
+    clip_norms: float32 `[S]`, `> 0`.
+    training: Passed to parameter-free layers.
+
+  Returns:
+    `(clipped_sums, norms, losses)`: a list shaped like `model.trainable_variables`
+    with a leading segment axis (`[S, *var.shape]`), the unclipped per-example norms
+    `[B]` and per-example losses `[B]`.
+  """
+  num_segments = tf.shape(row_splits)[0] - 1
+  segment_ids = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)
+  scale_of = lambda norms: _clip_scale(norms, tf.gather(clip_norms, segment_ids))
+  seg_sum = lambda t: tf.math.unsorted_segment_sum(t, segment_ids, num_segments)
+  if not supports_fast_clipping(model):
+    losses, grads = per_example_gradients(model, x, y)
+    sq = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
+                   for g in grads])
+    norms = tf.sqrt(sq)
+    scale = scale_of(norms)
+    return [seg_sum(g * tf.reshape(scale, [-1] + [1] * (g.shape.rank - 1)))
+            for g in grads], norms, losses
+  parts, norms, losses = _per_example_parts(model, x, y, training)
+  scale = scale_of(norms)
+  # Position of each row inside its segment, to lay segments out as [S, max_len, ...]
+  # for the Dense layers' per-segment matmuls.
+  starts = tf.gather(row_splits, segment_ids)
+  positions = tf.stack([tf.cast(segment_ids, tf.int64),
+                        tf.range(tf.shape(x, out_type=tf.int64)[0]) - starts], axis=1)
+  max_len = tf.reduce_max(row_splits[1:] - row_splits[:-1])
+  grads = {}
+  for kind, layer, u, v in parts:
+    if kind == 'dense':
+      sd = v * scale[:, None]
+      pad = lambda t: tf.scatter_nd(positions, t, tf.stack(
+          [tf.cast(num_segments, tf.int64), max_len, tf.shape(t, out_type=tf.int64)[1]]))
+      grads[id(layer.kernel)] = tf.matmul(pad(u), pad(sd), transpose_a=True)
+      if layer.use_bias:
+        grads[id(layer.bias)] = seg_sum(sd)
+    else:
+      kernel = seg_sum(u * scale[:, None, None])
+      grads[id(layer.kernel)] = tf.reshape(
+          kernel, tf.concat([[num_segments], tf.shape(layer.kernel)], 0))
+      if layer.use_bias:
+        grads[id(layer.bias)] = seg_sum(v * scale[:, None])
   return [grads[id(v)] for v in model.trainable_variables], norms, losses
 
 

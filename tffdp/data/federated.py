@@ -16,7 +16,7 @@ import collections
 import dataclasses
 import hashlib
 import os
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
@@ -123,6 +123,48 @@ class FederatedData:
       ys = tf.cast(tf.io.decode_raw(tf.io.read_file(prefix + '.y'), tf.uint8), tf.int32)
       return xs, ys
     return examples
+
+  def poisson_lots(self, client_ids: tf.Tensor, seeds: tf.Tensor,
+                   expected_lot_size: float, active: Optional[tf.Tensor] = None
+                   ) -> tuple[tf.Tensor, tf.Tensor, tf.Tensor, tf.Tensor]:
+    """Inside a TF computation: one Poisson-sampled lot per client, concatenated.
+
+    Client `k` includes each of its `n_k` examples independently with probability
+    `q_k = min(1, expected_lot_size / n_k)` (the lot of DP-SGD with sampling rate
+    `L / |D^k|`), drawn from a stateless RNG seeded by `stateless_fold_in(seeds[k], 7)`.
+    Only the sampled rows are converted to float.
+
+    Args:
+      client_ids: string `[S]` client ids (static `S`).
+      seeds: int64 `[S, 2]` per-client seeds.
+      expected_lot_size: `L` (examples).
+      active: Optional bool `[S]`; an inactive client's lot is empty.
+
+    Returns:
+      `(x float32 [sum_k |lot_k|, h, w, c] in [0, 1], y int32 [sum_k |lot_k|],
+      row_splits int64 [S + 1], num_examples float32 [S])`: client `k`'s lot is rows
+      `row_splits[k]:row_splits[k + 1]`; `num_examples[k]` is `n_k = |D^k|`.
+    """
+    directory, shape = self.directory, self.input_shape
+    xs, ys, sizes, totals = [], [], [], []
+    for k in range(client_ids.shape[0]):
+      prefix = tf.strings.join([directory, '/', client_ids[k]])
+      labels = tf.io.decode_raw(tf.io.read_file(prefix + '.y'), tf.uint8)
+      n = tf.shape(labels)[0]
+      totals.append(tf.cast(n, tf.float32))
+      rate = tf.minimum(1.0, expected_lot_size / tf.cast(n, tf.float32))
+      if active is not None:
+        rate = tf.where(active[k], rate, 0.0)
+      u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(
+          seeds[k], 7))
+      keep = tf.where(u < rate)[:, 0]
+      pixels = tf.reshape(tf.io.decode_raw(tf.io.read_file(prefix + '.x'), tf.uint8),
+                          [-1, *shape])
+      xs.append(tf.cast(tf.gather(pixels, keep), tf.float32) / 255.0)
+      ys.append(tf.cast(tf.gather(labels, keep), tf.int32))
+      sizes.append(tf.shape(keep, out_type=tf.int64)[0])
+    row_splits = tf.concat([tf.zeros([1], tf.int64), tf.cumsum(tf.stack(sizes))], 0)
+    return tf.concat(xs, 0), tf.concat(ys, 0), row_splits, tf.stack(totals)
 
   def add_server_split(self, name: str, x: np.ndarray, y: np.ndarray) -> None:
     """Stores a server-side set (e.g. the validation split) beside the client files.

@@ -1,0 +1,59 @@
+"""Helpers shared by every experiment module: cached and resumable runs, tables, entry.
+
+A run whose `summary.json` exists for the same configuration is reused; an interrupted
+run resumes from its checkpoint.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import json
+import os
+import shutil
+import sys
+
+from tffdp import config as config_lib
+from tffdp import plotting, runner, runtime
+
+
+def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str]) -> list[dict]:
+  """Runs (or reuses / resumes) one configuration; returns its metrics rows."""
+  cfg = dataclasses.replace(cfg, out=out)
+  summary = os.path.join(out, 'summary.json')
+  config_json = os.path.join(out, 'config.json')
+  if os.path.exists(summary) and os.path.exists(config_json):
+    with open(config_json) as f:
+      old = json.load(f)
+    same = all(old.get(k) == v for k, v in dataclasses.asdict(cfg.resolved()).items()
+               if k not in ('out', 'notes'))
+    if same:
+      print(f'== reusing {out}', flush=True)
+      return plotting.read_metrics(out)
+    shutil.rmtree(out)
+  print(f'== {cfg.method} on {cfg.dataset} -> {out}', flush=True)
+  resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
+  runner.run(cfg, resume=resume, command=command)
+  return plotting.read_metrics(out)
+
+
+def copy_results(out: str, dest: str) -> None:
+  os.makedirs(dest, exist_ok=True)
+  for f in ('config.json', 'metrics.csv', 'summary.json'):
+    shutil.copy(os.path.join(out, f), os.path.join(dest, f))
+
+
+def write_table(path: str, rows: list[dict]) -> None:
+  """Writes `rows` (dicts with the same keys) as CSV, creating the folder."""
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  with open(path, 'w') as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+
+
+def entry(main) -> None:
+  runtime.use_local_context()
+  code = main()
+  runtime.shutdown_workers()
+  sys.exit(code)
