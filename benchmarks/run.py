@@ -11,6 +11,11 @@
    `client_update` `tf.function` called in-process per client, and the weighted mean.
 2. One DP-SGD step (per-example clip + noise + SGD update) vs one non-private step on
    the same batch, plus the clip-only step to show where the time goes.
+3. Adap DP-FL's round (10 clients x one Poisson lot of expected size 78 from 5,480
+   examples each, its CNN, per-client Adam state in and out of TFF, validation loss on
+   5,000 examples every round): the TFF process vs the same TensorFlow functions called
+   in-process (the floor); and, with `--data-dir`, the whole runner (accounting, test
+   evaluation every 50 rounds) on real MNIST in rounds per second (target >= 5).
 Synthetic uint8 images (speed does not depend on pixel values).
 """
 
@@ -29,7 +34,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 
-from tffdp import models, runner, runtime  # pylint: disable=g-import-not-at-top
+from tffdp import models, plotting, runner, runtime  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms import baselines, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
 from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
@@ -131,12 +136,89 @@ def bench_dpsgd(label, model, batch, repeats):
   return t_plain, t_clip, t_dp
 
 
+def bench_adap_dp_fl(repeats, cache):
+  """Adap DP-FL round: TFF process vs in-process floor (synthetic MNIST-sized data)."""
+  import collections  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import adap_dp_fl  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  clients, per_client = 10, 5480
+  x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
+  y = rng.integers(0, 10, clients * per_client)
+  parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)]
+  data = FederatedData(x, y, parts, cache_dir=cache)
+  val = (rng.integers(0, 256, (5000, 28, 28, 1), dtype=np.uint8), rng.integers(0, 10, 5000))
+  builder = functools.partial(models.build_keras_model, 'adap_dp_fl_cnn', (28, 28, 1), 10)
+  method = adap_dp_fl.build_adap_dp_fl(builder, data, val, noise_multiplier=6.0)
+  state = {'s': method.initialize(), 'r': 0}
+  everyone = np.arange(clients)
+
+  def tff_round():
+    state['s'], _ = method.run_round(state['s'], everyone, state['r'], 0)
+    state['r'] += 1
+
+  # Floor: the same lots, slice update and validation loss as tf.functions in-process.
+  update = adap_dp_fl._build_slice_update(  # pylint: disable=protected-access
+      builder, clients, 78.0, 0.002, 1.0, 'adaptive', 'keep',
+      dict(beta_1=0.9, beta_2=0.999, epsilon=1e-8))
+  model = builder()
+  ids = tf.constant(data.client_ids)
+  client_state = [tf.nest.map_structure(tf.constant, state['s']['clients'][0])]
+  trainable = [tf.constant(w) for w in state['s']['server']['model'].trainable]
+
+  @tf.function
+  def floor_fn(trainable, client_state, seeds):
+    xl, yl, splits, sizes = data.poisson_lots(ids, seeds, 78.0)
+    d = collections.OrderedDict(x=xl, y=yl, row_splits=splits, seeds=seeds,
+                                active=tf.ones([clients], tf.bool), dataset_size=sizes)
+    upd, wsum, new_state, _, _ = update(trainable, tf.constant(6.0), client_state, d)
+    new_w = [w - u / wsum for w, u in zip(trainable, upd)]
+    for v, w in zip(model.trainable_variables, new_w):
+      v.assign(w)
+    xv, yv = data.server_examples('validation')
+    loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+        yv, model(xv), from_logits=True))
+    return new_w, new_state, loss
+
+  seeds = tf.constant(np.stack([[1, i] for i in range(clients)]).astype(np.int64))
+  floor_round = lambda: floor_fn(trainable, client_state[0], seeds)[2].numpy()
+  t_tff = timeit(tff_round, 6 * repeats)
+  t_floor = timeit(floor_round, 6 * repeats)
+  print(f'[adap_dp_fl] 10 clients x 78-example lot + validation loss: TFF {t_tff:.3f} s/round '
+        f'({1 / t_tff:.1f} rounds/s), in-process floor {t_floor:.3f} s/round, ratio '
+        f'{t_tff / t_floor:.2f}x (target <= 1.5x)', flush=True)
+  return t_tff, t_floor
+
+
+def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
+  """The whole runner on real MNIST (Fig. 4's decay configuration) for `rounds` rounds."""
+  from experiments import adap_dp_fl_common  # pylint: disable=g-import-not-at-top
+  args = argparse.Namespace(data_dir=data_dir, seed=0, runs_dir=cache, quick=False)
+  cfg, out = adap_dp_fl_common.config('mnist', args, 'bench', clipping='adaptive',
+                                      noise_schedule='decay', noise_multiplier=6.0)
+  cfg.rounds, cfg.log_every, cfg.client_cache_dir = rounds, rounds, cache
+  cfg.out = out
+  summary = runner.run(cfg, log=lambda s: None)
+  rows = plotting.read_metrics(out)
+  steady = [r['round_seconds'] for r in rows[10:]]
+  median = float(np.median(steady))
+  mean = float(np.mean(steady))
+  profile = {k: float(np.median([r[k] for r in rows[10:]]))
+             for k in ('train_seconds', 'accounting_seconds', 'eval_seconds')}
+  print(f'[adap_dp_fl runner] real MNIST, {rounds} rounds: {1 / mean:.2f} rounds/s (mean, '
+        f'test evaluation every 50 rounds included; median round {median:.3f} s; '
+        f'profile median: TFF round {profile["train_seconds"]:.3f} s, accounting '
+        f'{profile["accounting_seconds"]:.4f} s) (target >= 5 rounds/s); '
+        f'wall {summary["wall_seconds"]:.0f} s', flush=True)
+  return 1 / mean
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd'))
-  p.add_argument('--data-dir', help='unused (synthetic data); accepted for symmetry')
+  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap'))
+  p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
+                 '(the others use synthetic data)')
   args = p.parse_args(argv)
   print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs; tensorflow {tf.__version__}')
   runtime.use_local_context()
@@ -149,6 +231,11 @@ def main(argv=None) -> int:
                 args.repeats, cache)
       bench_tff('100 clients x 60 examples, batch 20, A-DPFL CNN', 'deep_mnist_cnn', 100, 60,
                 20, max(2, args.repeats // 2), cache)
+  if args.only in (None, 'adap'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_adap_dp_fl(args.repeats, cache)
+      if args.data_dir:
+        bench_adap_dp_fl_runner(args.data_dir, cache)
   return 0
 
 

@@ -30,10 +30,12 @@ def main(argv=None) -> int:
   for dataset in args.datasets:
     paper, reported = common.PAPER[dataset], common.PAPER_RESULTS[dataset]
     runs = {}
-    for label, tag, clipping in (('noise decay (C = 1.0)', 'decay', 'constant'),
-                                 ('Adap DP-FL (adaptive C)', 'adap_dp_fl', 'adaptive')):
+    for label, tag, clipping, query in (
+        ('noise decay (C = 1.0)', 'decay', 'constant', 'accounted'),
+        ('Adap DP-FL, paper\'s count', 'adap_dp_fl_paper_count', 'adaptive', 'free'),
+        ('Adap DP-FL, epsilon_guaranteed', 'adap_dp_fl', 'adaptive', 'accounted')):
       cfg, out = common.config(dataset, args, tag, clipping=clipping, noise_schedule='decay',
-                               noise_multiplier=paper['sigma_0'])
+                               noise_multiplier=paper['sigma_0'], clip_norm_query=query)
       rows = common.run_cached(cfg, out, command)
       runs[label] = rows
       table.append(dict(dataset=dataset, run=label, paper_final_sigma=reported['final_sigma'],

@@ -45,3 +45,27 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   report = (tmp_path / 'figs' / 'README.md').read_text()
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
   assert '| mnist | IID | 0.989 |' in report
+
+
+def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5, adap_dp_fl_fig6
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  common = ['--quick', '--datasets', 'mnist', '--data-dir', data_dir,
+            '--runs-dir', str(tmp_path / 'runs'), '--figures-dir', str(figs)]
+  for module in (adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5, adap_dp_fl_fig6):
+    assert module.main(common) == 0
+  with open(figs / 'fig4.csv') as f:
+    fig4 = list(csv.DictReader(f))
+  assert [r['curve'] for r in fig4] == ['noise decay', 'constant sigma = 3',
+                                        'constant sigma = 4', 'constant sigma = 6']
+  assert fig4[0]['paper_test_accuracy'] == '93.56'
+  with open(figs / 'fig3.csv') as f:
+    fig3 = {r['curve']: r for r in csv.DictReader(f)}
+  # Sigma 1.1 with the clipping-norm query counted: the budget stops it within rounds.
+  guaranteed = fig3['adaptive clipping, budget on epsilon_guaranteed']
+  assert float(guaranteed['epsilon_guaranteed']) <= 2.0
+  assert float(fig3["adaptive clipping, budget on the paper's count"]['epsilon_claimed']) <= 2.0
+  for f in ('fig3_mnist.png', 'fig4_mnist.png', 'fig5_mnist.png', 'fig6_mnist.png',
+            'fig6.csv'):
+    assert (figs / f).stat().st_size > 0

@@ -78,6 +78,22 @@ def make_parser() -> argparse.ArgumentParser:
                  help='top_k (Alg. 2), weighted_sample or uniform')
   a.add_argument('--dp-sgd', default=d.dp_sgd,
                  help='clip_then_noise (Abadi et al.) or paper_order (Alg. 3 as printed)')
+  d_ = p.add_argument_group('Adap DP-FL options (--method adap_dp_fl)')
+  d_.add_argument('--lot-size', type=int, default=d.lot_size, help='expected lot size L')
+  d_.add_argument('--clipping-factor', type=float,
+                  help='clipping factor alpha of eq. 6 (default: 1.0 MNIST, 0.01 FMNIST)')
+  d_.add_argument('--beta', type=float,
+                  help='noise decay factor beta (default: 0.9999 MNIST, 0.9998 FMNIST)')
+  d_.add_argument('--clipping', default=d.clipping, help='adaptive (eqs. 6-8) or constant')
+  d_.add_argument('--noise-schedule', default=d.noise_schedule, help='decay or constant')
+  d_.add_argument('--client-optimizer-state', default=d.client_optimizer_state,
+                  help='keep (per-client Adam moments persist) or reset')
+  d_.add_argument('--clip-norm-query', default=d.clip_norm_query,
+                  help='accounted (budget on epsilon_guaranteed) or free (paper\'s count)')
+  d_.add_argument('--clients-per-slice', type=int,
+                  help='clients per TFF client computation (default: all)')
+  g.add_argument('--log-every', type=int, default=d.log_every,
+                 help='print a progress line every this many rounds')
   return p
 
 
@@ -96,7 +112,10 @@ def config_from_args(args) -> config_lib.RunConfig:
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
       k=args.k, alpha=args.alpha, adjust_every=args.adjust_every, selection=args.selection,
-      dp_sgd=args.dp_sgd)
+      dp_sgd=args.dp_sgd, log_every=args.log_every, lot_size=args.lot_size,
+      clipping_factor=args.clipping_factor, beta=args.beta, clipping=args.clipping,
+      noise_schedule=args.noise_schedule, client_optimizer_state=args.client_optimizer_state,
+      clip_norm_query=args.clip_norm_query, clients_per_slice=args.clients_per_slice)
 
 
 def main(argv=None) -> int:
