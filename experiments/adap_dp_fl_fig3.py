@@ -49,6 +49,7 @@ def main(argv=None) -> int:
     runs = {}
     for label, cfg, out, paper_acc in curves(dataset, args):
       runs[label] = common.run_cached(cfg, out, command)
+      common.publish(out, args.figures_dir)
       table.append(common.summary_row(dataset, label, runs[label], out, paper_acc))
     name = common.LABEL[dataset]
     for y, ylabel, suffix in (('test_accuracy', 'test accuracy', ''),

@@ -37,6 +37,7 @@ def main(argv=None) -> int:
       cfg, out = common.config(dataset, args, tag, clipping=clipping, noise_schedule='decay',
                                noise_multiplier=paper['sigma_0'], clip_norm_query=query)
       rows = common.run_cached(cfg, out, command)
+      common.publish(out, args.figures_dir)
       runs[label] = rows
       table.append(dict(dataset=dataset, run=label, paper_final_sigma=reported['final_sigma'],
                         tffdp_final_sigma=round(rows[-1]['noise_multiplier'], 4),

@@ -69,3 +69,9 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   for f in ('fig3_mnist.png', 'fig4_mnist.png', 'fig5_mnist.png', 'fig6_mnist.png',
             'fig6.csv'):
     assert (figs / f).stat().st_size > 0
+  from experiments import adap_dp_fl_report
+  assert adap_dp_fl_report.main(['--figures-dir', str(figs)]) == 0
+  report = (figs / 'README.md').read_text()
+  assert '| MNIST | noise decay | 93.56 |' in report
+  assert 'Not regenerated yet: Fashion-MNIST.' in report  # only MNIST was run here
+  assert (figs / 'runs' / 'mnist_decay_seed0_quick' / 'summary.json').exists()
