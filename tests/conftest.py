@@ -28,4 +28,4 @@ def data_dir():
   d = os.environ.get('TFFDP_DATA_DIR') or os.path.join(_HERE, '..', '..', 'shared', 'datasets')
   if not os.path.isdir(os.path.join(d, 'mnist')):
     pytest.skip(f'no MNIST copy in {d}: set TFFDP_DATA_DIR')
-  return d
+  return os.path.abspath(d)  # tests build file:// URLs from it
