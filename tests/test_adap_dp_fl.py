@@ -61,22 +61,26 @@ def trainable(state):
 # ----- pure pieces ---------------------------------------------------------------------
 
 def test_next_clip_norm_zero_noise_is_alpha_times_mean_clipped_norm():
-  norms = tf.constant([0.5, 2.0, 3.0, 0.1])
-  got = adap_dp_fl.next_clip_norm(norms, tf.constant(1.0), tf.constant(0.0), 4.0, 0.5,
-                                  tf.constant([1, 2], tf.int64))
-  # alpha * |(0.5 + 1 + 1 + 0.1) / L|
-  assert float(got) == pytest.approx(0.5 * 2.6 / 4.0)
+  norms = tf.constant([0.5, 2.0, 3.0, 0.1, 0.2, 0.9])
+  splits = tf.constant([0, 4, 4, 6], tf.int64)  # the middle client's lot is empty
+  got = adap_dp_fl.next_clip_norm(norms, splits, tf.constant([1.0, 2.0, 0.5]),
+                                  tf.constant(0.0), 4.0, 0.5,
+                                  tf.constant([[1, 2], [3, 4], [5, 6]], tf.int64))
+  # alpha * |(sum of min(norm, C)) / L| per client
+  np.testing.assert_allclose(got.numpy(), [0.5 * 2.6 / 4, 0.0, 0.5 * 0.7 / 4], rtol=1e-6)
 
 
 def test_next_clip_norm_noise_scale():
   """The noise on the clipped-norm sum has std C * sigma (statistical, 4000 draws)."""
-  norms = tf.fill([100], 5.0)  # every norm clipped: the sum is 100 * C
+  n = 4000
   c, sigma, lot = 2.0, 3.0, 100.0
-  draws = np.array([float(adap_dp_fl.next_clip_norm(
-      norms, tf.constant(c), tf.constant(sigma), lot, 1.0, tf.constant([s, 9], tf.int64)))
-      for s in range(4000)])
+  norms = tf.fill([100 * n], 5.0)  # every norm clipped: each client's sum is 100 * C
+  splits = tf.range(0, 100 * n + 1, 100, dtype=tf.int64)
+  seeds = tf.stack([tf.range(n, dtype=tf.int64), tf.fill([n], tf.constant(9, tf.int64))], 1)
+  draws = adap_dp_fl.next_clip_norm(norms, splits, tf.fill([n], c), tf.constant(sigma), lot,
+                                    1.0, seeds).numpy()
   noise = draws * lot - 100 * c  # abs() does not bite: the sum is 200 >> 6
-  assert abs(noise.mean()) < 4 * c * sigma / math.sqrt(4000)
+  assert abs(noise.mean()) < 4 * c * sigma / math.sqrt(n)
   assert noise.std() == pytest.approx(c * sigma, rel=0.05)
 
 

@@ -106,9 +106,10 @@ def adam_update(gradient: Sequence[tf.Tensor], m: Sequence[tf.Tensor], v: Sequen
   """One Adam step (Kingma & Ba 2015, Alg. 1; PyTorch's `torch.optim.Adam` form).
 
   Args:
-    gradient: Tensors shaped like the trainable weights (float32).
+    gradient: Tensors shaped like the trainable weights (float32), optionally with a
+      leading client axis `[s, ...]`.
     m, v: First and second moments, same shapes.
-    step: float32 scalar, steps taken so far.
+    step: float32 steps taken so far: a scalar, or `[s]` (one count per client).
     learning_rate, beta_1, beta_2, epsilon: Adam's hyperparameters.
 
   Returns:
@@ -116,31 +117,43 @@ def adam_update(gradient: Sequence[tf.Tensor], m: Sequence[tf.Tensor], v: Sequen
     from the weights) and the new moments and step count.
   """
   step = step + 1.0
+
+  def per_leading(t, like):  # [s] -> [s, 1, ..., 1] to broadcast against `like`
+    return tf.reshape(t, tf.concat([tf.shape(t), tf.ones([like.shape.rank - t.shape.rank],
+                                                          tf.int32)], 0))
   m = [beta_1 * a + (1.0 - beta_1) * g for a, g in zip(m, gradient)]
   v = [beta_2 * b + (1.0 - beta_2) * tf.square(g) for b, g in zip(v, gradient)]
   c1 = 1.0 - tf.pow(beta_1, step)
   c2 = 1.0 - tf.pow(beta_2, step)
-  delta = [learning_rate * (a / c1) / (tf.sqrt(b / c2) + epsilon) for a, b in zip(m, v)]
+  delta = [learning_rate * (a / per_leading(c1, a)) / (tf.sqrt(b / per_leading(c2, b)) + epsilon)
+           for a, b in zip(m, v)]
   return delta, m, v, step
 
 
-def next_clip_norm(norms: tf.Tensor, clip_norm: tf.Tensor, noise_multiplier: tf.Tensor,
-                   lot_size: float, alpha: float, seed: tf.Tensor) -> tf.Tensor:
-  """Eqs. 6-8 (spec reading): `alpha * |(sum_i min(||g_i||, C) + N(0, (C sigma)^2)) / L|`.
+def next_clip_norm(norms: tf.Tensor, row_splits: tf.Tensor, clip_norms: tf.Tensor,
+                   noise_multiplier: tf.Tensor, lot_size: float, alpha: float,
+                   seeds: tf.Tensor) -> tf.Tensor:
+  """Eqs. 6-8 (spec reading), per client: `alpha * |(sum_i min(||g_i||, C) + N(0, (C sigma)^2)) / L|`.
 
   Args:
-    norms: float32 `[n]` unclipped per-example gradient norms of the lot.
-    clip_norm: float32 scalar `C` the lot was clipped at.
+    norms: float32 `[B]` unclipped per-example gradient norms of the clients' lots,
+      client `k`'s rows `row_splits[k]:row_splits[k + 1]`.
+    row_splits: int64 `[s + 1]`.
+    clip_norms: float32 `[s]`, the thresholds `C` the lots were clipped at.
     noise_multiplier: float32 scalar `sigma`.
     lot_size: Expected lot size `L`.
     alpha: Clipping factor.
-    seed: int64 `[2]` stateless seed of the noise.
+    seeds: int64 `[s, 2]` stateless seeds of each client's noise.
 
   Returns:
-    float32 scalar, the next threshold.
+    float32 `[s]`, each client's next threshold.
   """
-  noise = tf.random.stateless_normal([], seed=seed, stddev=clip_norm * noise_multiplier)
-  return alpha * tf.abs((tf.reduce_sum(tf.minimum(norms, clip_norm)) + noise) / lot_size)
+  num = clip_norms.shape[0]
+  segment_ids = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)
+  clipped_sums = tf.math.unsorted_segment_sum(
+      tf.minimum(norms, tf.gather(clip_norms, segment_ids)), segment_ids, num)
+  noise = tf.stack([tf.random.stateless_normal([], seed=seeds[k]) for k in range(num)])
+  return alpha * tf.abs((clipped_sums + noise * clip_norms * noise_multiplier) / lot_size)
 
 
 def noise_decay(losses: tf.Tensor, new_loss: tf.Tensor, noise_multiplier: tf.Tensor,
@@ -208,31 +221,22 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
                                  _fold(data['seeds'][k], _GRADIENT_NOISE_SALT))
              for k in range(slice_size)]
     gradient = [(s + tf.stack([z[i] for z in noise])) / lot_size for i, s in enumerate(sums)]
-    # Adam over the slice: tensors [s, *shape], step [s] broadcast per client.
+    # Adam over the slice: tensors [s, *shape], one step count per client.
     if client_optimizer_state == 'reset':
       m0 = v0 = [tf.zeros_like(g) for g in gradient]
       step0 = tf.zeros([slice_size])
     else:
       m0, v0, step0 = state['adam_m'], state['adam_v'], state['adam_step']
-    per_client = lambda t, like: tf.reshape(t, [slice_size] + [1] * (like.shape.rank - 1))
-    step = step0 + 1.0
-    b1, b2 = adam['beta_1'], adam['beta_2']
-    m = [b1 * a + (1.0 - b1) * g for a, g in zip(m0, gradient)]
-    v = [b2 * b + (1.0 - b2) * tf.square(g) for b, g in zip(v0, gradient)]
-    c1, c2 = 1.0 - tf.pow(b1, step), 1.0 - tf.pow(b2, step)
-    delta = [learning_rate * (a / per_client(c1, a)) /
-             (tf.sqrt(b / per_client(c2, b)) + adam['epsilon']) for a, b in zip(m, v)]
+    delta, m, v, step = adam_update(gradient, m0, v0, step0, learning_rate, **adam)
     if clipping == 'adaptive':
-      segment_ids = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)
-      clipped_norms = tf.math.unsorted_segment_sum(
-          tf.minimum(norms, tf.gather(clip, segment_ids)), segment_ids, slice_size)
-      norm_noise = tf.stack([
-          tf.random.stateless_normal([], seed=_fold(data['seeds'][k], _NORM_NOISE_SALT))
-          for k in range(slice_size)]) * clip * noise_multiplier
-      new_clip = alpha * tf.abs((clipped_norms + norm_noise) / lot_size)
+      norm_seeds = tf.stack([_fold(data['seeds'][k], _NORM_NOISE_SALT)
+                             for k in range(slice_size)])
+      new_clip = next_clip_norm(norms, row_splits, clip, noise_multiplier, lot_size, alpha,
+                                norm_seeds)
     else:
       new_clip = clip
     # A client that does not upload (budget spent) keeps its state; its lot is empty.
+    per_client = lambda t, like: tf.reshape(t, [slice_size] + [1] * (like.shape.rank - 1))
     keep = lambda new, old: tf.where(per_client(active, new), new, old)
     weight = tf.where(active, data['dataset_size'], 0.0)
     update_sum = [tf.tensordot(weight, d, axes=1) for d in delta]
@@ -549,6 +553,7 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
 
   not_given = 'not given in the paper; chosen because '
   return common.Method(
+      # Informational: lots are drawn per client with q_k = L / |D^k| inside TFF.
       name='adap_dp_fl', process=process, batching=PoissonLot(float(np.max(rates))),
       dp_unit=privacy.SAMPLE_LEVEL, cohort_sampling='all',
       claimed_releases=claimed, guaranteed_releases=guaranteed,
