@@ -7,7 +7,8 @@
    (b) 100 clients x 60 examples, batch 20, A-DPFL's CNN (3.3M parameters).
    Both with per-example clipping + Gaussian noise (DPFL client work), example-weighted
    FedAvg. TFF: the method's `LearningProcess` under TFF's standard local C++ context,
-   client datasets built inside TFF from client ids. Floor: the identical
+   client datasets built inside TFF from client ids; one TFF client per client, and
+   cohort slices of 10 clients per TFF client computation. Floor: the identical
    `client_update` `tf.function` called in-process per client, and the weighted mean.
 2. One DP-SGD step (per-example clip + noise + SGD update) vs one non-private step on
    the same batch, plus the clip-only step to show where the time goes.
@@ -51,22 +52,26 @@ def timeit(fn, repeats: int) -> float:
   return float(np.median(times))
 
 
-def bench_tff(label, model, clients, per_client, batch, repeats, cache):
+def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(None,)):
   rng = np.random.default_rng(0)
   x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
   y = rng.integers(0, 10, clients * per_client)
   parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)]
   data = FederatedData(x, y, parts, cache_dir=cache)
   builder = functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
-  method = baselines.build_dpfl(builder, data, learning_rate=0.05, batch_size=batch,
-                                noise_multiplier=1.0, clip_norm=4.0)
-  round_fn = runner.build_round_computation(method, data)
-  state = {'s': method.process.initialize()}
-  ids = [str(i) for i in range(clients)]
+  cohort = np.arange(clients)
   seeds = [np.array([1, i], np.int64) for i in range(clients)]
-
-  def tff_round():
-    state['s'] = round_fn(state['s'], ids, seeds).state
+  processes = {}
+  for per_slice in slices:
+    method = baselines.build_dpfl(builder, data, learning_rate=0.05, batch_size=batch,
+                                  noise_multiplier=1.0, clip_norm=4.0,
+                                  clients_per_slice=per_slice)
+    round_fn = runner.build_round_computation(method, data)
+    args = ((runner.slice_inputs(cohort, seeds, per_slice),) if per_slice else
+            ([str(i) for i in cohort], seeds))
+    processes[per_slice] = (method, round_fn, args)
+  method = processes[slices[0]][0]
+  state = {'s': method.process.initialize()}
 
   # Floor: the same local step, all clients in one plain tf.function, data in memory.
   model = builder()
@@ -92,11 +97,19 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache):
 
   floor_round = lambda: [t.numpy() for t in floor_fn()]
 
-  t_tff = timeit(tff_round, repeats)
   t_floor = timeit(floor_round, repeats)
-  print(f'[tff] {label}: TFF {t_tff:.3f} s/round, plain-TF floor {t_floor:.3f} s/round, '
-        f'ratio {t_tff / t_floor:.2f}x (target <= 1.5x)', flush=True)
-  return t_tff, t_floor
+  out = {}
+  for per_slice, (method, round_fn, args) in processes.items():
+    state['s'] = method.process.initialize()
+
+    def tff_round(round_fn=round_fn, args=args):
+      state['s'] = round_fn(state['s'], *args).state
+    t_tff = timeit(tff_round, repeats)
+    how = (f'{per_slice} clients per TFF client' if per_slice else 'one TFF client per client')
+    print(f'[tff] {label}, {how}: TFF {t_tff:.3f} s/round, plain-TF floor {t_floor:.3f} '
+          f's/round, ratio {t_tff / t_floor:.2f}x (target <= 1.5x)', flush=True)
+    out[per_slice] = t_tff
+  return out, t_floor
 
 
 def bench_dpsgd(label, model, batch, repeats):
@@ -228,9 +241,9 @@ def main(argv=None) -> int:
   if args.only in (None, 'tff'):
     with tempfile.TemporaryDirectory() as cache:
       bench_tff('10 clients x 78-example lot, Adap DP-FL CNN', 'adap_dp_fl_cnn', 10, 78, 78,
-                args.repeats, cache)
+                args.repeats, cache, slices=(None, 5, 10))
       bench_tff('100 clients x 60 examples, batch 20, A-DPFL CNN', 'deep_mnist_cnn', 100, 60,
-                20, max(2, args.repeats // 2), cache)
+                20, max(2, args.repeats // 2), cache, slices=(None, 10))
   if args.only in (None, 'adap'):
     with tempfile.TemporaryDirectory() as cache:
       bench_adap_dp_fl(args.repeats, cache)

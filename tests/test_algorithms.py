@@ -154,3 +154,31 @@ def test_invalid_hyperparameters(tiny, kw):
   args.update(kw)
   with pytest.raises(ValueError, match=list(kw)[0]):
     baselines.build_dpfl(BUILDER, data, **args)
+
+
+@pytest.mark.parametrize('clients_per_slice', [1, 2, 3])
+def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
+  """DPFL with noise, 3 clients: per-client TFF clients vs slices (last one padded)."""
+  rng = np.random.default_rng(1)
+  x = rng.integers(0, 256, (30, *SHAPE), dtype=np.uint8)
+  y = rng.integers(0, 10, 30)
+  data = FederatedData(x, y, [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)],
+                       cache_dir=str(tmp_path))
+  kw = dict(learning_rate=0.1, batch_size=4, noise_multiplier=0.7, clip_norm=1.0,
+            local_epochs=2)
+  cohort = np.array([0, 1, 2])
+  seeds = runner.client_seeds(runner.RunConfig(seed=3), 5, cohort)
+  plain = baselines.build_dpfl(BUILDER, data, **kw)
+  out_plain = runner.build_round_computation(plain, data)(
+      plain.process.initialize(), [str(c) for c in cohort], seeds)
+  sliced = baselines.build_dpfl(BUILDER, data, clients_per_slice=clients_per_slice, **kw)
+  inputs = runner.slice_inputs(cohort, seeds, clients_per_slice)
+  assert len(inputs) == -(-3 // clients_per_slice)
+  out_sliced = runner.build_round_computation(sliced, data)(sliced.process.initialize(), inputs)
+  for a, b in zip(plain.process.get_model_weights(out_plain.state).trainable,
+                  sliced.process.get_model_weights(out_sliced.state).trainable):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
+  train_plain = runner.client_work_metrics(out_plain.metrics)['train']
+  train_sliced = runner.client_work_metrics(out_sliced.metrics)['train']
+  assert int(train_sliced['num_examples']) == int(train_plain['num_examples']) == 60
+  assert int(train_sliced['num_steps']) == int(train_plain['num_steps'])

@@ -152,10 +152,15 @@ class RunConfig:
                         ('clip_norm_query', ('accounted', 'free'))):
       if getattr(self, name) not in modes:
         bad(name, getattr(self, name), f'must be one of {", ".join(modes)}')
-    if self.clients_per_slice is not None and (
-        self.clients_per_slice <= 0 or self.clients % self.clients_per_slice):
-      bad('clients_per_slice', self.clients_per_slice,
-          f'must be a positive divisor of clients={self.clients}')
+    if self.clients_per_slice is not None:
+      if self.clients_per_slice <= 0:
+        bad('clients_per_slice', self.clients_per_slice, 'must be positive')
+      if self.method == 'adap_dp_fl' and self.clients % self.clients_per_slice:
+        bad('clients_per_slice', self.clients_per_slice,
+            f'must divide clients={self.clients} for adap_dp_fl')
+      if self.method == 'dp_fedavg':
+        bad('clients_per_slice', self.clients_per_slice,
+            'must be unset for dp_fedavg (its aggregator clips each client\'s update)')
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
       bad('cohort_sampling', self.cohort_sampling,
           f'must be one of {", ".join(COHORT_SAMPLING)}')

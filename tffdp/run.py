@@ -67,6 +67,10 @@ def make_parser() -> argparse.ArgumentParser:
   m.add_argument('--clip-norm', type=float, default=d.clip_norm,
                  help='C (per-example, dpfl) or S (per-update, dp_fedavg)')
   m.add_argument('--delta', type=float, default=d.delta)
+  m.add_argument('--clients-per-slice', type=int,
+                 help='clients per TFF client computation (cohort slices; same results, '
+                 'less TFF overhead). fedavg, dpfl, a_dpfl: default one per client; '
+                 'adap_dp_fl: default all clients in one slice')
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon_guaranteed would exceed this')
   a = p.add_argument_group('A-DPFL options (--method a_dpfl)')
@@ -90,8 +94,6 @@ def make_parser() -> argparse.ArgumentParser:
                   help='keep (per-client Adam moments persist) or reset')
   d_.add_argument('--clip-norm-query', default=d.clip_norm_query,
                   help='accounted (budget on epsilon_guaranteed) or free (paper\'s count)')
-  d_.add_argument('--clients-per-slice', type=int,
-                  help='clients per TFF client computation (default: all)')
   g.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')
   return p

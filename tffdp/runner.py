@@ -17,6 +17,7 @@ Every file is written atomically (temporary file + rename).
 
 from __future__ import annotations
 
+import collections
 import csv
 import dataclasses
 import functools
@@ -75,10 +76,12 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder,
                 local_epochs=config.local_epochs, seed=config.seed,
                 cohort_sampling=config.cohort_sampling)
   if config.method == 'fedavg':
-    return baselines.build_fedavg(keras_builder, data, **common)
+    return baselines.build_fedavg(keras_builder, data,
+                                  clients_per_slice=config.clients_per_slice, **common)
   if config.method == 'dpfl':
     return baselines.build_dpfl(keras_builder, data, noise_multiplier=config.noise_multiplier,
-                                clip_norm=config.clip_norm, **common)
+                                clip_norm=config.clip_norm,
+                                clients_per_slice=config.clients_per_slice, **common)
   if config.method == 'dp_fedavg':
     return baselines.build_dp_fedavg(
         keras_builder, data, noise_multiplier=config.noise_multiplier,
@@ -90,7 +93,7 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder,
         noise_multiplier=config.noise_multiplier, clip_norm=config.clip_norm, k=config.k,
         alpha=config.alpha, adjust_every=config.adjust_every,
         local_epochs=config.local_epochs, dp_sgd=config.dp_sgd, selection=config.selection,
-        seed=config.seed)
+        seed=config.seed, clients_per_slice=config.clients_per_slice)
   if config.method == 'adap_dp_fl':
     return adap_dp_fl.build_adap_dp_fl(
         keras_builder, data, validation, num_classes=num_classes, lot_size=config.lot_size,
@@ -143,6 +146,8 @@ def build_round_computation(method: Method, data: FederatedData) -> tff.Computat
   Client datasets are built inside TFF from the ids (`FederatedData.client_data_computation`);
   `client_seeds` are int64[2] seeds of each client's batching and noise.
   """
+  if method.clients_per_slice:
+    return method.process.next  # (state, cohort slices): datasets are built inside
   client_data_comp = data.client_data_computation(method.batching)
   state_type = method.process.next.type_signature.parameter[0]
 
@@ -167,6 +172,26 @@ def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
 def client_seeds(config: RunConfig, round_num: int, cohort: np.ndarray) -> list[np.ndarray]:
   """Per-client int64[2] seeds of one round (noise and batching), fixed by the run seed."""
   return common_lib.client_seeds(config.seed, round_num, cohort)
+
+
+def slice_inputs(cohort: np.ndarray, seeds: list[np.ndarray], clients_per_slice: int) -> list:
+  """The cohort as TFF client values of `clients_per_slice` clients each.
+
+  Each value is a one-element sequence (`dp_sgd.slice_input_type`). The last slice is
+  padded with inactive entries (`active=False`: no work, no weight).
+  """
+  ids = [str(c) for c in cohort]
+  seeds = list(seeds)
+  active = [True] * len(ids)
+  while len(ids) % clients_per_slice:
+    ids.append(ids[0])
+    seeds.append(np.zeros(2, np.int64))
+    active.append(False)
+  s = clients_per_slice
+  return [[collections.OrderedDict(client_ids=np.array(ids[i:i + s]),
+                                   seeds=np.stack(seeds[i:i + s]),
+                                   active=np.array(active[i:i + s]))]
+          for i in range(0, len(ids), s)]
 
 
 def client_work_metrics(metrics):
@@ -355,7 +380,11 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
         if method.run_round is not None:
           state, metrics = method.run_round(state, cohort, r, config.seed)
         else:
-          out = exp.round_fn(state, [str(c) for c in cohort], client_seeds(config, r, cohort))
+          seeds = client_seeds(config, r, cohort)
+          if method.clients_per_slice:
+            out = exp.round_fn(state, slice_inputs(cohort, seeds, method.clients_per_slice))
+          else:
+            out = exp.round_fn(state, [str(c) for c in cohort], seeds)
           state, metrics = out.state, out.metrics
         quantities.update(method.round_metrics(metrics))
         if method.train_loss is not None:

@@ -18,6 +18,7 @@ process at the server, from the server-side validation split (`FederatedData.add
 from __future__ import annotations
 
 import collections
+from typing import Optional
 
 import numpy as np
 import tensorflow as tf
@@ -26,7 +27,8 @@ import tensorflow_federated as tff
 from tffdp import privacy
 from tffdp.algorithms import a_dpfl_selection as selection_lib
 from tffdp.algorithms import common
-from tffdp.algorithms.dp_sgd import DP_SGD_MODES, build_dp_sgd_client_work
+from tffdp.algorithms.baselines import client_work as dp_sgd_client_work
+from tffdp.algorithms.dp_sgd import DP_SGD_MODES
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 PAPER_ORDER_REASON = ('dp_sgd=paper_order adds noise before clipping (Alg. 3 as printed): '
@@ -62,7 +64,8 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
                  clip_norm: float = 4.0, k: float = 0.7, alpha: float = 0.01,
                  adjust_every: int = 1, local_epochs: int = 1,
                  dp_sgd: str = 'clip_then_noise', selection: str = 'top_k',
-                 l_z: float = 1.0, seed: int = 0) -> common.Method:
+                 l_z: float = 1.0, seed: int = 0,
+                 clients_per_slice: Optional[int] = None) -> common.Method:
   """Builds A-DPFL.
 
   Args:
@@ -83,6 +86,8 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
     selection: `top_k` (Alg. 2), `weighted_sample` or `uniform`.
     l_z: L_Z of eq. 12 (paper: 1).
     seed: Model-initialisation and selection seed.
+    clients_per_slice: Run the cohort in slices of this many clients per TFF client
+      computation (same results; see `dp_sgd.build_sliced_dp_sgd_client_work`).
 
   Returns:
     A `common.Method` whose process has the state described in the module docstring.
@@ -104,9 +109,11 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
                      f'Found {clients_per_round}.')
   data.add_server_split('validation', *validation)
   weights_type = common.weights_type_of(keras_builder)
-  client_work = build_dp_sgd_client_work(
-      keras_builder, weights_type, data.client_data_type, learning_rate=learning_rate,
-      dp_sgd=dp_sgd, noise_multiplier=noise_multiplier, clip_norm=clip_norm)
+  batching = ShuffleBatch(batch_size, local_epochs)
+  client_work = dp_sgd_client_work(
+      keras_builder, data, learning_rate=learning_rate, dp_sgd=dp_sgd,
+      noise_multiplier=noise_multiplier, clip_norm=clip_norm, batching=batching,
+      clients_per_slice=clients_per_slice)
   inner = common.compose_fedavg_style(keras_builder, client_work,
                                       tff.aggregators.MeanFactory(), seed)
   inner_state_type = inner.initialize.type_signature.result.member
@@ -187,7 +194,6 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
     rng = np.random.default_rng([seed, round_num, 1])
     return selection_lib.select_participants(probs, clients_per_round, selection, rng)
 
-  batching = ShuffleBatch(batch_size, local_epochs)
   sigma_of = lambda state: float(state['learning'].client_work['noise_multiplier'])
 
   def claimed(cohort, state):
@@ -207,7 +213,7 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
           'clip_norm': float(state['learning'].client_work['clip_norm'])},
       round_metrics=lambda m: {'server_validation_accuracy':
                                float(m['noise_adjustment']['validation_accuracy'])},
-      select_cohort=select,
+      select_cohort=select, clients_per_slice=clients_per_slice,
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
                            noise_multiplier=noise_multiplier, clip_norm=clip_norm, k=k,
                            alpha=alpha, adjust_every=adjust_every, local_epochs=local_epochs,

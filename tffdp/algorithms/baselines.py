@@ -13,21 +13,28 @@
 
 from __future__ import annotations
 
+from typing import Optional
+
 import numpy as np
 import tensorflow_federated as tff
 
 from tffdp import privacy
 from tffdp.algorithms import common
-from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work
+from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work, build_sliced_dp_sgd_client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 
-def _client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
-                 noise_multiplier=0.0, clip_norm=1.0):
+def client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
+                noise_multiplier=0.0, clip_norm=1.0, batching=None, clients_per_slice=None):
+  """DP-SGD client work per client, or per cohort slice when `clients_per_slice` is set."""
+  kw = dict(learning_rate=learning_rate, dp_sgd=dp_sgd, noise_multiplier=noise_multiplier,
+            clip_norm=clip_norm)
+  if clients_per_slice:
+    return build_sliced_dp_sgd_client_work(
+        keras_builder, common.weights_type_of(keras_builder), data, batching,
+        clients_per_slice, **kw)
   return build_dp_sgd_client_work(
-      keras_builder, common.weights_type_of(keras_builder), data.client_data_type,
-      learning_rate=learning_rate, dp_sgd=dp_sgd, noise_multiplier=noise_multiplier,
-      clip_norm=clip_norm)
+      keras_builder, common.weights_type_of(keras_builder), data.client_data_type, **kw)
 
 
 def _sigma_and_clip(state) -> dict:
@@ -42,14 +49,21 @@ def _non_private(cohort, state=None):
 
 def build_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
                  batch_size: int, local_epochs: int = 1, seed: int = 0,
-                 cohort_sampling: str = 'uniform') -> common.Method:
-  """Non-private FedAvg (McMahan et al. 2017, Alg. 1)."""
+                 cohort_sampling: str = 'uniform',
+                 clients_per_slice: Optional[int] = None) -> common.Method:
+  """Non-private FedAvg (McMahan et al. 2017, Alg. 1).
+
+  `clients_per_slice`: run the cohort in slices of this many clients per TFF client
+  computation (`dp_sgd.build_sliced_dp_sgd_client_work`; same results).
+  """
+  batching = ShuffleBatch(batch_size, local_epochs)
   process = common.compose_fedavg_style(
       keras_builder,
-      _client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
+                  batching=batching, clients_per_slice=clients_per_slice),
       tff.aggregators.MeanFactory(), seed)
   return common.Method(
-      name='fedavg', process=process, batching=ShuffleBatch(batch_size, local_epochs),
+      name='fedavg', process=process, batching=batching, clients_per_slice=clients_per_slice,
       dp_unit='none', cohort_sampling=cohort_sampling,
       claimed_releases=_non_private, guaranteed_releases=_non_private,
       adaptive_quantities=lambda state: {},
@@ -60,8 +74,11 @@ def build_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
 def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
                batch_size: int, noise_multiplier: float, clip_norm: float,
                local_epochs: int = 1, seed: int = 0,
-               cohort_sampling: str = 'uniform') -> common.Method:
+               cohort_sampling: str = 'uniform',
+               clients_per_slice: Optional[int] = None) -> common.Method:
   """DPFL: FedAvg with DP-SGD clients (fixed sigma, uniform cohort).
+
+  `clients_per_slice`: as for `build_fedavg`.
 
   `epsilon_claimed`: per client, `E * ceil(n_i / B)` Poisson-subsampled Gaussian steps
   with `q = B / n_i` for each round it took part in (the DP-SGD analysis the papers
@@ -69,15 +86,16 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
   for which that amplification is not proven; per epoch each example is in exactly one
   batch, so a client's epoch is one Gaussian release (see `common.dp_sgd_releases`).
   """
+  batching = ShuffleBatch(batch_size, local_epochs)
   process = common.compose_fedavg_style(
       keras_builder,
-      _client_work(keras_builder, data, learning_rate=learning_rate,
-                   dp_sgd='clip_then_noise', noise_multiplier=noise_multiplier,
-                   clip_norm=clip_norm),
+      client_work(keras_builder, data, learning_rate=learning_rate,
+                  dp_sgd='clip_then_noise', noise_multiplier=noise_multiplier,
+                  clip_norm=clip_norm, batching=batching, clients_per_slice=clients_per_slice),
       tff.aggregators.MeanFactory(), seed)
-  batching = ShuffleBatch(batch_size, local_epochs)
   return common.Method(
       name='dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
+      clients_per_slice=clients_per_slice,
       cohort_sampling=cohort_sampling,
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                         noise_multiplier, True),
@@ -108,7 +126,7 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       clip=clip_norm)
   process = common.compose_fedavg_style(
       keras_builder,
-      _client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
       factory, seed)
   q = clients_per_round / data.num_clients
   everyone = np.arange(data.num_clients)

@@ -98,6 +98,8 @@ class Method:
       run ends when every client has stopped).
     budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
     rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
+    clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
+      seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -118,6 +120,7 @@ class Method:
   budget_rule: str = 'run'
   budget_ledger: str = 'guaranteed'
   rdp_orders: Optional[Sequence[float]] = None
+  clients_per_slice: Optional[int] = None
 
 
 def client_seeds(run_seed: int, round_num: int, clients: Sequence[int]) -> list[np.ndarray]:

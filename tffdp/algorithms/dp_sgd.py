@@ -31,7 +31,6 @@ from __future__ import annotations
 import collections
 from typing import Callable
 
-import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
@@ -114,7 +113,62 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
                                       num_steps=n_steps)
     return update, tf.cast(n_examples, tf.float32), metrics
 
+  @tf.function
+  def client_update_indexed(initial_trainable, xs, ys, order, batch_size, num_batches, seed,
+                            noise_multiplier, clip_norm):
+    """As `client_update`, on batch `s` = rows `order[s*b:(s+1)*b]` of `xs`, `ys`."""
+    for v, w in zip(model.trainable_variables, initial_trainable):
+      v.assign(w)
+    n_examples, loss_sum = tf.constant(0, tf.int64), tf.constant(0.0)
+    total = tf.shape(order)[0]
+    for s in tf.range(num_batches):
+      idx = order[s * batch_size:tf.minimum((s + 1) * batch_size, total)]
+      losses = step(tf.gather(xs, idx), tf.gather(ys, idx), seed, s, noise_multiplier,
+                    clip_norm)
+      n_examples += tf.cast(tf.shape(idx)[0], tf.int64)
+      loss_sum += tf.reduce_sum(losses)
+    update = [w - v for w, v in zip(initial_trainable, model.trainable_variables)]
+    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
+                                      num_steps=num_batches)
+    return update, tf.cast(n_examples, tf.float32), metrics
+
+  client_update.indexed = client_update_indexed
   return client_update
+
+
+def _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm) -> tff.Computation:
+  """Validates the hyperparameters; `( -> <noise_multiplier, clip_norm>@SERVER)`."""
+  if dp_sgd not in DP_SGD_MODES:
+    raise ValueError(f'dp_sgd must be one of {DP_SGD_MODES}. Found {dp_sgd!r}.')
+  if learning_rate <= 0:
+    raise ValueError(f'learning_rate must be positive. Found {learning_rate}.')
+  if noise_multiplier < 0:
+    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier}.')
+  if clip_norm <= 0:
+    raise ValueError(f'clip_norm must be positive. Found {clip_norm}.')
+
+  @tff.tensorflow.computation
+  def initial_state():
+    return collections.OrderedDict(
+        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
+        clip_norm=tf.constant(clip_norm, tf.float32))
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_eval(initial_state, tff.SERVER)
+  return init_fn
+
+
+def slice_input_type(clients_per_slice: int) -> tff.Type:
+  """`<client_ids=string[s], seeds=int64[s,2], active=bool[s]>*`: one cohort slice's input.
+
+  A one-element sequence (TFF client work takes sequences as client data); its element
+  names the slice's clients, their int64[2] seeds and which entries are real.
+  """
+  return tff.SequenceType(tff.types.tensorflow_to_type(collections.OrderedDict(
+      client_ids=tf.TensorSpec([clients_per_slice], tf.string),
+      seeds=tf.TensorSpec([clients_per_slice, 2], tf.int64),
+      active=tf.TensorSpec([clients_per_slice], tf.bool))))
 
 
 def build_dp_sgd_client_work(keras_builder: KerasBuilder,
@@ -143,26 +197,8 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
     ValueError: On an unknown `dp_sgd`, `learning_rate <= 0`, `noise_multiplier < 0`
       or `clip_norm <= 0`.
   """
-  if dp_sgd not in DP_SGD_MODES:
-    raise ValueError(f'dp_sgd must be one of {DP_SGD_MODES}. Found {dp_sgd!r}.')
-  if learning_rate <= 0:
-    raise ValueError(f'learning_rate must be positive. Found {learning_rate}.')
-  if noise_multiplier < 0:
-    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier}.')
-  if clip_norm <= 0:
-    raise ValueError(f'clip_norm must be positive. Found {clip_norm}.')
-
-  @tff.tensorflow.computation
-  def initial_state():
-    return collections.OrderedDict(
-        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
-        clip_norm=tf.constant(clip_norm, tf.float32))
-
-  state_type = initial_state.type_signature.result
-
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_eval(initial_state, tff.SERVER)
+  init_fn = _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm)
+  state_type = init_fn.type_signature.result.member
 
   @tff.tensorflow.computation(state_type, weights_type, client_data_type)
   def client_fn(state, weights, data):
@@ -183,5 +219,98 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
     return tff.templates.MeasuredProcessOutput(
         state=state, result=result,
         measurements=tff.federated_zip(collections.OrderedDict(train=train)))
+
+  return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+
+
+def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
+                                    weights_type: tff.Type,
+                                    data,
+                                    batching,
+                                    clients_per_slice: int,
+                                    *,
+                                    learning_rate: float,
+                                    dp_sgd: str = 'clip_then_noise',
+                                    noise_multiplier: float = 1.0,
+                                    clip_norm: float = 1.0
+                                    ) -> tff.learning.templates.ClientWorkProcess:
+  """The same client work, with each CLIENTS member a **cohort slice** of clients.
+
+  One client computation trains the slice's clients one after the other (each from the
+  broadcast weights, on its own batches built inside TFF from its id and seed, with its
+  own noise seed: exactly the per-client work of `build_dp_sgd_client_work`) and returns
+  their example-weighted mean update with the slice's total weight, so a weighted mean
+  over slices (`tff.aggregators.MeanFactory`) equals the weighted mean over clients.
+  TFF's per-client executor cost is then paid once per slice. Entries with
+  `active = False` pad the last slice and do no work. Not for aggregators that need
+  each client's own update (e.g. client-level DP clipping).
+
+  Type signature: as `build_dp_sgd_client_work`, with the third argument
+  `{<client_ids=string[s], seeds=int64[s,2], active=bool[s]>*}@CLIENTS` (`slice_input_type`).
+
+  Args:
+    keras_builder, weights_type, learning_rate, dp_sgd, noise_multiplier, clip_norm: As
+      for `build_dp_sgd_client_work`.
+    data: The `FederatedData` whose clients the ids name.
+    batching: `ShuffleBatch` or `PoissonLot`.
+    clients_per_slice: `s >= 1`.
+
+  Raises:
+    ValueError: As `build_dp_sgd_client_work`, or on `clients_per_slice < 1`.
+  """
+  if clients_per_slice < 1:
+    raise ValueError(f'clients_per_slice must be >= 1. Found {clients_per_slice}.')
+  init_fn = _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm)
+  state_type = init_fn.type_signature.result.member
+  inputs_type = slice_input_type(clients_per_slice)
+
+  @tff.tensorflow.computation(state_type, weights_type, inputs_type)
+  def slice_fn(state, weights, inputs):
+    client_update = build_client_update(keras_builder, learning_rate, dp_sgd)
+
+    # A tf.function, so that automatic control dependencies run the clients (which share
+    # the model's variables) one after the other.
+    @tf.function
+    def run_slice(initial, inputs, noise_multiplier, clip_norm):
+      zeros = [tf.zeros_like(w) for w in initial]
+      total, weight_sum = list(zeros), tf.constant(0.0)
+      loss_sum, num_examples, num_steps = (tf.constant(0.0), tf.constant(0, tf.int64),
+                                           tf.constant(0, tf.int32))
+      for k in range(clients_per_slice):
+        seed = inputs['seeds'][k]
+
+        def train(k=k, seed=seed):
+          examples = data.client_batch_indices(inputs['client_ids'][k], seed, batching)
+          update, weight, m = client_update.indexed(initial, *examples, seed,
+                                                    noise_multiplier, clip_norm)
+          return update, weight, m['loss_sum'], m['num_examples'], m['num_steps']
+
+        def skip():
+          return (zeros, tf.constant(0.0), tf.constant(0.0), tf.constant(0, tf.int64),
+                  tf.constant(0, tf.int32))
+        update, weight, loss, n, steps = tf.cond(inputs['active'][k], train, skip)
+        total = [t + weight * u for t, u in zip(total, update)]
+        weight_sum += weight
+        loss_sum += loss
+        num_examples += n
+        num_steps += steps
+      mean = [tf.math.divide_no_nan(t, weight_sum) for t in total]
+      return mean, weight_sum, collections.OrderedDict(
+          loss_sum=loss_sum, num_examples=num_examples, num_steps=num_steps)
+
+    mean, weight_sum, metrics = run_slice(list(weights.trainable), inputs.get_single_element(),
+                                          state['noise_multiplier'], state['clip_norm'])
+    return tff.learning.templates.ClientResult(update=mean, update_weight=weight_sum), metrics
+
+  @tff.federated_computation(init_fn.type_signature.result,
+                             tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(inputs_type, tff.CLIENTS))
+  def next_fn(state, weights, inputs):
+    result, metrics = tff.federated_map(slice_fn, (tff.federated_broadcast(state), weights,
+                                                   inputs))
+    return tff.templates.MeasuredProcessOutput(
+        state=state, result=result,
+        measurements=tff.federated_zip(collections.OrderedDict(
+            train=tff.federated_sum(metrics))))
 
   return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)

@@ -209,30 +209,66 @@ class FederatedData:
     return tff.simulation.datasets.ClientData.from_clients_and_tf_fn(
         self.client_ids, dataset_fn)
 
+  def client_batches(self, client_id: tf.Tensor, seed: tf.Tensor,
+                     batching: ShuffleBatch | PoissonLot) -> tf.data.Dataset:
+    """Inside a TF computation: client `client_id`'s batches as `batching` prescribes.
+
+    Args:
+      client_id: string scalar.
+      seed: int64 `[2]`; shuffling uses `stateless_fold_in(seed, epoch)`, Poisson
+        sampling `stateless_fold_in(seed, 7)`.
+      batching: `ShuffleBatch` or `PoissonLot`.
+
+    Returns:
+      A dataset of `OrderedDict(x=float32 [b, h, w, c], y=int32 [b])` batches.
+    """
+    xs, ys = self._examples_fn()(client_id)
+    n = tf.shape(ys)[0]
+    if isinstance(batching, ShuffleBatch):
+      order = tf.concat([
+          tf.random.experimental.stateless_shuffle(
+              tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
+          for e in range(batching.local_epochs)], axis=0)
+      ds = tf.data.Dataset.from_tensor_slices(order).batch(batching.batch_size)
+      return ds.map(lambda i: collections.OrderedDict(x=tf.gather(xs, i), y=tf.gather(ys, i)))
+    u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
+    keep = tf.where(u < batching.rate)[:, 0]
+    return tf.data.Dataset.from_tensors(collections.OrderedDict(
+        x=tf.gather(xs, keep), y=tf.gather(ys, keep)))
+
+  def client_batch_indices(self, client_id: tf.Tensor, seed: tf.Tensor,
+                           batching: ShuffleBatch | PoissonLot):
+    """Inside a TF computation: the same batches as `client_batches`, as index tensors.
+
+    Returns:
+      `(x float32 [n, h, w, c], y int32 [n], order int [m], batch_size int32,
+      num_batches int32)`: batch `s` is rows `order[s*b : (s+1)*b]` (the last one may be
+      shorter; a Poisson lot is one batch, possibly empty). No `tf.data` pipeline is
+      built, which saves its per-client set-up cost inside a cohort slice.
+    """
+    xs, ys = self._examples_fn()(client_id)
+    n = tf.shape(ys)[0]
+    if isinstance(batching, ShuffleBatch):
+      order = tf.concat([
+          tf.random.experimental.stateless_shuffle(
+              tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
+          for e in range(batching.local_epochs)], axis=0)
+      b = tf.constant(batching.batch_size, tf.int32)
+      total = tf.shape(order)[0]
+      return xs, ys, order, b, (total + b - 1) // b
+    u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
+    keep = tf.cast(tf.where(u < batching.rate)[:, 0], tf.int32)
+    return xs, ys, keep, tf.maximum(tf.shape(keep)[0], 1), tf.constant(1, tf.int32)
+
   def client_data_computation(self, batching: ShuffleBatch | PoissonLot) -> tff.Computation:
     """`(<client_id=string, seed=int64[2]>) -> <batches=D*, seed=int64[2]*>` (TFF computation).
 
     The returned `seed` sequence holds one element: the seed passed in, for the
     client work's stateless noise.
     """
-    examples = self._examples_fn()
 
     @tff.tensorflow.computation(tf.TensorSpec([], tf.string), SEED_SPEC)
     def build(client_id, seed):
-      xs, ys = examples(client_id)
-      n = tf.shape(ys)[0]
-      if isinstance(batching, ShuffleBatch):
-        order = tf.concat([
-            tf.random.experimental.stateless_shuffle(
-                tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
-            for e in range(batching.local_epochs)], axis=0)
-        ds = tf.data.Dataset.from_tensor_slices(order).batch(batching.batch_size)
-        ds = ds.map(lambda i: collections.OrderedDict(
-            x=tf.gather(xs, i), y=tf.gather(ys, i)))
-      else:
-        u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
-        keep = tf.where(u < batching.rate)[:, 0]
-        ds = tf.data.Dataset.from_tensors(collections.OrderedDict(
-            x=tf.gather(xs, keep), y=tf.gather(ys, keep)))
-      return collections.OrderedDict(batches=ds, seed=tf.data.Dataset.from_tensors(seed))
+      return collections.OrderedDict(batches=self.client_batches(client_id, seed, batching),
+                                     seed=tf.data.Dataset.from_tensors(seed))
     return build
