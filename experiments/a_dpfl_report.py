@@ -9,28 +9,15 @@ per-run `config.json` files; artefacts not yet produced are listed as such.
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
+
+from experiments.common import fmt as _f
+from experiments.common import read_rows as _rows
 
 PAPER_FIG4 = 'A-DPFL > CL-FL > DPFL, all below non-private (read off the figure; no numbers given)'
 PAPER_FIG5 = 'sigma 1.0 for 20 rounds, 0.7 for 4, 0.49 for 4, 0.34 for 7, then shorter holds'
 PAPER_FIG6 = 'final accuracy declines slowly up to k = 0.7, faster beyond'
-
-
-def _rows(path):
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return list(csv.DictReader(f))
-
-
-def _f(v, digits=4):
-  try:
-    x = float(v)
-  except (TypeError, ValueError):
-    return str(v)
-  return 'inf' if x == float('inf') else f'{x:.{digits}g}'
 
 
 def _command(run_dir):

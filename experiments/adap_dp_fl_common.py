@@ -11,12 +11,15 @@ command to continue.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import os
 import shutil
+import sys
 
 from experiments.common import entry, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
+from tffdp import plotting
 
 DATASETS = ('mnist', 'fashion_mnist')
 LABEL = {'mnist': 'MNIST', 'fashion_mnist': 'Fashion-MNIST'}
@@ -110,3 +113,42 @@ def publish(out: str, figures_dir: str) -> str:
   if rows:
     write_table(os.path.join(dest, 'metrics_evaluated.csv'), rows)
   return dest
+
+
+def run_figure(fig: int, doc: str, curves, argv=None) -> int:
+  """Runs (or reuses) every curve of Fig. `fig` on each dataset; writes the plots and table.
+
+  Args:
+    fig: Figure number (3, 4 or 5).
+    doc: The module docstring (the `--help` text).
+    curves: `(dataset, args) -> [(label, RunConfig, run directory, paper accuracy)]`.
+    argv: Command-line arguments (default `sys.argv[1:]`).
+
+  Writes `fig<fig>_<dataset>.png` (test accuracy), `fig<fig>_<dataset>_loss.png` and
+  `fig<fig>.csv` (one row per curve, see `summary_row`) into `--figures-dir`, and each
+  run's config, summary and evaluated rows into `--figures-dir/runs/` (`publish`).
+  """
+  name = f'experiments.adap_dp_fl_fig{fig}'
+  p = argparse.ArgumentParser(prog=f'python -m {name}', description=doc,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  add_common_flags(p)
+  args = p.parse_args(argv)
+  command = ['python', '-m', name] + list(argv if argv is not None else sys.argv[1:])
+  table = []
+  for dataset in args.datasets:
+    runs = {}
+    for label, cfg, out, paper_acc in curves(dataset, args):
+      runs[label] = run_cached(cfg, out, command)
+      publish(out, args.figures_dir)
+      table.append(summary_row(dataset, label, runs[label], out, paper_acc))
+    for y, ylabel, suffix in (('test_accuracy', 'test accuracy', ''),
+                              ('test_loss', 'test loss', '_loss')):
+      figure = plotting.plot_curves(runs, y, ylabel, f'Adap DP-FL Fig. {fig}: '
+                                    f'{LABEL[dataset]}, until epsilon = {BUDGET:g}')
+      plotting.save(figure, os.path.join(args.figures_dir, f'fig{fig}_{dataset}{suffix}.png'))
+  write_table(os.path.join(args.figures_dir, f'fig{fig}.csv'), table)
+  for r in table:
+    print(f"{r['dataset']} {r['curve']}: test accuracy {r['tffdp_test_accuracy']}% "
+          f"(paper {r['paper_test_accuracy'] or '-'}), {r['rounds']} rounds, eps claimed "
+          f"{r['epsilon_claimed']} / guaranteed {r['epsilon_guaranteed']}")
+  return 0

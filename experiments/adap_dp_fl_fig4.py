@@ -13,12 +13,7 @@ paper and tffdp test accuracy at the stop, rounds, both epsilons, final sigma, w
 
 from __future__ import annotations
 
-import argparse
-import os
-import sys
-
 from experiments import adap_dp_fl_common as common
-from tffdp import plotting
 
 
 def curves(dataset: str, args) -> list[tuple[str, object, str, object]]:
@@ -37,32 +32,7 @@ def curves(dataset: str, args) -> list[tuple[str, object, str, object]]:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.adap_dp_fl_fig4',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
-  common.add_common_flags(p)
-  args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.adap_dp_fl_fig4'] + list(
-      argv if argv is not None else sys.argv[1:])
-  table = []
-  for dataset in args.datasets:
-    runs = {}
-    for label, cfg, out, paper_acc in curves(dataset, args):
-      runs[label] = common.run_cached(cfg, out, command)
-      common.publish(out, args.figures_dir)
-      table.append(common.summary_row(dataset, label, runs[label], out, paper_acc))
-    name = common.LABEL[dataset]
-    for y, ylabel, suffix in (('test_accuracy', 'test accuracy', ''),
-                              ('test_loss', 'test loss', '_loss')):
-      fig = plotting.plot_curves(runs, y, ylabel, f'Adap DP-FL Fig. 4: {name}, '
-                                 f'until epsilon = {common.BUDGET:g}')
-      plotting.save(fig, os.path.join(args.figures_dir, f'fig4_{dataset}{suffix}.png'))
-  common.write_table(os.path.join(args.figures_dir, 'fig4.csv'), table)
-  for r in table:
-    print(f"{r['dataset']} {r['curve']}: test accuracy {r['tffdp_test_accuracy']}% "
-          f"(paper {r['paper_test_accuracy']}), {r['rounds']} rounds, eps claimed "
-          f"{r['epsilon_claimed']} / guaranteed {r['epsilon_guaranteed']}")
-  return 0
+  return common.run_figure(4, __doc__, curves, argv)
 
 
 if __name__ == '__main__':

@@ -9,28 +9,18 @@ Reads `fig3.csv` ... `fig6.csv` and the runs' `config.json` / `summary.json` cop
 from __future__ import annotations
 
 import argparse
-import csv
 import json
 import os
 
 from experiments import adap_dp_fl_common as common
+from experiments.common import fmt
+from experiments.common import read_rows as _rows
 
 PAPER_FIG3 = 'adaptive clipping beats constant C = 1.0 on both datasets (no number given)'
 
 
-def _rows(path):
-  if not os.path.exists(path):
-    return None
-  with open(path) as f:
-    return list(csv.DictReader(f))
-
-
 def _f(v, digits=4):
-  try:
-    x = float(v)
-  except (TypeError, ValueError):
-    return str(v) if v not in (None, '') else '-'
-  return 'inf' if x == float('inf') else f'{x:.{digits}g}'
+  return fmt(v, digits, empty='-')
 
 
 def _run_doc(figs, run_dir, name):

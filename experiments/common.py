@@ -57,3 +57,20 @@ def entry(main) -> None:
   code = main()
   runtime.shutdown_workers()
   sys.exit(code)
+
+
+def read_rows(path: str):
+  """Rows of a CSV file as dicts of strings, or None if the file does not exist."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return list(csv.DictReader(f))
+
+
+def fmt(v, digits: int = 4, empty: str = '') -> str:
+  """A number with `digits` significant digits (`inf` as is); other values as text."""
+  try:
+    x = float(v)
+  except (TypeError, ValueError):
+    return empty if v in (None, '') else str(v)
+  return 'inf' if x == float('inf') else f'{x:.{digits}g}'

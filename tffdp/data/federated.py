@@ -51,6 +51,20 @@ class PoissonLot:
       raise ValueError(f'rate must be in (0, 1]. Found {self.rate}.')
 
 
+def _shuffled_order(n: tf.Tensor, seed: tf.Tensor, batching: ShuffleBatch) -> tf.Tensor:
+  """int32 `[n * local_epochs]`: one seeded permutation of `range(n)` per epoch, concatenated."""
+  return tf.concat([
+      tf.random.experimental.stateless_shuffle(
+          tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
+      for e in range(batching.local_epochs)], axis=0)
+
+
+def _poisson_keep(n: tf.Tensor, seed: tf.Tensor, rate) -> tf.Tensor:
+  """int32 indices of a Poisson sample of `range(n)` at `rate` (seed `fold_in(seed, 7)`)."""
+  u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
+  return tf.cast(tf.where(u < rate)[:, 0], tf.int32)
+
+
 def _fingerprint(x: np.ndarray, y: np.ndarray, partition: Sequence[np.ndarray]) -> str:
   h = hashlib.sha1()
   h.update(str(x.shape).encode())
@@ -155,9 +169,7 @@ class FederatedData:
       rate = tf.minimum(1.0, expected_lot_size / tf.cast(n, tf.float32))
       if active is not None:
         rate = tf.where(active[k], rate, 0.0)
-      u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(
-          seeds[k], 7))
-      keep = tf.where(u < rate)[:, 0]
+      keep = _poisson_keep(n, seeds[k], rate)
       pixels = tf.reshape(tf.io.decode_raw(tf.io.read_file(prefix + '.x'), tf.uint8),
                           [-1, *shape])
       xs.append(tf.cast(tf.gather(pixels, keep), tf.float32) / 255.0)
@@ -225,14 +237,10 @@ class FederatedData:
     xs, ys = self._examples_fn()(client_id)
     n = tf.shape(ys)[0]
     if isinstance(batching, ShuffleBatch):
-      order = tf.concat([
-          tf.random.experimental.stateless_shuffle(
-              tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
-          for e in range(batching.local_epochs)], axis=0)
-      ds = tf.data.Dataset.from_tensor_slices(order).batch(batching.batch_size)
-      return ds.map(lambda i: collections.OrderedDict(x=tf.gather(xs, i), y=tf.gather(ys, i)))
-    u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
-    keep = tf.where(u < batching.rate)[:, 0]
+      ds = tf.data.Dataset.from_tensor_slices(_shuffled_order(n, seed, batching))
+      return ds.batch(batching.batch_size).map(
+          lambda i: collections.OrderedDict(x=tf.gather(xs, i), y=tf.gather(ys, i)))
+    keep = _poisson_keep(n, seed, batching.rate)
     return tf.data.Dataset.from_tensors(collections.OrderedDict(
         x=tf.gather(xs, keep), y=tf.gather(ys, keep)))
 
@@ -249,15 +257,10 @@ class FederatedData:
     xs, ys = self._examples_fn()(client_id)
     n = tf.shape(ys)[0]
     if isinstance(batching, ShuffleBatch):
-      order = tf.concat([
-          tf.random.experimental.stateless_shuffle(
-              tf.range(n), seed=tf.random.experimental.stateless_fold_in(seed, e))
-          for e in range(batching.local_epochs)], axis=0)
+      order = _shuffled_order(n, seed, batching)
       b = tf.constant(batching.batch_size, tf.int32)
-      total = tf.shape(order)[0]
-      return xs, ys, order, b, (total + b - 1) // b
-    u = tf.random.stateless_uniform([n], seed=tf.random.experimental.stateless_fold_in(seed, 7))
-    keep = tf.cast(tf.where(u < batching.rate)[:, 0], tf.int32)
+      return xs, ys, order, b, (tf.shape(order)[0] + b - 1) // b
+    keep = _poisson_keep(n, seed, batching.rate)
     return xs, ys, keep, tf.maximum(tf.shape(keep)[0], 1), tf.constant(1, tf.int32)
 
   def client_data_computation(self, batching: ShuffleBatch | PoissonLot) -> tff.Computation:
