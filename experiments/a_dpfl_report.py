@@ -8,11 +8,11 @@ per-run `config.json` files; artefacts not yet produced are listed as such.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
 from experiments.common import fmt as _f
+from experiments.common import report_main
 from experiments.common import read_rows as _rows
 
 PAPER_FIG4 = 'A-DPFL > CL-FL > DPFL, all below non-private (read off the figure; no numbers given)'
@@ -119,14 +119,7 @@ def _slug(label: str) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_report', description=__doc__)
-  p.add_argument('--figures-dir', default='figures/a_dpfl')
-  args = p.parse_args(argv)
-  text = build(args.figures_dir)
-  with open(os.path.join(args.figures_dir, 'README.md'), 'w') as f:
-    f.write(text)
-  print(text)
-  return 0
+  return report_main('python -m experiments.a_dpfl_report', __doc__, 'figures/a_dpfl', build, argv)
 
 
 if __name__ == '__main__':

@@ -8,12 +8,11 @@ Reads `fig3.csv` ... `fig6.csv` and the runs' `config.json` / `summary.json` cop
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 
 from experiments import adap_dp_fl_common as common
-from experiments.common import fmt
+from experiments.common import fmt, report_main
 from experiments.common import read_rows as _rows
 
 PAPER_FIG3 = 'adaptive clipping beats constant C = 1.0 on both datasets (no number given)'
@@ -126,16 +125,7 @@ def build(figs: str) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.adap_dp_fl_report',
-                              description=__doc__)
-  p.add_argument('--figures-dir', default='figures/adap_dp_fl')
-  args = p.parse_args(argv)
-  os.makedirs(args.figures_dir, exist_ok=True)
-  text = build(args.figures_dir)
-  with open(os.path.join(args.figures_dir, 'README.md'), 'w') as f:
-    f.write(text)
-  print(text)
-  return 0
+  return report_main('python -m experiments.adap_dp_fl_report', __doc__, 'figures/adap_dp_fl', build, argv)
 
 
 if __name__ == '__main__':

@@ -74,3 +74,17 @@ def fmt(v, digits: int = 4, empty: str = '') -> str:
   except (TypeError, ValueError):
     return empty if v in (None, '') else str(v)
   return 'inf' if x == float('inf') else f'{x:.{digits}g}'
+
+
+def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:
+  """CLI of a report module: writes `build(figures_dir)` to `<figures_dir>/README.md`."""
+  import argparse  # pylint: disable=g-import-not-at-top
+  p = argparse.ArgumentParser(prog=prog, description=doc)
+  p.add_argument('--figures-dir', default=default_dir)
+  args = p.parse_args(argv)
+  os.makedirs(args.figures_dir, exist_ok=True)
+  text = build(args.figures_dir)
+  with open(os.path.join(args.figures_dir, 'README.md'), 'w') as f:
+    f.write(text)
+  print(text)
+  return 0
