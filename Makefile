@@ -2,6 +2,8 @@
 #   make demo   FedAvg, DPFL and DP-FedAvg on real MNIST (writes figures/demo/)
 #   make test   the test suite
 #   make bench  the speed benchmarks (prints measured ratios)
+#   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
+#               to resume; RUNS_DIR holds the runs and their checkpoints)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -10,7 +12,9 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: venv demo test bench clean
+.PHONY: venv demo test bench clean adap_dp_fl_figures
+
+RUNS_DIR ?= runs
 
 venv: $(VENV)/.installed
 
@@ -33,6 +37,12 @@ test: venv
 
 bench: venv
 	$(PY) -m benchmarks.run $(DATA_FLAG)
+
+# Each figure reuses finished runs and resumes interrupted ones (checkpoints in RUNS_DIR).
+adap_dp_fl_figures: venv
+	for f in 3 5 4 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/adap_dp_fl || exit 1; done
+	$(PY) -m experiments.adap_dp_fl_report
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
