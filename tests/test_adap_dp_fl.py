@@ -324,3 +324,26 @@ def test_invalid_hyperparameters_name_themselves(field, value):
   cfg = config_lib.RunConfig(method='adap_dp_fl', clients=10, **{field: value})
   with pytest.raises(ValueError, match=field):
     cfg.resolved().validate()
+
+
+def test_budget_stop_unequal_clients_stop_for_good(tmp_path, data_dir):
+  """Clients with more data (smaller q) spend their budget later; a stopped client
+  never uploads again and every client's epsilon stays within the budget.
+
+  Sizes 21,378 / 31,058 / 2,564 (q = 78/n): at sigma 1.0 and budget 0.82 the small
+  client stops before its first upload, the middle one after about 10-20 rounds, the
+  large one not within 30 rounds (epsilons from dp_accounting)."""
+  budget = 0.82
+  summary = runner.run(_cfg(tmp_path, 'u', data_dir, rounds=30, clients=3,
+                            clients_per_round=3, partition='random_size',
+                            partition_options={'min_size': 2000}, noise_multiplier=1.0,
+                            epsilon_budget=budget, clipping='constant', eval_every=30),
+                       log=lambda s: None)
+  rows = _read(tmp_path / 'u')
+  stops = {int(c): r for c, r in summary['client_stop_round'].items()}
+  assert stops[2] == 0 and 0 < stops[0] < 30 and 1 not in stops
+  uploading = [int(r['uploading_clients']) for r in rows]
+  assert len(rows) == 30
+  for r, n in enumerate(uploading):  # a stopped client stays stopped
+    assert n == 3 - sum(1 for s in stops.values() if s <= r)
+  assert summary['epsilon_guaranteed'] <= budget
