@@ -25,9 +25,8 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str]) -> list[
   if os.path.exists(summary) and os.path.exists(config_json):
     with open(config_json) as f:
       old = json.load(f)
-    same = all(old.get(k) == v for k, v in dataclasses.asdict(cfg.resolved()).items()
-               if k not in ('out', 'notes'))
-    if same:
+    if not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
+                                       ignore=('out', 'notes', 'log_every', 'checkpoint_every')):
       print(f'== reusing {out}', flush=True)
       return plotting.read_metrics(out)
     shutil.rmtree(out)

@@ -1,6 +1,7 @@
 """Runner and CLI: smoke runs on real MNIST at toy size, resume, budget stop, bad input."""
 
 import csv
+import dataclasses
 import json
 import os
 import subprocess
@@ -132,3 +133,13 @@ def test_fedavg_reports_inf_with_reason(tmp_path, data_dir):
                        log=lambda s: None)
   assert summary['epsilon_claimed'] == 'inf' and summary['epsilon_guaranteed'] == 'inf'
   assert any('non-private' in r for r in summary['epsilon_reasons'])
+
+
+def test_config_fields_added_later_count_as_their_defaults():
+  new = dataclasses.asdict(config_lib.RunConfig(method='dpfl'))
+  old = dict(new)
+  del old['lot_size'], old['clip_norm_query']  # a run made before these fields existed
+  assert config_lib.differing_fields(old, new) == []
+  new_changed = dict(new, clip_norm_query='free', rounds=7)
+  assert config_lib.differing_fields(old, new_changed) == ['clip_norm_query', 'rounds']
+  assert config_lib.differing_fields(old, new_changed, ignore=('rounds',)) == ['clip_norm_query']

@@ -20,6 +20,18 @@ DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
                  'cifar10': 'deep_mnist_cnn', 'cifar100': 'dp_fedags_cifar_cnn'}
 
 
+def differing_fields(old: dict, new: dict, ignore=()) -> list[str]:
+  """Fields of `new` (a `RunConfig` as a dict) whose value differs from `old`'s.
+
+  A field missing from `old` (a run made before the field existed) counts as its default
+  value, since that is what the run used.
+  """
+  defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)
+              if f.default is not dataclasses.MISSING}
+  return sorted(k for k, v in new.items()
+                if k not in ignore and old.get(k, defaults.get(k)) != v)
+
+
 @dataclasses.dataclass
 class RunConfig:
   """One experiment. Defaults follow A-DPFL's Table 1 (MNIST) where it applies.

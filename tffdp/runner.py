@@ -39,6 +39,7 @@ from tffdp import models, privacy
 from tffdp.algorithms import a_dpfl, adap_dp_fl, baselines
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
+from tffdp import config as config_lib
 from tffdp.config import RunConfig
 from tffdp.data import FederatedData, load_dataset, partition, train_validation_split
 from tffdp.evaluation import Evaluator
@@ -315,8 +316,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   if resume and os.path.exists(ckpt_path):
     with open(ckpt_path, 'rb') as f:
       ckpt = pickle.load(f)
-    if ckpt['config'] != comparable:
-      diff = sorted(k for k in comparable if ckpt['config'].get(k) != comparable[k])
+    diff = config_lib.differing_fields(ckpt['config'], comparable)
+    if diff:
       raise ResumeError(f'checkpoint in {config.out} was made with different settings: '
                         f'{", ".join(diff)}.')
     state = tf.nest.pack_sequence_as(state, ckpt['state'])
