@@ -38,9 +38,11 @@ test: venv
 bench: venv
 	$(PY) -m benchmarks.run $(DATA_FLAG)
 
-# Each figure reuses finished runs and resumes interrupted ones (checkpoints in RUNS_DIR).
+# The runs first (two processes, resumable, checkpoints in RUNS_DIR), then each figure
+# from the cached runs.
 adap_dp_fl_figures: venv
-	for f in 3 5 4 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
+	$(PY) -m experiments.adap_dp_fl_runs --jobs 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
+	for f in 3 4 5 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/adap_dp_fl || exit 1; done
 	$(PY) -m experiments.adap_dp_fl_report
 

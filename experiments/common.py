@@ -17,8 +17,12 @@ from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
 
 
-def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str]) -> list[dict]:
-  """Runs (or reuses / resumes) one configuration; returns its metrics rows."""
+def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
+               log=print) -> list[dict]:
+  """Runs (or reuses / resumes) one configuration; returns its metrics rows.
+
+  `log` receives the progress lines (default `print`).
+  """
   cfg = dataclasses.replace(cfg, out=out)
   summary = os.path.join(out, 'summary.json')
   config_json = os.path.join(out, 'config.json')
@@ -27,12 +31,12 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str]) -> list[
       old = json.load(f)
     if not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
                                        ignore=('out', 'notes', 'log_every', 'checkpoint_every')):
-      print(f'== reusing {out}', flush=True)
+      log(f'== reusing {out}')
       return plotting.read_metrics(out)
     shutil.rmtree(out)
-  print(f'== {cfg.method} on {cfg.dataset} -> {out}', flush=True)
+  log(f'== {cfg.method} on {cfg.dataset} -> {out}')
   resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
-  runner.run(cfg, resume=resume, command=command)
+  runner.run(cfg, resume=resume, command=command, log=log)
   return plotting.read_metrics(out)
 
 

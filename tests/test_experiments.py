@@ -75,3 +75,22 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert '| MNIST | noise decay | 93.56 |' in report
   assert 'Not regenerated yet: Fashion-MNIST.' in report  # only MNIST was run here
   assert (figs / 'runs' / 'mnist_decay_seed0_quick' / 'summary.json').exists()
+
+
+def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
+  import argparse
+  from experiments import adap_dp_fl_runs
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  args = argparse.Namespace(datasets=['mnist', 'fashion_mnist'], data_dir=data_dir, seed=0,
+                            runs_dir=str(tmp_path / 'runs'), quick=False)
+  plan = adap_dp_fl_runs.planned_runs(args)
+  names = [os.path.basename(out) for _, _, out in plan]
+  assert len(names) == len(set(names)) == 18  # 9 distinct curves per dataset (Figs. 3-5)
+  # sigma 6 (and the decay run from sigma_0 = 6): 37,800 rounds, the longest
+  assert set(names[:2]) == {'mnist_decay_seed0', 'mnist_constant_sigma6_seed0'}
+  assert names.index('mnist_constant_sigma3_seed0') < names.index('mnist_fig3_constant_seed0')
+  args.quick = True
+  label, cfg, out = adap_dp_fl_runs.planned_runs(
+      argparse.Namespace(**dict(vars(args), datasets=['mnist'])))[-1]
+  assert adap_dp_fl_runs._run_one(label, cfg, out, ['test'])[1] > 0  # pylint: disable=protected-access
+  assert os.path.exists(os.path.join(out, 'summary.json'))
