@@ -7,7 +7,7 @@ The figure modules run their curves one after the other; these runs take 10^3 to
 rounds each and share curves between figures (Fig. 5's DP-FL is Fig. 4's sigma_0 run;
 Fig. 6 reads the decay runs). This module collects the distinct runs of Figs. 3-5, longest
 first (rounds to the budget by the accountant for constant sigma; sigma_0's count for the
-decay runs), and keeps `--jobs` worker processes busy, one fresh process per run (its own
+decay runs; interrupted runs before all others), and keeps `--jobs` worker processes busy, one fresh process per run (its own
 TFF context). Finished runs are reused and interrupted ones resumed, so rerunning the
 command continues; two jobs on the 2-core machine give about 1.2x the throughput of one.
 Afterwards `make adap_dp_fl_figures` (same `--runs-dir`) draws every figure from the
@@ -26,14 +26,20 @@ from experiments import adap_dp_fl_common as common
 
 
 def planned_runs(args) -> list[tuple[str, object, str]]:
-  """Distinct `(label, RunConfig, run directory)` of Figs. 3-5, longest first."""
+  """Distinct `(label, RunConfig, run directory)` of Figs. 3-5.
+
+  Runs with a checkpoint and no summary (interrupted) come first, then the longest.
+  """
   from experiments import adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5  # pylint: disable=g-import-not-at-top
   runs = {}
   for dataset in args.datasets:
     for module in (adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5):
       for label, cfg, out, _ in module.curves(dataset, args):
         runs.setdefault(out, (f'{dataset}: {label}', cfg, out))
-  return sorted(runs.values(), key=lambda r: -_expected_rounds(r[1]))
+  def in_progress(out):
+    return (os.path.exists(os.path.join(out, 'checkpoint.pkl')) and
+            not os.path.exists(os.path.join(out, 'summary.json')))
+  return sorted(runs.values(), key=lambda r: (not in_progress(r[2]), -_expected_rounds(r[1])))
 
 
 def _expected_rounds(cfg) -> int:
