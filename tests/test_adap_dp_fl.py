@@ -347,3 +347,9 @@ def test_budget_stop_unequal_clients_stop_for_good(tmp_path, data_dir):
   for r, n in enumerate(uploading):  # a stopped client stays stopped
     assert n == 3 - sum(1 for s in stops.values() if s <= r)
   assert summary['epsilon_guaranteed'] <= budget
+
+
+def test_cohort_is_every_client_whatever_clients_per_round():
+  cfg = config_lib.RunConfig(method='adap_dp_fl', clients=2, clients_per_round=10).resolved()
+  cfg.validate()
+  assert cfg.cohort_sampling == 'all' and cfg.clients_per_round == 2

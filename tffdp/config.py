@@ -100,6 +100,8 @@ class RunConfig:
         c.notes.setdefault('cohort_sampling', 'cross-silo: every client every round')
     if c.cohort_sampling is None:
       c.cohort_sampling = 'poisson' if c.method == 'dp_fedavg' else 'uniform'
+    if c.cohort_sampling == 'all':
+      c.clients_per_round = c.clients  # every client every round
       c.notes.setdefault('cohort_sampling',
                          'poisson for client-level DP-FedAvg so its accountant is exact; '
                          'uniform (fixed K) otherwise')
