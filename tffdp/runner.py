@@ -227,6 +227,12 @@ def _within_budget(ledger: privacy.PrivacyLedger, releases, budget: float) -> np
   return np.unique(np.concatenate(keep)) if keep else np.zeros([0], np.int64)
 
 
+def _duration(seconds: float) -> str:
+  """`H:MM:SS` with hours past 24 kept (e.g. `25:02:03`)."""
+  s = int(round(seconds))
+  return f'{s // 3600}:{s % 3600 // 60:02d}:{s % 60:02d}'
+
+
 def _fmt(x: float) -> str:
   return 'inf' if math.isinf(x) else f'{x:.3f}'
 
@@ -421,7 +427,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
         log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
             f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
             f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
-            f'ETA {time.strftime("%H:%M:%S", time.gmtime(rate * (config.rounds - done)))}')
+            f'ETA {_duration(rate * (config.rounds - done))}'
+            f'{" (to the round cap)" if config.epsilon_budget is not None else ""}')
       last_good = snapshot()
       if done % config.checkpoint_every == 0:
         save_checkpoint(last_good, wall())
