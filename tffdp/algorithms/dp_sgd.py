@@ -159,6 +159,24 @@ def _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm) -> tff.Co
   return init_fn
 
 
+def _client_work_process(init_fn, weights_type, data_type, client_fn
+                         ) -> tff.learning.templates.ClientWorkProcess:
+  """Broadcasts the state, maps `client_fn` over the clients, sums the measurements."""
+
+  @tff.federated_computation(init_fn.type_signature.result,
+                             tff.FederatedType(weights_type, tff.CLIENTS),
+                             tff.FederatedType(data_type, tff.CLIENTS))
+  def next_fn(state, weights, data):
+    result, metrics = tff.federated_map(client_fn, (tff.federated_broadcast(state), weights,
+                                                    data))
+    return tff.templates.MeasuredProcessOutput(
+        state=state, result=result,
+        measurements=tff.federated_zip(collections.OrderedDict(
+            train=tff.federated_sum(metrics))))
+
+  return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+
+
 def slice_input_type(clients_per_slice: int) -> tff.Type:
   """`<client_ids=string[s], seeds=int64[s,2], active=bool[s]>*`: one cohort slice's input.
 
@@ -209,18 +227,7 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
         state['noise_multiplier'], state['clip_norm'])
     return tff.learning.templates.ClientResult(update=update, update_weight=weight), metrics
 
-  @tff.federated_computation(init_fn.type_signature.result,
-                             tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(client_data_type, tff.CLIENTS))
-  def next_fn(state, weights, data):
-    client_state = tff.federated_broadcast(state)
-    result, metrics = tff.federated_map(client_fn, (client_state, weights, data))
-    train = tff.federated_sum(metrics)
-    return tff.templates.MeasuredProcessOutput(
-        state=state, result=result,
-        measurements=tff.federated_zip(collections.OrderedDict(train=train)))
-
-  return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+  return _client_work_process(init_fn, weights_type, client_data_type, client_fn)
 
 
 def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
@@ -302,15 +309,4 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
                                           state['noise_multiplier'], state['clip_norm'])
     return tff.learning.templates.ClientResult(update=mean, update_weight=weight_sum), metrics
 
-  @tff.federated_computation(init_fn.type_signature.result,
-                             tff.FederatedType(weights_type, tff.CLIENTS),
-                             tff.FederatedType(inputs_type, tff.CLIENTS))
-  def next_fn(state, weights, inputs):
-    result, metrics = tff.federated_map(slice_fn, (tff.federated_broadcast(state), weights,
-                                                   inputs))
-    return tff.templates.MeasuredProcessOutput(
-        state=state, result=result,
-        measurements=tff.federated_zip(collections.OrderedDict(
-            train=tff.federated_sum(metrics))))
-
-  return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+  return _client_work_process(init_fn, weights_type, inputs_type, slice_fn)
