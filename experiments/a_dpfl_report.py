@@ -80,10 +80,13 @@ def build(figs: str) -> str:
     out += ['', 'Not regenerated yet.', '']
   else:
     out += ['', '![fig6](fig6_mnist.png)', '', f'Paper: {PAPER_FIG6}.', '',
-            '| k | final test acc | final sigma | epsilon_claimed | epsilon_guaranteed |',
-            '|---|---|---|---|---|']
+            '| k | final test acc | final sigma | epsilon_claimed | epsilon_guaranteed | wall s | command |',
+            '|---|---|---|---|---|---|---|']
     out += [f"| {r['k']} | {_f(r['final_test_accuracy'])} | {_f(r['final_noise_multiplier'], 3)} | "
-            f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} |" for r in rows]
+            f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
+            f"{_f(r.get('wall_seconds'), 5)} | "
+            f"`{_command(os.path.join(figs, 'fig6_mnist', 'k' + format(float(r['k']), 'g')))}` |"
+            for r in rows]
     out.append('')
   rows = _rows(os.path.join(figs, 'table2.csv'))
   out.append('## Table 2: A-DPFL accuracy, non-IID vs IID')

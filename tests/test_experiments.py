@@ -45,6 +45,9 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   report = (tmp_path / 'figs' / 'README.md').read_text()
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
   assert '| mnist | IID | 0.989 |' in report
+  # Fig. 6 keeps each k's results and names the command that made them.
+  assert (tmp_path / 'figs' / 'fig6_mnist' / 'k0.3' / 'config.json').exists()
+  assert '| 0.3 |' in report and 'experiments.a_dpfl_fig6' in report
 
 
 def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
