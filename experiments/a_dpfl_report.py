@@ -113,7 +113,16 @@ def build(figs: str) -> str:
           '  bounds the decay, so sigma approaches 0 and epsilon grows without bound (the paper',
           '  reports no epsilon). alpha is not given in the paper (0.01 here); the point at which',
           '  the decay starts depends on it and on the validation noise.',
-          '- DPFL\'s two epsilons differ because of the batching (see the top-level README).', '']
+          '- DPFL\'s two epsilons differ because of the batching (see the top-level README).',
+          '- CL-FL on CIFAR-10 stays near chance: with N = 100 and q = K/N the expected cohort',
+          '  is 10, so the server\'s noise has per-coordinate std sigma S / 10 = 0.1 (0.01 on',
+          '  MNIST, N = 1000); over the 4,259,274 weights of the CIFAR-10 network its norm is',
+          '  about 206, against a mean clipped update of norm <= S = 1. CL-FL\'s sigma and S are',
+          '  not given in the A-DPFL paper (see `notes` in its `config.json`).',
+          '- "wall s" is each run\'s elapsed time on the 2-core machine. The CIFAR-10 Fig. 4b',
+          '  FedAvg and DPFL runs and the Fig. 6 runs shared the cores with other runs (the',
+          '  DPFL run also spans two sessions), so their wall times are not exclusive timings;',
+          '  the A-DPFL MNIST run in Fig. 4a had the machine to itself.', '']
   return '\n'.join(out) + '\n'
 
 
