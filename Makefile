@@ -2,6 +2,8 @@
 #   make demo   FedAvg, DPFL and DP-FedAvg on real MNIST (writes figures/demo/)
 #   make test   the test suite
 #   make bench  the speed benchmarks (prints measured ratios)
+#   make a_dpfl_figures      A-DPFL Fig. 4-6, Table 2 + report at paper scale (about 5 h
+#               on 2 cores; finished runs in RUNS_DIR are reused, interrupted ones resumed)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
@@ -12,7 +14,7 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: venv demo test bench clean adap_dp_fl_figures
+.PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures
 
 RUNS_DIR ?= runs
 
@@ -37,6 +39,16 @@ test: venv
 
 bench: venv
 	$(PY) -m benchmarks.run $(DATA_FLAG)
+
+# Each module reuses the runs it shares with another (Fig. 5 and Table 2 reuse Fig. 4a's
+# A-DPFL run, Fig. 6's k = 0.7 too).
+a_dpfl_figures: venv
+	for d in mnist cifar10; do $(PY) -m experiments.a_dpfl_fig4 --dataset $$d $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/a_dpfl || exit 1; done
+	$(PY) -m experiments.a_dpfl_fig5 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
+	$(PY) -m experiments.a_dpfl_fig6 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
+	$(PY) -m experiments.a_dpfl_table2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
+	$(PY) -m experiments.a_dpfl_report
 
 # The runs first (two processes, resumable, checkpoints in RUNS_DIR), then each figure
 # from the cached runs.
