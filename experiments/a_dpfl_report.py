@@ -120,17 +120,38 @@ def build(figs: str) -> str:
           '  bounds the decay, so sigma approaches 0 and epsilon grows without bound (the paper',
           '  reports no epsilon). alpha is not given in the paper (0.01 here); the point at which',
           '  the decay starts depends on it and on the validation noise.',
-          '- DPFL\'s two epsilons differ because of the batching (see the top-level README).',
-          '- CL-FL on CIFAR-10 stays near chance: with N = 100 and q = K/N the expected cohort',
-          '  is 10, so the server\'s noise has per-coordinate std sigma S / 10 = 0.1 (0.01 on',
-          '  MNIST, N = 1000); over the 4,259,274 weights of the CIFAR-10 network its norm is',
-          '  about 206, against a mean clipped update of norm <= S = 1. CL-FL\'s sigma and S are',
-          '  not given in the A-DPFL paper (see `notes` in its `config.json`).',
-          '- "wall s" is each run\'s elapsed time on the 2-core machine. The CIFAR-10 Fig. 4b',
+          '- DPFL\'s two epsilons differ because of the batching (see the top-level README).']
+  out += _cl_fl_noise_note(figs)
+  out += ['- "wall s" is each run\'s elapsed time on the 2-core machine. The CIFAR-10 Fig. 4b',
           '  FedAvg and DPFL runs and the Fig. 6 runs shared the cores with other runs (the',
           '  DPFL run also spans two sessions), so their wall times are not exclusive timings;',
           '  the A-DPFL MNIST run in Fig. 4a had the machine to itself.', '']
   return '\n'.join(out) + '\n'
+
+
+def _cl_fl_noise_note(figs: str) -> list[str]:
+  """Why CL-FL's accuracy depends on the cohort size, from its CIFAR-10 and MNIST configs."""
+  configs = {}
+  for dataset in ('cifar10', 'mnist'):
+    path = os.path.join(figs, f'fig4_{dataset}', 'cl_fl', 'config.json')
+    if not os.path.exists(path):
+      return []
+    with open(path) as f:
+      configs[dataset] = json.load(f)
+  # tff DifferentiallyPrivateFactory.gaussian_fixed: noise N(0, (sigma S)^2) on the sum,
+  # divided by the expected cohort.
+  std = {d: c['noise_multiplier'] * c['clip_norm'] / c['clients_per_round']
+         for d, c in configs.items()}
+  from tffdp import models  # pylint: disable=g-import-not-at-top
+  c = configs['cifar10']
+  dim = models.count_params(c['model'], (32, 32, 3), 10)
+  return [f"- CL-FL on CIFAR-10 stays near chance: with N = {c['clients']} and q = K/N the "
+          f"expected cohort is {c['clients_per_round']}, so the server's noise has per-coordinate "
+          f"std sigma S / (qN) = {_f(std['cifar10'])} ({_f(std['mnist'])} on MNIST, "
+          f"N = {configs['mnist']['clients']}). Over the {dim:,} weights of the CIFAR-10 network "
+          f"its norm is about {_f(std['cifar10'] * dim ** 0.5, 3)}, against a mean clipped update "
+          f"of norm <= S = {_f(c['clip_norm'])}. CL-FL's sigma and S are not given in the A-DPFL "
+          'paper (see `notes` in its `config.json`).']
 
 
 def _slug(label: str) -> str:

@@ -1,6 +1,7 @@
 """Smoke runs of every experiment entry point at toy size (--quick)."""
 
 import csv
+import json
 import os
 
 from experiments import demo
@@ -97,3 +98,18 @@ def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
       argparse.Namespace(**dict(vars(args), datasets=['mnist'])))[-1]
   assert adap_dp_fl_runs._run_one(label, cfg, out, ['test'])[1] > 0  # pylint: disable=protected-access
   assert os.path.exists(os.path.join(out, 'summary.json'))
+
+
+def test_a_dpfl_report_cl_fl_noise_note(tmp_path):
+  """The CL-FL note derives the server noise scale from the two runs' configs."""
+  from experiments import a_dpfl_report
+  assert a_dpfl_report._cl_fl_noise_note(str(tmp_path)) == []  # no runs: no note
+  for dataset, clients in (('cifar10', 100), ('mnist', 1000)):
+    d = tmp_path / f'fig4_{dataset}' / 'cl_fl'
+    d.mkdir(parents=True)
+    (d / 'config.json').write_text(json.dumps(dict(
+        clients=clients, clients_per_round=clients // 10, noise_multiplier=1.0,
+        clip_norm=1.0, model='deep_mnist_cnn')))
+  note = ' '.join(a_dpfl_report._cl_fl_noise_note(str(tmp_path)))
+  assert 'sigma S / (qN) = 0.1 (0.01 on MNIST, N = 1000)' in note
+  assert 'the 4,259,274 weights' in note and 'about 206,' in note  # 0.1 * sqrt(4259274)
