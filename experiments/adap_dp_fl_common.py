@@ -13,8 +13,10 @@ from __future__ import annotations
 
 import argparse
 import csv
+import json
 import os
 import shutil
+import statistics
 import sys
 
 from experiments.common import entry, run_cached, write_table  # pylint: disable=unused-import
@@ -109,10 +111,30 @@ def publish(out: str, figures_dir: str) -> str:
   for f in ('config.json', 'summary.json'):
     shutil.copy(os.path.join(out, f), os.path.join(dest, f))
   with open(os.path.join(out, 'metrics.csv')) as f:
-    rows = [r for r in csv.DictReader(f) if r['test_accuracy'] != '']
+    all_rows = list(csv.DictReader(f))
+  rows = [r for r in all_rows if r['test_accuracy'] != '']
   if rows:
     write_table(os.path.join(dest, 'metrics_evaluated.csv'), rows)
+  with open(os.path.join(dest, 'profile.json'), 'w') as f:
+    json.dump(round_profile(all_rows), f, indent=2)
   return dest
+
+
+def round_profile(rows: list[dict]) -> dict:
+  """The per-round time profile of a run from its `metrics.csv` rows (seconds).
+
+  Medians over every round of the TFF round (`train_seconds`: client work, aggregation,
+  validation loss, server update), the accountant and the whole round; totals of the
+  test evaluations (every `eval_every` rounds) and of all rounds.
+  """
+  def col(key):
+    return [float(r[key]) for r in rows if r.get(key) not in (None, '')]
+  out = dict(rounds=len(rows))
+  for key in ('train_seconds', 'accounting_seconds', 'round_seconds'):
+    out[f'median_{key}'] = round(statistics.median(col(key)), 4) if col(key) else None
+  for key in ('eval_seconds', 'round_seconds'):
+    out[f'total_{key}'] = round(sum(col(key)), 1)
+  return out
 
 
 def run_figure(fig: int, doc: str, curves, argv=None) -> int:

@@ -32,15 +32,19 @@ def _run_doc(figs, run_dir, name):
 
 def _table(figs, rows, first_col, paper_col):
   out = [f'| dataset | {first_col} | paper test acc (%) | tffdp test acc (%) | rounds | '
-         'epsilon_claimed | epsilon_guaranteed | final sigma | stop | wall s |',
-         '|---|---|---|---|---|---|---|---|---|---|']
+         'epsilon_claimed | epsilon_guaranteed | final sigma | stop | wall s | '
+         's/round: TFF round / accounting (median) |',
+         '|---|---|---|---|---|---|---|---|---|---|---|']
   for r in rows:
     summary = _run_doc(figs, r['run'], 'summary.json')
     stop = 'budget' if summary.get('stop_reason') else 'round cap'
+    profile = _run_doc(figs, r['run'], 'profile.json')
+    per_round = (f"{_f(profile.get('median_train_seconds'), 3)} / "
+                 f"{_f(profile.get('median_accounting_seconds'), 2)}" if profile else '-')
     out.append(f"| {common.LABEL[r['dataset']]} | {r['curve']} | {_f(r[paper_col])} | "
                f"{_f(r['tffdp_test_accuracy'])} | {r['rounds']} | {_f(r['epsilon_claimed'])} | "
                f"{_f(r['epsilon_guaranteed'])} | {_f(r['final_noise_multiplier'])} | {stop} | "
-               f"{_f(r['wall_seconds'], 6)} |")
+               f"{_f(r['wall_seconds'], 6)} | {per_round} |")
   return out
 
 
@@ -111,6 +115,12 @@ def build(figs: str) -> str:
             f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} |" for r in rows]
     out.append('')
   out += ['## Notes', '',
+          '- Wall time ("wall s") is the run\'s own active time, summed over its resumes',
+          '  across sessions. Runs of Figs. 4-5 were made by `experiments.adap_dp_fl_runs`,',
+          '  two at a time on the 2-core machine (Fig. 3: one dataset per process, two at a',
+          '  time), so they are not exclusive timings; `benchmarks/run.py` measures the',
+          '  per-round speed alone. The per-round medians come from every round of the run',
+          '  (`runs/*/profile.json`); the TFF round includes the validation loss.',
           '- Eq. 6 read as the spec does (the noisy mean of the previous lot\'s clipped',
           '  per-example norms, times alpha): each threshold is at most the previous one plus',
           '  noise, so C ratchets down (MNIST, Fig. 3: 0.016 at the stop; `clip_norm` in',

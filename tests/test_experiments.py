@@ -79,6 +79,19 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert '| MNIST | noise decay | 93.56 |' in report
   assert 'Not regenerated yet: Fashion-MNIST.' in report  # only MNIST was run here
   assert (figs / 'runs' / 'mnist_decay_seed0_quick' / 'summary.json').exists()
+  with open(figs / 'runs' / 'mnist_decay_seed0_quick' / 'profile.json') as f:
+    assert json.load(f)['rounds'] == int(fig4[0]['rounds'])
+  assert 's/round: TFF round / accounting (median)' in report
+
+
+def test_adap_dp_fl_round_profile():
+  from experiments import adap_dp_fl_common
+  rows = [dict(train_seconds=str(t), accounting_seconds=str(a), eval_seconds=str(e),
+               round_seconds=str(t + a + e))
+          for t, a, e in ((1.5, 0.01, 0.0), (0.2, 0.001, 0.0), (0.3, 0.002, 0.5))]
+  assert adap_dp_fl_common.round_profile(rows) == dict(
+      rounds=3, median_train_seconds=0.3, median_accounting_seconds=0.002,
+      median_round_seconds=0.802, total_eval_seconds=0.5, total_round_seconds=2.5)
 
 
 def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
