@@ -281,10 +281,15 @@ def test_ledgers_match_dp_accounting(tmp_path, data_dir, clipping):
 
 @pytest.mark.parametrize('query,sigma,budget', [('accounted', 1.5, 1.0), ('free', 1.0, 1.2)])
 def test_budget_stop_per_client(tmp_path, data_dir, query, sigma, budget):
+  lines = []
   summary = runner.run(_cfg(tmp_path, query, data_dir, rounds=40, noise_multiplier=sigma,
-                            epsilon_budget=budget, clip_norm_query=query),
-                       log=lambda s: None)
+                            epsilon_budget=budget, clip_norm_query=query,
+                            noise_schedule='constant'),
+                       log=lines.append)
   rows = _read(tmp_path / query)
+  # Constant per-round cost: the first round's ETA counts exactly the rounds that followed.
+  first = next(line for line in lines if line.startswith('round 1/'))
+  assert f'(to the budget at the current per-round cost, {len(rows) - 1} rounds)' in first
   ledger_eps = summary['epsilon_guaranteed' if query == 'accounted' else 'epsilon_claimed']
   assert summary['stop_reason'].startswith('every client has spent its budget')
   assert ledger_eps <= budget

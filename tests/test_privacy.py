@@ -89,6 +89,30 @@ def test_adap_dp_fl_round_counts():
   assert eps(760) < 2.0 < eps(780)
 
 
+def test_rounds_within_matches_dp_accounting_step_by_step():
+  step = privacy.subsampled_gaussian_event(1.1, 0.02)
+  ledger = privacy.PrivacyLedger(3, 1e-5)
+  ledger.record([1], privacy.subsampled_gaussian_event(1.1, 0.02, 40))  # a client with history
+  ledger.record([2], privacy.subsampled_gaussian_event(0.3, 1.0))  # already past the budget
+  def direct_rounds(history):
+    acc = dp_accounting.rdp.RdpAccountant(ORDERS)
+    for e in history:
+      acc.compose(e)
+    t = 0
+    while True:
+      acc.compose(step)
+      if acc.get_epsilon(1e-5) > 2.0:
+        return t
+      t += 1
+  expect = [direct_rounds([]),
+            direct_rounds([privacy.subsampled_gaussian_event(1.1, 0.02, 40)]), 0]
+  assert expect[0] > expect[1] > 0
+  np.testing.assert_array_equal(ledger.rounds_within([0, 1, 2], step, 2.0), expect)
+  assert ledger.rounds_within([0], step, 2.0, limit=10)[0] == 10  # capped
+  assert ledger.rounds_within([0], dp_accounting.NoOpDpEvent(), 2.0, limit=7)[0] == 7
+  assert ledger.rounds_within([0], dp_accounting.NonPrivateDpEvent(), 2.0)[0] == 0
+
+
 @pytest.mark.parametrize('kw', [dict(num_clients=0, delta=1e-5), dict(num_clients=2, delta=0.0),
                                 dict(num_clients=2, delta=1.0)])
 def test_invalid(kw):

@@ -169,6 +169,44 @@ class PrivacyLedger:
     return np.array([epsilon_from_rdp(self.orders, self._rdp[c] + add, self.delta)
                      for c in clients])
 
+  def rounds_within(self, clients: Iterable[int], event: dp_accounting.DpEvent,
+                    budget: float, limit: int = 10**7) -> np.ndarray:
+    """How many more times each of `clients` can compose `event` within `budget`.
+
+    The largest `T <= limit` with epsilon(RDP + T * RDP(event)) <= `budget` at the
+    ledger's delta, found by doubling and bisection (epsilon grows with `T`). The runner
+    uses it for the ETA of budget-stopped runs: rounds left at the current per-round cost.
+
+    Args:
+      clients: Client ids.
+      event: The DP event of one further release.
+      budget: Epsilon budget (> 0).
+      limit: Cap on `T` (a release of zero cost, e.g. `NoOpDpEvent`, returns it; a non-private one, 0).
+
+    Returns:
+      An int64 array of `T` per client (0 where the budget is already spent).
+    """
+    add = self.event_rdp(event)
+    def within(c, t):
+      return epsilon_from_rdp(self.orders, self._rdp[c] + t * add, self.delta) <= budget
+    out = []
+    for c in clients:
+      if not within(c, 0):
+        out.append(0)
+        continue
+      hi = 1
+      while hi < limit and within(c, hi):
+        hi = min(2 * hi, limit)
+      if within(c, hi):
+        out.append(hi)
+        continue
+      lo = hi // 2  # within(lo), not within(hi)
+      while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if within(c, mid) else (lo, mid)
+      out.append(lo)
+    return np.asarray(out, dtype=np.int64)
+
   def state_dict(self) -> dict:
     return {'rdp': self._rdp.copy(), 'reasons': dict(self._reasons),
             'num_events': self.num_events, 'orders': self.orders.copy()}

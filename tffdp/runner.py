@@ -227,6 +227,26 @@ def _within_budget(ledger: privacy.PrivacyLedger, releases, budget: float) -> np
   return np.unique(np.concatenate(keep)) if keep else np.zeros([0], np.int64)
 
 
+def _eta(seconds_per_round: float, rounds_to_cap: int, ledger: privacy.PrivacyLedger,
+         releases, config, per_client: bool) -> str:
+  """The log line's ETA: to the round cap, or to the epsilon budget if that comes first.
+
+  The budget's rounds are those left at this round's per-round cost (the clients of
+  `releases` repeating its events; with noise decay the budget comes sooner): until the
+  last client stops with a per-client budget (`per_client`), else until the first client
+  would pass it.
+  """
+  rounds, what = rounds_to_cap, 'to the round cap'
+  if config.epsilon_budget is not None:
+    pick = np.max if per_client else np.min
+    left = [pick(ledger.rounds_within(np.unique(clients), event, config.epsilon_budget,
+                                      limit=rounds_to_cap))
+            for clients, event, _ in releases if len(clients) and event is not None]
+    if left and pick(left) < rounds:
+      rounds, what = int(pick(left)), 'to the budget at the current per-round cost'
+  return f'{_duration(seconds_per_round * rounds)} ({what}, {rounds} rounds)'
+
+
 def _duration(seconds: float) -> str:
   """`H:MM:SS` with hours past 24 kept (e.g. `25:02:03`)."""
   s = int(round(seconds))
@@ -374,6 +394,10 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
           break
       rel_claimed = method.claimed_releases(cohort, state)
       rel_guaranteed = method.guaranteed_releases(cohort, state)
+      if per_client_budget:
+        budget_ledger, budget_releases = ledger, releases_of(cohort, state)
+      else:
+        budget_ledger, budget_releases = guaranteed, rel_guaranteed
       if not per_client_budget and config.epsilon_budget is not None and _would_exceed(
           guaranteed, rel_guaranteed, config.epsilon_budget):
         stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
@@ -427,8 +451,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
         log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
             f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
             f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
-            f'ETA {_duration(rate * (config.rounds - done))}'
-            f'{" (to the round cap)" if config.epsilon_budget is not None else ""}')
+            'ETA ' + _eta(rate, config.rounds - done, budget_ledger, budget_releases, config,
+                          per_client_budget))
       last_good = snapshot()
       if done % config.checkpoint_every == 0:
         save_checkpoint(last_good, wall())
