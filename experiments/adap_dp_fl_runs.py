@@ -1,7 +1,7 @@
 """Runs every paper-scale Adap DP-FL run (the curves of Figs. 3-6) on a pool of processes.
 
     python -m experiments.adap_dp_fl_runs [--jobs 2] [--datasets mnist fashion_mnist]
-        [--data-dir DIR] [--runs-dir DIR] [--quick]
+        [--data-dir DIR] [--runs-dir DIR] [--quick] [--status]
 
 The figure modules run their curves one after the other; these runs take 10^3 to 4 x 10^4
 rounds each and share curves between figures (Fig. 5's DP-FL is Fig. 4's sigma_0 run;
@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import csv
 import multiprocessing
 import os
 import sys
@@ -64,6 +65,50 @@ def _expected_rounds(cfg) -> int:
   return lo
 
 
+def run_status(out: str) -> dict:
+  """The state of one run directory, from its files (no TFF).
+
+  Returns:
+    A dict with `state` ('done', 'in progress' or 'not started') and, once rounds exist,
+    `round`, the last evaluated `test_accuracy`, `epsilon_claimed` and
+    `epsilon_guaranteed` (max over clients), `noise_multiplier` and `wall_seconds`
+    (the run's active time over all its sessions).
+  """
+  metrics = os.path.join(out, 'metrics.csv')
+  if os.path.exists(os.path.join(out, 'summary.json')):
+    state = 'done'
+  elif os.path.exists(os.path.join(out, 'checkpoint.pkl')):
+    state = 'in progress'
+  else:
+    return dict(state='not started')
+  with open(metrics) as f:
+    rows = list(csv.DictReader(f))
+  evaluated = [r for r in rows if r['test_accuracy'] != '']
+  last = rows[-1] if rows else {}
+  return dict(state=state, round=int(last.get('round', 0)),
+              test_accuracy=float(evaluated[-1]['test_accuracy']) if evaluated else None,
+              **{k: float(last[k]) for k in ('epsilon_claimed', 'epsilon_guaranteed',
+                                             'noise_multiplier', 'wall_seconds') if k in last})
+
+
+def print_status(runs) -> None:
+  """One line per planned run: its state, round, accuracy, epsilons, sigma and wall time."""
+  for label, cfg, out in runs:
+    s = run_status(out)
+    line = f'{os.path.basename(out)}: {s["state"]}'
+    if 'round' in s:
+      acc = 'n/a' if s['test_accuracy'] is None else f'{s["test_accuracy"]:.4f}'
+      line += (f', round {s["round"]}, test acc {acc}, eps claimed '
+               f'{s.get("epsilon_claimed", 0):.3f} / guaranteed '
+               f'{s.get("epsilon_guaranteed", 0):.3f}, sigma {s.get("noise_multiplier", 0):.4g}, '
+               f'wall {s.get("wall_seconds", 0):.0f} s')
+    if s['state'] != 'done':
+      line += (f' (budget after about {_expected_rounds(cfg)} rounds at sigma = '
+               f'{cfg.noise_multiplier:g}' +
+               ('; sooner as the noise decays)' if cfg.noise_schedule == 'decay' else ')'))
+    print(f'[{label}] {line}', flush=True)
+
+
 def _run_one(label: str, cfg, out: str, command: list[str]) -> tuple[str, int]:
   """One run in this (fresh) process; returns its label and rounds."""
   from tffdp import runtime  # pylint: disable=g-import-not-at-top
@@ -81,12 +126,18 @@ def main(argv=None) -> int:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.add_argument('--jobs', type=int, default=2, help='worker processes')
+  p.add_argument('--status', action='store_true',
+                 help='print the state of every planned run (done / in progress / not '
+                      'started, round, accuracy, epsilons, wall time) and exit')
   args = p.parse_args(argv)
   if args.jobs < 1:
     p.error(f'--jobs must be >= 1. Found {args.jobs}.')
   command = ['python', '-m', 'experiments.adap_dp_fl_runs'] + list(
       argv if argv is not None else sys.argv[1:])
   runs = planned_runs(args)
+  if args.status:
+    print_status(runs)
+    return 0
   print(f'{len(runs)} runs, {args.jobs} at a time: ' + ', '.join(label for label, _, _ in runs),
         flush=True)
   os.makedirs(args.runs_dir, exist_ok=True)

@@ -109,8 +109,13 @@ def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
   args.quick = True
   label, cfg, out = adap_dp_fl_runs.planned_runs(
       argparse.Namespace(**dict(vars(args), datasets=['mnist'])))[-1]
-  assert adap_dp_fl_runs._run_one(label, cfg, out, ['test'])[1] > 0  # pylint: disable=protected-access
+  assert adap_dp_fl_runs.run_status(out) == dict(state='not started')
+  rounds = adap_dp_fl_runs._run_one(label, cfg, out, ['test'])[1]  # pylint: disable=protected-access
+  assert rounds > 0
   assert os.path.exists(os.path.join(out, 'summary.json'))
+  status = adap_dp_fl_runs.run_status(out)
+  assert status['state'] == 'done' and status['round'] == rounds
+  assert 0.0 <= status['test_accuracy'] <= 1.0 and status['epsilon_guaranteed'] <= 2.0
 
 
 def test_a_dpfl_report_cl_fl_noise_note(tmp_path):
