@@ -82,6 +82,11 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   with open(figs / 'runs' / 'mnist_decay_seed0_quick' / 'profile.json') as f:
     assert json.load(f)['rounds'] == int(fig4[0]['rounds'])
   assert 's/round: TFF round / accounting (median)' in report
+  # Computed from fig4.csv / fig5.csv, not typed: the paper's side is fixed, tffdp's follows.
+  assert 'MNIST: the paper ranks noise decay (93.56) > constant sigma = 3 (92.87)' in report
+  assert 'MNIST: Adap DP-FL minus DP-FL, paper +1.81 points; tffdp' in report
+  assert 'largest client threshold C' in report
+  assert 'MNIST, Fig. 3 (alpha = 1): mean C' in report and "At Fig. 3's sigma = 1.1" in report
 
 
 def test_adap_dp_fl_round_profile():
