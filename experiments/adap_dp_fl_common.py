@@ -124,16 +124,16 @@ def round_profile(rows: list[dict]) -> dict:
   """The per-round time profile of a run from its `metrics.csv` rows (seconds).
 
   Medians over every round of the TFF round (`train_seconds`: client work, aggregation,
-  validation loss, server update), the accountant and the whole round; totals of the
-  test evaluations (every `eval_every` rounds) and of all rounds.
+  the server's validation loss when sigma decays, server update), the accountant and the
+  whole round; totals of the test evaluations (every `eval_every` rounds) and of all rounds.
   """
-  def col(key):
-    return [float(r[key]) for r in rows if r.get(key) not in (None, '')]
+  cols = {key: [float(r[key]) for r in rows if r.get(key) not in (None, '')]
+          for key in ('train_seconds', 'accounting_seconds', 'eval_seconds', 'round_seconds')}
   out = dict(rounds=len(rows))
   for key in ('train_seconds', 'accounting_seconds', 'round_seconds'):
-    out[f'median_{key}'] = round(statistics.median(col(key)), 4) if col(key) else None
+    out[f'median_{key}'] = round(statistics.median(cols[key]), 4) if cols[key] else None
   for key in ('eval_seconds', 'round_seconds'):
-    out[f'total_{key}'] = round(sum(col(key)), 1)
+    out[f'total_{key}'] = round(sum(cols[key]), 1)
   return out
 
 

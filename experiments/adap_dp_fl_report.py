@@ -202,7 +202,8 @@ def build(figs: str) -> str:
           '  two at a time on the 2-core machine (Fig. 3: one dataset per process, two at a',
           '  time), so they are not exclusive timings; `benchmarks/run.py` measures the',
           '  per-round speed alone. The per-round medians come from every round of the run',
-          '  (`runs/*/profile.json`); the TFF round includes the validation loss.',
+          '  (`runs/*/profile.json`). The TFF round includes the server\'s validation loss',
+          '  only where sigma decays (constant sigma skips it), so those rounds are slower.',
           ] + _clipping_notes(figs)
   return '\n'.join(out) + '\n'
 
