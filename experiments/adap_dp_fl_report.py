@@ -84,9 +84,11 @@ def _collapse(figs, rows, dataset) -> str:
     if not evaluated:
       continue
     last = evaluated[-1]
-    frozen = next(int(e['round']) for e in evaluated
-                  if all(abs(float(x['test_accuracy']) - float(last['test_accuracy'])) < 1e-4
-                         for x in evaluated[evaluated.index(e):]))
+    frozen = int(last['round'])  # the first round from which accuracy stays at its final value
+    for e in reversed(evaluated):
+      if abs(float(e['test_accuracy']) - float(last['test_accuracy'])) >= 1e-4:
+        break
+      frozen = int(e['round'])
     parts.append(f"{r['curve']}: largest client threshold C {_f(last['clip_norm_max'], 3)} at "
                  f"round {last['round']}, test accuracy {_f(100 * float(last['test_accuracy']))}% "
                  f"unchanged (within 0.01 points) from round {frozen}, sigma "

@@ -51,18 +51,10 @@ def _expected_rounds(cfg) -> int:
   sigma = cfg.noise_multiplier
   if cfg.clipping == 'adaptive' and cfg.clip_norm_query == 'accounted':
     sigma /= math.sqrt(2.0)
-  q = cfg.lot_size / 5480.0
   ledger = privacy.PrivacyLedger(1, cfg.delta, orders=privacy.INTEGER_ORDERS)
-  step = ledger.event_rdp(dp_accounting.PoissonSampledDpEvent(
-      q, dp_accounting.GaussianDpEvent(sigma)))
-  lo, hi = 0, cfg.rounds
-  while lo < hi:  # largest T with epsilon(T) <= budget
-    mid = (lo + hi + 1) // 2
-    if privacy.epsilon_from_rdp(ledger.orders, step * mid, cfg.delta) <= cfg.epsilon_budget:
-      lo = mid
-    else:
-      hi = mid - 1
-  return lo
+  step = dp_accounting.PoissonSampledDpEvent(cfg.lot_size / 5480.0,
+                                             dp_accounting.GaussianDpEvent(sigma))
+  return int(ledger.rounds_within([0], step, cfg.epsilon_budget, limit=cfg.rounds)[0])
 
 
 def run_status(out: str) -> dict:

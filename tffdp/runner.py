@@ -336,6 +336,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   state = method.initialize() if method.initialize is not None else \
       method.process.initialize()
   per_client_budget = method.budget_rule == 'per_client' and config.epsilon_budget is not None
+  # The ledger the budget stops on: the method's choice per client, else epsilon_guaranteed.
+  budget_on_claimed = per_client_budget and method.budget_ledger != 'guaranteed'
   stopped: dict[int, int] = {}  # client -> first round it did not upload (per-client budget)
   rows: list[dict] = []
   start_round, wall_before, stop_reason = 0, 0.0, None
@@ -394,10 +396,6 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
           break
       rel_claimed = method.claimed_releases(cohort, state)
       rel_guaranteed = method.guaranteed_releases(cohort, state)
-      if per_client_budget:
-        budget_ledger, budget_releases = ledger, releases_of(cohort, state)
-      else:
-        budget_ledger, budget_releases = guaranteed, rel_guaranteed
       if not per_client_budget and config.epsilon_budget is not None and _would_exceed(
           guaranteed, rel_guaranteed, config.epsilon_budget):
         stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
@@ -451,8 +449,10 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
         log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
             f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
             f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
-            'ETA ' + _eta(rate, config.rounds - done, budget_ledger, budget_releases, config,
-                          per_client_budget))
+            'ETA ' + _eta(rate, config.rounds - done,
+                          *((claimed, rel_claimed) if budget_on_claimed
+                            else (guaranteed, rel_guaranteed)),
+                          config, per_client_budget))
       last_good = snapshot()
       if done % config.checkpoint_every == 0:
         save_checkpoint(last_good, wall())
