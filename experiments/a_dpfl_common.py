@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 
 
-from experiments.common import copy_results, entry, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_results, entry, portable, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
 # Table 1 (A-DPFL), plus the defaults the paper does not give (see NOT_GIVEN).

@@ -38,7 +38,8 @@ def main(argv=None) -> int:
     table.append(dict(method=common.LABELS[m], final_test_accuracy=s['test_accuracy'],
                       best_test_accuracy=best, epsilon_claimed=s['epsilon_claimed'],
                       epsilon_guaranteed=s['epsilon_guaranteed'],
-                      wall_seconds=s['wall_seconds'], run=out))
+                      wall_seconds=s['wall_seconds'],
+                      run=common.portable(out, args.runs_dir)))
   name = {'mnist': 'MNIST', 'cifar10': 'CIFAR-10'}[args.dataset]
   fig = plotting.plot_curves(runs, 'test_accuracy', 'test accuracy',
                              f'A-DPFL Fig. 4 ({name}, non-IID label skew)')

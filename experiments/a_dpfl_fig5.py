@@ -37,7 +37,8 @@ def main(argv=None) -> int:
     w = csv.writer(f)
     w.writerow(['round', 'noise_multiplier', 'server_validation_accuracy', 'run'])
     for r in rows:
-      w.writerow([int(r['round']), r['noise_multiplier'], r['server_validation_accuracy'], out])
+      w.writerow([int(r['round']), r['noise_multiplier'], r['server_validation_accuracy'],
+                  common.portable(out, args.runs_dir)])
   holds, prev, n = [], None, 0
   for r in rows:
     if r['noise_multiplier'] != prev and prev is not None:

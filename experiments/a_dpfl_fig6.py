@@ -36,7 +36,8 @@ def main(argv=None) -> int:
                       final_noise_multiplier=rows[-1]['noise_multiplier'],
                       epsilon_claimed=rows[-1]['epsilon_claimed'],
                       epsilon_guaranteed=rows[-1]['epsilon_guaranteed'],
-                      wall_seconds=rows[-1]['wall_seconds'], run=out))
+                      wall_seconds=rows[-1]['wall_seconds'],
+                      run=common.portable(out, args.runs_dir)))
   common.write_table(os.path.join(args.figures_dir, 'fig6_mnist.csv'), table)
   fig = plotting.plot_curves({'A-DPFL (MNIST)': [dict(r, round=r['k']) for r in table]},
                              'final_test_accuracy', 'final test accuracy',

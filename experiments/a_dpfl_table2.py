@@ -48,7 +48,8 @@ def main(argv=None) -> int:
                         tffdp_best_accuracy=max(r['test_accuracy'] for r in rows),
                         epsilon_claimed=rows[-1]['epsilon_claimed'],
                         epsilon_guaranteed=rows[-1]['epsilon_guaranteed'],
-                        wall_seconds=rows[-1]['wall_seconds'], run=out))
+                        wall_seconds=rows[-1]['wall_seconds'],
+                        run=common.portable(out, args.runs_dir)))
   common.write_table(os.path.join(args.figures_dir, 'table2.csv'), table)
   for r in table:
     print(f"{r['dataset']} {r['setting']}: paper {r['paper_accuracy']}, tffdp "

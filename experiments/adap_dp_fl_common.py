@@ -19,7 +19,7 @@ import shutil
 import statistics
 import sys
 
-from experiments.common import entry, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_config, entry, portable, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import plotting
 
@@ -96,7 +96,8 @@ def summary_row(dataset: str, curve: str, rows: list[dict], out: str, paper) -> 
               epsilon_claimed=round(rows[-1]['epsilon_claimed'], 4),
               epsilon_guaranteed=round(rows[-1]['epsilon_guaranteed'], 4),
               final_noise_multiplier=round(rows[-1]['noise_multiplier'], 4),
-              wall_seconds=round(rows[-1]['wall_seconds'], 1), run=out)
+              wall_seconds=round(rows[-1]['wall_seconds'], 1),
+              run=portable(out, os.path.dirname(out)))
 
 
 def publish(out: str, figures_dir: str) -> str:
@@ -108,8 +109,8 @@ def publish(out: str, figures_dir: str) -> str:
   """
   dest = os.path.join(figures_dir, 'runs', os.path.basename(out))
   os.makedirs(dest, exist_ok=True)
-  for f in ('config.json', 'summary.json'):
-    shutil.copy(os.path.join(out, f), os.path.join(dest, f))
+  copy_config(out, dest)
+  shutil.copy(os.path.join(out, 'summary.json'), os.path.join(dest, 'summary.json'))
   with open(os.path.join(out, 'metrics.csv')) as f:
     all_rows = list(csv.DictReader(f))
   rows = [r for r in all_rows if r['test_accuracy'] != '']

@@ -45,7 +45,7 @@ def main(argv=None) -> int:
                         epsilon_claimed=round(rows[-1]['epsilon_claimed'], 4),
                         epsilon_guaranteed=round(rows[-1]['epsilon_guaranteed'], 4),
                         decays=int(sum(r.get('noise_decayed') or 0 for r in rows)),
-                        run_dir=out))
+                        run_dir=common.portable(out, args.runs_dir)))
     for x, suffix in (('epsilon_claimed', ''), ('epsilon_guaranteed', '_guaranteed')):
       fig = plotting.plot_curves(
           runs, 'noise_multiplier', 'noise multiplier sigma', x=x,

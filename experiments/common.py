@@ -10,6 +10,7 @@ import csv
 import dataclasses
 import json
 import os
+import re
 import shutil
 import sys
 
@@ -30,7 +31,8 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
     with open(config_json) as f:
       old = json.load(f)
     if not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
-                                       ignore=('out', 'notes', 'log_every', 'checkpoint_every')):
+                                       ignore=('out', 'notes', 'log_every', 'checkpoint_every',
+                                               'workers', 'worker_timeout')):
       log(f'== reusing {out}')
       return plotting.read_metrics(out)
     shutil.rmtree(out)
@@ -40,9 +42,48 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
   return plotting.read_metrics(out)
 
 
+# `make ... RUNS_DIR=X` runs each method's experiments in `X/<family>`.
+FAMILIES = ('a_dpfl', 'adap_dp_fl')
+
+
+def runs_root(runs_dir: str) -> str:
+  """Absolute `X` of `--runs-dir X/<family>` (the Makefile's layout), else of `runs_dir`."""
+  d = os.path.abspath(runs_dir)
+  return os.path.dirname(d) if os.path.basename(d) in FAMILIES else d
+
+
+def portable(value, runs_dir: str):
+  """`value` without this machine's paths, for files committed under `figures/`.
+
+  The runs root (`runs_root(runs_dir)`) becomes `$RUNS_DIR` and the working directory
+  (the checkout) a relative path. Applies to a string, or recursively to the strings in
+  lists and dicts (a `config.json`); other values pass through.
+  """
+  if isinstance(value, dict):
+    return {k: portable(v, runs_dir) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [portable(v, runs_dir) for v in value]
+  if not isinstance(value, str):
+    return value
+  boundary = r'(?=/|$|[\s"\'`,|)])'
+  value = re.sub(re.escape(runs_root(runs_dir)) + boundary, '$RUNS_DIR', value)
+  return re.sub(re.escape(os.getcwd() + os.sep), '', value)
+
+
+def copy_config(out: str, dest: str) -> None:
+  """Copies `out/config.json` to `dest/` with paths made portable (`portable`)."""
+  with open(os.path.join(out, 'config.json')) as f:
+    cfg = json.load(f)
+  with open(os.path.join(dest, 'config.json'), 'w') as f:
+    json.dump(portable(cfg, os.path.dirname(out)), f, indent=2)
+    f.write('\n')
+
+
 def copy_results(out: str, dest: str) -> None:
+  """Copies a run's config (paths made portable), metrics and summary to `dest/`."""
   os.makedirs(dest, exist_ok=True)
-  for f in ('config.json', 'metrics.csv', 'summary.json'):
+  copy_config(out, dest)
+  for f in ('metrics.csv', 'summary.json'):
     shutil.copy(os.path.join(out, f), os.path.join(dest, f))
 
 

@@ -33,6 +33,10 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   with open(tmp_path / 'figs' / 'fig4_mnist.csv') as f:
     rows = list(csv.DictReader(f))
   assert [r['method'] for r in rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL']
+  # Committed artefacts name no path of the machine that made them.
+  assert all(r['run'].startswith('$RUNS_DIR/') for r in rows)
+  copied = (tmp_path / 'figs' / 'fig4_mnist' / 'a_dpfl' / 'config.json').read_text()
+  assert str(tmp_path / 'runs') not in copied and '$RUNS_DIR' in copied
   assert a_dpfl_fig5.main(common) == 0  # reuses Fig. 4's A-DPFL run
   assert a_dpfl_fig6.main(common) == 0
   assert a_dpfl_table2.main(['--datasets', 'mnist'] + common) == 0
@@ -136,3 +140,32 @@ def test_a_dpfl_report_cl_fl_noise_note(tmp_path):
   note = ' '.join(a_dpfl_report._cl_fl_noise_note(str(tmp_path)))
   assert 'sigma S / (qN) = 0.1 (0.01 on MNIST, N = 1000)' in note
   assert 'the 4,259,274 weights' in note and 'about 206,' in note  # 0.1 * sqrt(4259274)
+
+
+def test_portable_paths(tmp_path, monkeypatch):
+  from experiments import common  # pylint: disable=g-import-not-at-top
+  monkeypatch.chdir(tmp_path)
+  root = str(tmp_path / 'runs')
+  runs = root + '/a_dpfl'
+  cmd = ['python', '-m', 'x', '--runs-dir', runs, '--figures-dir', root + '/figs',
+         '--data-dir', str(tmp_path / 'data'), '--other', root + 'x']
+  assert common.portable(dict(out=runs + '/m_seed0', command=cmd, seed=0), runs) == dict(
+      out='$RUNS_DIR/a_dpfl/m_seed0', seed=0,
+      command=['python', '-m', 'x', '--runs-dir', '$RUNS_DIR/a_dpfl', '--figures-dir',
+               '$RUNS_DIR/figs', '--data-dir', 'data', '--other', 'runs' + 'x'])
+  assert common.portable('runs/a_dpfl/m', 'runs/a_dpfl') == 'runs/a_dpfl/m'  # relative stays
+  assert common.portable(root + '/m', root) == '$RUNS_DIR/m'  # a --runs-dir of its own
+
+
+def test_committed_figures_name_no_machine_path():
+  root = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), 'figures')
+  bad = []
+  for dirpath, _, files in os.walk(root):
+    for name in files:
+      if name.endswith(('.csv', '.json', '.md')):
+        with open(os.path.join(dirpath, name)) as f:
+          text = f.read()
+        for prefix in ('/root/', '/tmp/', '/home/', '/work/', os.getcwd() + '/'):
+          if prefix in text:
+            bad.append(f'{os.path.relpath(os.path.join(dirpath, name), root)}: {prefix}')
+  assert not bad, bad
