@@ -1,6 +1,6 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
-    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd]
+    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|adap|workers]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -17,6 +17,12 @@
    5,000 examples every round): the TFF process vs the same TensorFlow functions called
    in-process (the floor); and, with `--data-dir`, the whole runner (accounting, test
    evaluation every 50 rounds) on real MNIST in rounds per second (target >= 5).
+4. Rounds on TFF workers (`--workers`; `python -m benchmarks.run --only workers`): one
+   A-DPFL-setting DPFL round (100 clients per round x 60 examples, batch 20, A-DPFL's CNN,
+   3.3M parameters) under the local context, on one loopback worker and on two loopback
+   workers (TFF's mergeable-computation context, one sub-round per worker); and the
+   per-round cost of moving the model to a remote worker and back (a round whose client
+   work is the identity on the broadcast weights, 2 clients).
 Synthetic uint8 images (speed does not depend on pixel values).
 """
 
@@ -225,11 +231,65 @@ def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
   return 1 / mean
 
 
+def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
+  """Local context vs one and two loopback TFF workers on the A-DPFL MNIST setting."""
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
+  y = rng.integers(0, 10, clients * per_client)
+  data = FederatedData(x, y, [np.arange(i * per_client, (i + 1) * per_client)
+                              for i in range(clients)], cache_dir=cache)
+  builder = functools.partial(models.build_keras_model, 'deep_mnist_cnn', (28, 28, 1), 10)
+  method = baselines.build_dpfl(builder, data, learning_rate=0.05, batch_size=batch,
+                                noise_multiplier=1.0, clip_norm=4.0)
+  round_fn = runner.build_round_computation(method, data)
+  args = ([str(i) for i in range(clients)], [np.array([1, i], np.int64) for i in range(clients)])
+  weights_type = method.process.initialize.type_signature.result.member.global_model_weights
+
+  @tff.federated_computation(tff.FederatedType(weights_type, tff.SERVER),
+                             tff.FederatedType(np.int32, tff.CLIENTS))
+  def transfer_fn(weights, ids):
+    """The model to the clients and back, nothing else: the cost of moving it."""
+    back = tff.federated_map(tff.tensorflow.computation(lambda w, i: w),
+                             (tff.federated_broadcast(weights), ids))
+    return tff.federated_mean(back)
+
+  weights = method.process.get_model_weights(method.process.initialize())
+  state = {'s': method.process.initialize()}
+
+  def timed(run):
+    state['s'] = method.process.initialize()
+
+    def one():
+      state['s'] = run(round_fn, state['s'], *args).state
+    t_round = timeit(one, repeats)
+    t_move = timeit(lambda: run(transfer_fn, weights, [0, 1]), repeats)
+    return t_round, t_move
+
+  local = timed(lambda comp, *a: comp(*a))
+  times = {}
+  for n in (1, 2):
+    with runtime.loopback_workers(n) as (addresses, _):
+      with runtime.RemoteContext(addresses) as remote:
+        times[n] = timed(remote.run)
+  params = sum(int(np.prod(w.shape)) for w in weights.trainable)
+  print(f'[workers] DPFL round, {clients} clients x {per_client} examples, batch {batch}, '
+        f'A-DPFL CNN ({params:,} parameters): local context {local[0]:.2f} s/round, '
+        f'1 loopback worker {times[1][0]:.2f} s/round ({times[1][0] / local[0]:.2f}x local), '
+        f'2 loopback workers {times[2][0]:.2f} s/round: speed-up of the second worker '
+        f'{times[1][0] / times[2][0]:.2f}x ({os.cpu_count()} CPUs)', flush=True)
+  print(f'[workers] moving the model ({4 * params / 1e6:.1f} MB of float32) to 2 clients and '
+        f'the mean back: local context {1e3 * local[1]:.0f} ms, 1 remote worker '
+        f'{1e3 * times[1][1]:.0f} ms, 2 remote workers {1e3 * times[2][1]:.0f} ms per round',
+        flush=True)
+  return local, times
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap'))
+  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap', 'workers'))
   p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
                  '(the others use synthetic data)')
   args = p.parse_args(argv)
@@ -244,6 +304,9 @@ def main(argv=None) -> int:
                 args.repeats, cache, slices=(None, 5, 10))
       bench_tff('100 clients x 60 examples, batch 20, A-DPFL CNN', 'deep_mnist_cnn', 100, 60,
                 20, max(2, args.repeats // 2), cache, slices=(None, 10))
+  if args.only in (None, 'workers'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_workers(max(2, args.repeats // 2), cache)
   if args.only in (None, 'adap'):
     with tempfile.TemporaryDirectory() as cache:
       bench_adap_dp_fl(args.repeats, cache)

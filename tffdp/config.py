@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Optional
+import re
+from typing import Optional, Sequence
 
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
@@ -18,6 +19,30 @@ ADAP_DP_FL_DEFAULTS = {'mnist': dict(clipping_factor=1.0, beta=0.9999),
 # Model per (method family, dataset) when --model is not given.
 DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
                  'cifar10': 'deep_mnist_cnn', 'cifar100': 'dp_fedags_cifar_cnn'}
+
+_ADDRESS = re.compile(r'^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$')
+
+
+def parse_workers(spec: str | Sequence[str]) -> list[str]:
+  """`'host:port,host:port'` (or a sequence of them) -> list of addresses.
+
+  Raises:
+    ValueError: If an entry is not `HOST:PORT` with a port in 1-65535, or an address is
+      repeated.
+  """
+  items = spec.split(',') if isinstance(spec, str) else list(spec)
+  out = []
+  for item in (i.strip() for i in items):
+    m = _ADDRESS.match(item)
+    if not m or not 0 < int(m['port']) < 65536:
+      raise ValueError(f'workers must be HOST:PORT[,HOST:PORT...] with ports in 1-65535. '
+                       f'Found {item!r}.')
+    if item in out:
+      raise ValueError(f'workers lists {item!r} twice.')
+    out.append(item)
+  if not out:
+    raise ValueError('workers is empty.')
+  return out
 
 
 def differing_fields(old: dict, new: dict, ignore=()) -> list[str]:
@@ -78,6 +103,10 @@ class RunConfig:
   client_optimizer_state: str = 'keep'
   clip_norm_query: str = 'accounted'
   clients_per_slice: Optional[int] = None
+  # Where rounds run: None (this process's local TFF context) or 'host:port,...' of TFF
+  # workers (`python -m tffdp.worker`); results do not depend on it.
+  workers: Optional[str] = None
+  worker_timeout: float = 20.0  # seconds a worker may stay unreachable mid-round
   notes: dict = dataclasses.field(default_factory=dict)
 
   def resolved(self) -> 'RunConfig':
@@ -175,6 +204,10 @@ class RunConfig:
       if self.method == 'dp_fedavg':
         bad('clients_per_slice', self.clients_per_slice,
             'must be unset for dp_fedavg (its aggregator clips each client\'s update)')
+    if self.workers is not None:
+      parse_workers(self.workers)
+    if self.worker_timeout <= 0:
+      bad('worker_timeout', self.worker_timeout, 'must be positive')
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
       bad('cohort_sampling', self.cohort_sampling,
           f'must be one of {", ".join(COHORT_SAMPLING)}')

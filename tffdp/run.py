@@ -1,8 +1,9 @@
 """Command line: `python -m tffdp.run --method NAME --dataset NAME ...`.
 
 Runs one experiment (see `tffdp.runner`). Exit codes: 0 done; 2 bad arguments, invalid
-hyperparameters or missing/corrupt data (a message, no traceback); 130 interrupted
-(a resumable checkpoint is left in --out).
+hyperparameters, missing/corrupt data, or `--workers` with a method whose round cannot
+run on them (a message, no traceback); 1 a TFF worker of `--workers` does not answer
+(at start, or mid-run: then a resumable checkpoint is left in --out); 130 interrupted (likewise).
 """
 
 from __future__ import annotations
@@ -12,8 +13,11 @@ import json
 import os
 import sys
 
-# Quiet TensorFlow's C++ start-up logging for CLI users (set before importing TF).
-os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '2')
+# Quiet TensorFlow's C++ start-up logging for CLI users (cuDNN/cuFFT/cuBLAS factory
+# errors, the CPU-instructions and TensorRT lines) unless --verbose is given. It must be
+# set before TensorFlow is imported, so it is read from the command line here; an
+# explicit TF_CPP_MIN_LOG_LEVEL in the environment wins.
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in sys.argv[1:] else '3')
 
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
 from tffdp.data.loaders import DATASETS  # pylint: disable=g-import-not-at-top
@@ -58,6 +62,15 @@ def make_parser() -> argparse.ArgumentParser:
                  help='server-side validation examples held out of the training set')
   g.add_argument('--eval-every', type=int, default=d.eval_every)
   g.add_argument('--checkpoint-every', type=int, default=d.checkpoint_every)
+  g.add_argument('--workers', metavar='HOST:PORT[,HOST:PORT...]',
+                 help='run each round\'s cohort on these TFF workers (`python -m '
+                 'tffdp.worker --port PORT` on each machine), one sub-round per worker; '
+                 'default: this process\'s local TFF context')
+  g.add_argument('--worker-timeout', type=float, default=d.worker_timeout,
+                 help='seconds a worker may stay unreachable mid-round before the run '
+                 'stops with a resumable checkpoint (exit 1)')
+  g.add_argument('--verbose', action='store_true',
+                 help='keep TensorFlow\'s start-up log lines (hidden by default)')
   m = p.add_argument_group('method options')
   m.add_argument('--model', help=f'one of: {", ".join(MODELS)} (default per dataset)')
   m.add_argument('--learning-rate', type=float, default=d.learning_rate, help='client learning rate')
@@ -117,7 +130,8 @@ def config_from_args(args) -> config_lib.RunConfig:
       dp_sgd=args.dp_sgd, log_every=args.log_every, lot_size=args.lot_size,
       clipping_factor=args.clipping_factor, beta=args.beta, clipping=args.clipping,
       noise_schedule=args.noise_schedule, client_optimizer_state=args.client_optimizer_state,
-      clip_norm_query=args.clip_norm_query, clients_per_slice=args.clients_per_slice)
+      clip_norm_query=args.clip_norm_query, clients_per_slice=args.clients_per_slice,
+      workers=args.workers, worker_timeout=args.worker_timeout)
 
 
 def main(argv=None) -> int:
@@ -146,6 +160,12 @@ def main(argv=None) -> int:
   except (DataError, runner.ResumeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except runtime.WorkerError as e:
+    resumable = os.path.exists(os.path.join(cfg.out, runner.CHECKPOINT))
+    print(f'error: {e}' + (f' The checkpoint in {cfg.out} holds every completed round: '
+                           'restart the worker(s) and add --resume.' if resumable else ''),
+          file=sys.stderr)
+    return 1
   except KeyboardInterrupt:
     return 130
   print(json.dumps(summary, indent=2))

@@ -18,6 +18,7 @@ Every file is written atomically (temporary file + rename).
 from __future__ import annotations
 
 import collections
+import contextlib
 import csv
 import dataclasses
 import functools
@@ -35,7 +36,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import models, privacy
+from tffdp import models, privacy, runtime
 from tffdp.algorithms import a_dpfl, adap_dp_fl, baselines
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
@@ -158,6 +159,43 @@ def build_round_computation(method: Method, data: FederatedData) -> tff.Computat
     return method.process.next(state, tff.federated_map(client_data_comp,
                                                         (client_ids, client_seeds)))
   return round_fn
+
+
+def connect_workers(config: RunConfig, exp: Experiment,
+                    log: Callable[[str], None] = print) -> Optional[runtime.RemoteContext]:
+  """The remote workers' context for `config.workers`, checked before any training.
+
+  Returns:
+    None without `config.workers`; otherwise a `runtime.RemoteContext` over the workers.
+
+  Raises:
+    ValueError: If the method's round cannot be compiled to TFF's mergeable form (the
+      message names the method and the compiler's reason).
+    runtime.WorkerError: If a worker does not answer.
+  """
+  if not config.workers:
+    return None
+  method = exp.method
+  comp = exp.round_fn if method.run_round is None else method.round_computation
+  if comp is None:
+    reason = ('its round is driven from Python and exposes no single round computation '
+              '(Method.round_computation)')
+  else:
+    reason = runtime.mergeable_reason(comp)
+  if reason:
+    raise ValueError(f'--workers: method {method.name} cannot run on remote TFF workers: '
+                     f'its round does not compile to TFF\'s mergeable form ({reason}).')
+  addresses = runtime.parse_workers(config.workers)
+  remote = runtime.RemoteContext(addresses, unreachable_after_s=config.worker_timeout)
+  per_round = (config.clients_per_round if method.clients_per_slice is None
+               else -(-config.clients_per_round // method.clients_per_slice))
+  log(f'tffdp: rounds run on {len(addresses)} TFF worker(s): {", ".join(addresses)} '
+      f'(the cohort, about {per_round} TFF client value(s) a round, split into one '
+      'sub-round per worker)')
+  if per_round < len(addresses):
+    log(f'tffdp: note: a round has about {per_round} TFF client value(s), fewer than the '
+        f'{len(addresses)} workers; lower --clients-per-slice to use them all')
+  return remote
 
 
 def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
@@ -322,12 +360,22 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   ckpt_path = os.path.join(config.out, CHECKPOINT)
   # Settings that may differ on resume: more rounds, where files live, comments.
   free = ('rounds', 'out', 'data_dir', 'client_cache_dir', 'checkpoint_every', 'log_every',
-          'notes')
+          'notes', 'workers', 'worker_timeout')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
                       'it or choose another --out.')
   exp = build_experiment(config, log)
+  remote = connect_workers(config, exp, log)
+  try:
+    return _run(config, exp, remote, resume, log, command, ckpt_path, comparable)
+  finally:
+    if remote is not None:
+      remote.close()
+
+
+def _run(config: RunConfig, exp: Experiment, remote: Optional[runtime.RemoteContext],
+         resume: bool, log, command, ckpt_path: str, comparable: dict) -> dict:
   method = exp.method
   claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
                                   method.rdp_orders)
@@ -406,15 +454,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       train_loss = float('nan')
       t_train = time.perf_counter()
       if len(cohort):
-        if method.run_round is not None:
-          state, metrics = method.run_round(state, cohort, r, config.seed)
-        else:
-          seeds = client_seeds(config, r, cohort)
-          if method.clients_per_slice:
-            out = exp.round_fn(state, slice_inputs(cohort, seeds, method.clients_per_slice))
-          else:
-            out = exp.round_fn(state, [str(c) for c in cohort], seeds)
-          state, metrics = out.state, out.metrics
+        with remote.installed() if remote is not None else contextlib.nullcontext():
+          state, metrics = _train(exp, state, cohort, r)
         quantities.update(method.round_metrics(metrics))
         if method.train_loss is not None:
           train_loss = method.train_loss(metrics)
@@ -473,6 +514,19 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
     summary['client_stop_round'] = {str(c): r for c, r in sorted(stopped.items())}
   atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
   return summary
+
+
+def _train(exp: Experiment, state, cohort: np.ndarray, round_num: int):
+  """One round of the method's TFF process on `cohort`: `(state, metrics)`."""
+  method, config = exp.method, exp.config
+  if method.run_round is not None:
+    return method.run_round(state, cohort, round_num, config.seed)
+  seeds = client_seeds(config, round_num, cohort)
+  if method.clients_per_slice:
+    out = exp.round_fn(state, slice_inputs(cohort, seeds, method.clients_per_slice))
+  else:
+    out = exp.round_fn(state, [str(c) for c in cohort], seeds)
+  return out.state, out.metrics
 
 
 def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason) -> dict:

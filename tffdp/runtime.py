@@ -1,26 +1,56 @@
-"""TFF execution context with worker clean-up.
+"""TFF execution contexts: the local context (with worker clean-up) and remote workers.
 
-TFF 0.87's local C++ execution context starts `tensorflow_federated/data/worker_binary`
-as a child process and talks to it over gRPC. The worker outlives the Python process
-(re-parented to PID 1, stdout/stderr still open), so `python -m tffdp.run ... | cat`
-would never finish. `use_local_context()` sets the standard context and registers
-clean-up that ends every worker this process started: at interpreter exit, on SIGTERM,
-and on demand via `shutdown_workers()`.
+Local. TFF 0.87's local C++ execution context starts
+`tensorflow_federated/data/worker_binary` as a child process and talks to it over gRPC.
+The worker outlives the Python process (re-parented to PID 1, stdout/stderr still open),
+so `python -m tffdp.run ... | cat` would never finish. `use_local_context()` sets the
+standard context once per process and registers clean-up that ends every worker this
+process started: at interpreter exit, on SIGTERM, and on demand via `shutdown_workers()`.
+
+TFF's `ServiceManager.__del__` ends its worker with SIGINT and waits for it with no
+timeout. A process started with SIGINT ignored (`cmd &` in a script, `nohup`, many CI
+runners and batch schedulers) passes "ignore" on to the worker, so that wait never ends.
+tffdp therefore never lets TFF drop a context whose worker is alive: a repeated
+`use_local_context()` is a no-op, and any real replacement first kills this process's
+own workers by pid (SIGKILL) and detaches them from their `ServiceManager`.
+
+Remote. `remote_context(['host:port', ...])` is TFF's own mergeable-computation execution
+context (`tff.framework.MergeableCompExecutionContext`) over one `RemoteExecutor` per
+worker (each a `worker_binary` started by `python -m tffdp.worker --port P`). A round
+computation with one aggregation is compiled to `MergeableCompForm`; its CLIENTS-placed
+arguments are split into one sub-round per worker, the partial aggregates merged, and
+the rest of the round (server update, server noise) run once. `mergeable_reason(comp)`
+says, before any training, why a computation cannot run this way.
 """
 
 from __future__ import annotations
 
 import atexit
+import contextlib
 import gc
 import os
 import signal
 import threading
+import time
+from typing import Optional, Sequence
 
+import grpc
 import tensorflow_federated as tff
+
+from tffdp import config as config_lib
 
 _WORKER_NAME = 'worker_binary'
 _lock = threading.Lock()
 _installed = False
+_local_context = None  # the context use_local_context() set, and its arguments
+_local_kwargs: Optional[dict] = None
+
+# TFF's own channel options for its workers (2 GB messages).
+_GRPC_CHANNEL_OPTIONS = [
+    ('grpc.max_message_length', 2 * 1000 * 1000 * 1000),
+    ('grpc.max_receive_message_length', 2 * 1000 * 1000 * 1000),
+    ('grpc.max_send_message_length', 2 * 1000 * 1000 * 1000),
+]
 
 
 def worker_pids(parent: int | None = None) -> list[int]:
@@ -46,7 +76,10 @@ def worker_pids(parent: int | None = None) -> list[int]:
 def shutdown_workers() -> int:
   """Ends every TFF worker started by this process; returns how many were signalled.
 
-  TFF restarts a worker on the next computation call, so this is safe mid-session.
+  Each worker is killed by pid (SIGKILL, which a worker cannot ignore) and reaped, and
+  its TFF `ServiceManager` is detached from it, so that neither TFF's restart path nor
+  its `__del__` signals or waits for it again. TFF starts a fresh worker on the next
+  computation call, so this is safe mid-session.
   """
   pids = worker_pids()
   for pid in pids:
@@ -56,7 +89,6 @@ def shutdown_workers() -> int:
     except (ProcessLookupError, ChildProcessError):
       pass
   if pids:
-    # TFF's ServiceManager would signal the (now reaped) pid again when collected.
     for obj in gc.get_objects():
       if type(obj).__name__ == 'ServiceManager' and getattr(obj, '_process', None) is not None:
         if getattr(obj._process, 'pid', None) in pids:
@@ -64,14 +96,24 @@ def shutdown_workers() -> int:
   return len(pids)
 
 
-def _at_exit() -> None:
+def _default_context():
+  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl  # pylint: disable=g-import-not-at-top
+  return context_stack_impl.context_stack.current
+
+
+def _set_default_context(context) -> None:
+  """Makes `context` TFF's default after ending this process's workers (see module doc)."""
+  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl  # pylint: disable=g-import-not-at-top
   shutdown_workers()
+  context_stack_impl.context_stack.set_default_context(context)
+  gc.collect()
+
+
+def _at_exit() -> None:
   # Drop the context now, while the interpreter is whole: TFF's ServiceManager.__del__
   # fails if it first runs during interpreter teardown.
-  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl, runtime_error_context  # pylint: disable=g-import-not-at-top,g-multiple-import
-  context_stack_impl.context_stack.set_default_context(
-      runtime_error_context.RuntimeErrorContext())
-  gc.collect()
+  from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
+  _set_default_context(runtime_error_context.RuntimeErrorContext())
 
 
 def _on_sigterm(signum, frame):
@@ -80,16 +122,306 @@ def _on_sigterm(signum, frame):
 
 
 def use_local_context(**kwargs) -> None:
-  """Sets TFF's sync local C++ execution context and installs worker clean-up.
+  """Sets TFF's sync local C++ execution context (once) and installs worker clean-up.
+
+  Calling it again with the same arguments while its context is still TFF's default
+  does nothing, so library code, tests and entry points may each call it. With other
+  arguments, or after something else replaced the context, this process's workers are
+  ended by pid before TFF drops the old context (never a wait on a worker that ignores
+  SIGINT).
 
   Args:
-    **kwargs: Passed to `tff.backends.native.set_sync_local_cpp_execution_context`.
+    **kwargs: Passed to `tff.backends.native.create_sync_local_cpp_execution_context`.
   """
-  global _installed
-  tff.backends.native.set_sync_local_cpp_execution_context(**kwargs)
+  global _installed, _local_context, _local_kwargs
   with _lock:
+    if _local_context is not None and _local_kwargs == kwargs and \
+        _default_context() is _local_context:
+      return
+    context = tff.backends.native.create_sync_local_cpp_execution_context(**kwargs)
+    _set_default_context(context)
+    _local_context, _local_kwargs = context, dict(kwargs)
     if not _installed:
       atexit.register(_at_exit)
       if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, _on_sigterm)
       _installed = True
+
+
+# ----- Remote workers ----------------------------------------------------------------
+
+class WorkerError(RuntimeError):
+  """A remote TFF worker cannot be reached (not started, ended, or network down)."""
+
+
+parse_workers = config_lib.parse_workers
+
+
+def wait_for_workers(addresses: Sequence[str], timeout_s: float = 30.0) -> None:
+  """Blocks until every worker accepts gRPC connections.
+
+  Raises:
+    WorkerError: Naming the workers not ready within `timeout_s` seconds.
+  """
+  deadline = time.monotonic() + timeout_s
+  missing = []
+  for address in addresses:
+    with grpc.insecure_channel(address, _GRPC_CHANNEL_OPTIONS) as channel:
+      try:
+        grpc.channel_ready_future(channel).result(
+            timeout=max(0.1, deadline - time.monotonic()))
+      except grpc.FutureTimeoutError:
+        missing.append(address)
+  if missing:
+    raise WorkerError(
+        f'no TFF worker answers at {", ".join(missing)} (waited {timeout_s:g} s). Start '
+        'one on each machine with `python -m tffdp.worker --port PORT` and open that port.')
+
+
+class _FailFastStub(tff.framework.RemoteExecutorGrpcStub):
+  """TFF's gRPC stub to one worker; a worker that stays unreachable raises `WorkerError`.
+
+  TFF retries a `RetryableGRPCError` (UNAVAILABLE, FAILED_PRECONDITION) forever, which
+  hangs a run whose worker died. Here each such error first waits up to
+  `unreachable_after_s` for the channel to be ready again (a restarted worker: TFF's
+  retry then reruns the sub-round on it); if it is not, `WorkerError` (not retryable)
+  ends the round with a message naming the worker.
+  """
+
+  def __init__(self, address: str, unreachable_after_s: float):
+    self.address = address
+    self._unreachable_after_s = unreachable_after_s
+    self._closed = False
+    self._grpc_channel = grpc.insecure_channel(address, _GRPC_CHANNEL_OPTIONS)
+    super().__init__(self._grpc_channel)
+
+  def _call(self, name, request):
+    from tensorflow_federated.python.core.impl.executors import executors_errors  # pylint: disable=g-import-not-at-top
+    try:
+      return getattr(super(), name)(request)
+    except executors_errors.RetryableError as e:
+      try:
+        grpc.channel_ready_future(self._grpc_channel).result(
+            timeout=self._unreachable_after_s)
+      except grpc.FutureTimeoutError:
+        why = (f'{e.code().name}: {e.details()}' if isinstance(e, grpc.Call) else str(e))
+        raise WorkerError(
+            f'TFF worker {self.address} stopped answering ({why}) and was not back '
+            f'within {self._unreachable_after_s:g} s.') from None
+      raise
+
+  def get_executor(self, request):
+    return self._call('get_executor', request)
+
+  def create_value(self, request):
+    return self._call('create_value', request)
+
+  def create_struct(self, request):
+    return self._call('create_struct', request)
+
+  def create_call(self, request):
+    return self._call('create_call', request)
+
+  def create_selection(self, request):
+    return self._call('create_selection', request)
+
+  def compute(self, request):
+    return self._call('compute', request)
+
+  # Freeing values on a worker is best effort: TFF also calls these from finalizers at
+  # interpreter exit, after `close()` or with the worker gone, where an error only
+  # prints a traceback.
+  def dispose(self, request):
+    return self._release('dispose', request)
+
+  def dispose_executor(self, request):
+    return self._release('dispose_executor', request)
+
+  def _release(self, name, request):
+    if not self._closed:
+      try:
+        return getattr(super(), name)(request)
+      except (grpc.RpcError, ValueError):
+        pass
+    return None
+
+  def close(self) -> None:
+    self._closed = True
+    self._grpc_channel.close()
+
+
+def _remote_async_context(stub: _FailFastStub) -> tff.framework.AsyncExecutionContext:
+  """TFF's async execution context over one remote worker (as its local context is built)."""
+  from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.types import placements  # pylint: disable=g-import-not-at-top
+
+  def stack_fn(cardinalities):
+    cardinalities.setdefault(placements.CLIENTS, 0)
+    executor = tff.framework.RemoteExecutor(stub)
+    executor.set_cardinalities(cardinalities)
+    return executor
+
+  return tff.framework.AsyncExecutionContext(
+      executor_fn=tff.framework.ResourceManagingExecutorFactory(executor_stack_fn=stack_fn),
+      compiler_fn=tff.backends.native.desugar_and_transform_to_native,
+      transform_args=tensorflow_computation.transform_args,
+      transform_result=tensorflow_computation.transform_result)
+
+
+class _CachedMergeableCompiler:
+  """`compile_to_mergeable_comp_form`, each computation compiled once."""
+
+  def __init__(self):
+    self._forms: dict[int, tuple] = {}
+
+  def __call__(self, comp):
+    hit = self._forms.get(id(comp))
+    if hit is None or hit[0] is not comp:
+      hit = (comp, tff.backends.native.compile_to_mergeable_comp_form(comp))
+      self._forms[id(comp)] = hit
+    return hit[1]
+
+
+def mergeable_reason(comp: tff.Computation) -> Optional[str]:
+  """Why `comp` cannot run as one mergeable round over several workers, or None if it can.
+
+  Compiles `comp` with `tff.backends.native.compile_to_mergeable_comp_form` (what the
+  remote context runs) and reports the compiler's objection, e.g. two aggregations one
+  of which depends on the other.
+  """
+  try:
+    _COMPILER(comp)
+  except (ValueError, TypeError, NotImplementedError) as e:
+    return f'{type(e).__name__}: {e}'
+  return None
+
+
+_COMPILER = _CachedMergeableCompiler()
+
+
+class _OrderedMergeableContext(tff.framework.MergeableCompExecutionContext):
+  """TFF's mergeable-computation context with results in sub-round order.
+
+  TFF 0.87's context joins the CLIENTS-placed results of `after_merge` in the order the
+  sub-rounds *finish* (`_invoke_after_merge_in_async_pool`), so a round that returns
+  client states (Adap DP-FL) could get them back swapped between workers; it also merges
+  partial aggregates in completion order (float sums then depend on timing). Here
+  sub-round `i` runs on worker `i mod W`, partial aggregates are merged in sub-round
+  order, and results are joined in sub-round order: the same values as the local
+  context, run after run. Everything else is TFF's own code.
+  """
+
+  def invoke(self, comp, arg=None):
+    from tensorflow_federated.python.core.impl.execution_contexts import mergeable_comp_execution_context as mcec  # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.core.impl.types import type_conversions  # pylint: disable=g-import-not-at-top
+    form = self._compiler_pipeline.compile(comp)
+    if arg is not None:
+      arg = mcec.MergeableCompExecutionContextValue(
+          arg, form.up_to_merge.type_signature.parameter, self._num_subrounds)
+    result = self._async_runner.run_coro_and_return_result(
+        _invoke_in_order(form, arg, self._async_execution_contexts))
+    return type_conversions.type_to_py_container(result,
+                                                 form.after_merge.type_signature.result)
+
+
+async def _invoke_in_order(form, arg, contexts):
+  """`_invoke_mergeable_comp_form` of TFF with every step in sub-round order."""
+  import asyncio  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.execution_contexts import mergeable_comp_execution_context as mcec  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.types import computation_types, type_analysis  # pylint: disable=g-import-not-at-top,g-multiple-import
+  args = arg.value() if arg is not None else [None] * len(contexts)
+  ctxs = [contexts[i % len(contexts)] for i in range(len(args))]
+  partials = await asyncio.gather(*[
+      mcec._invoke_up_to_merge_and_return_context(form, a, c) for a, c in zip(args, ctxs)])  # pylint: disable=protected-access
+  merged = partials[0]
+  for partial in partials[1:]:
+    merged = await mcec._merge_results(form, merged, partial, ctxs[0])  # pylint: disable=protected-access
+  result_type = form.after_merge.type_signature.result
+  if type_analysis.contains_only(result_type, lambda t: not isinstance(
+      t, computation_types.FederatedType) or t.all_equal):
+    return await mcec._compute_after_merged(form, args[0], merged, ctxs[0])  # pylint: disable=protected-access
+  results = await asyncio.gather(*[
+      mcec._compute_after_merged(form, a, merged, c) for a, c in zip(args, ctxs)])  # pylint: disable=protected-access
+  return mcec._repackage_partitioned_values(list(results), result_type_spec=result_type)  # pylint: disable=protected-access
+
+
+class RemoteContext:
+  """TFF's mergeable-computation context over remote workers; a context manager.
+
+  `with RemoteContext(addresses) as ctx: ctx.run(round_fn, *args)` runs `round_fn` with
+  its CLIENTS-placed arguments split into one sub-round per worker (in order: the first
+  `ceil(n / W)` clients on the first worker, ...). Everything else stays in the local
+  context. Channels are closed on exit.
+
+  Args:
+    addresses: `host:port` of each worker (`parse_workers`).
+    unreachable_after_s: How long a worker may stay unreachable mid-round before the
+      round fails with `WorkerError` (instead of TFF retrying forever).
+    connect_timeout_s: How long to wait for every worker at start.
+
+  Raises:
+    WorkerError: At start, if a worker does not answer within `connect_timeout_s`.
+  """
+
+  def __init__(self, addresses: Sequence[str], unreachable_after_s: float = 20.0,
+               connect_timeout_s: float = 30.0):
+    self.addresses = list(addresses)
+    wait_for_workers(self.addresses, connect_timeout_s)
+    self._stubs = [_FailFastStub(a, unreachable_after_s) for a in self.addresses]
+    self.context = _OrderedMergeableContext(
+        async_contexts=[_remote_async_context(s) for s in self._stubs],
+        compiler_fn=_COMPILER)
+
+  def run(self, comp: tff.Computation, *args):
+    """`comp(*args)` with this context installed for the call only."""
+    with self.installed():
+      return comp(*args)
+
+  def installed(self):
+    """Context manager: TFF computations invoked inside it run on the workers."""
+    return tff.framework.get_context_stack().install(self.context)
+
+  def close(self) -> None:
+    for s in self._stubs:
+      s.close()
+
+  def __enter__(self) -> 'RemoteContext':
+    return self
+
+  def __exit__(self, *exc) -> None:
+    self.close()
+
+
+@contextlib.contextmanager
+def loopback_workers(n: int, log=None):
+  """Starts `n` TFF workers on free loopback ports for the duration; yields their addresses.
+
+  Each is `python -m tffdp.worker` in its own process; all are ended (SIGTERM, then
+  SIGKILL) on exit. For tests and benchmarks.
+  """
+  import portpicker  # pylint: disable=g-import-not-at-top
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  procs, addresses = [], []
+  try:
+    for _ in range(n):
+      port = portpicker.pick_unused_port()
+      procs.append(subprocess.Popen(
+          [sys.executable, '-m', 'tffdp.worker', '--port', str(port)],
+          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+          env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')))
+      addresses.append(f'localhost:{port}')
+    wait_for_workers(addresses, timeout_s=60.0)
+    if log:
+      log(f'loopback workers: {", ".join(addresses)}')
+    yield addresses, procs
+  finally:
+    for p in procs:
+      if p.poll() is None:
+        p.terminate()
+    for p in procs:
+      try:
+        p.wait(timeout=10)
+      except subprocess.TimeoutExpired:
+        p.kill()
+        p.wait()

@@ -100,6 +100,10 @@ class Method:
     rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
+    round_computation: For methods with `run_round`: the one TFF computation it invokes
+      per round (with `--workers` the runner checks that it compiles to TFF's mergeable
+      form and runs `run_round` with the workers' context installed). None: such a
+      method cannot run on remote workers.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -121,6 +125,7 @@ class Method:
   budget_ledger: str = 'guaranteed'
   rdp_orders: Optional[Sequence[float]] = None
   clients_per_slice: Optional[int] = None
+  round_computation: Optional[tff.Computation] = None
 
 
 def client_seeds(run_seed: int, round_num: int, clients: Sequence[int]) -> list[np.ndarray]:

@@ -1,0 +1,309 @@
+"""TFF runtime: a context that never hangs, TFF workers, rounds spread over loopback workers."""
+
+import csv
+import functools
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import config as config_lib
+from tffdp import models, runner, runtime
+from tffdp.algorithms import baselines, common
+from tffdp.data import FederatedData
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
+SHAPE = (28, 28, 1)
+BUILDER = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+TOY = dict(dataset='mnist', clients=8, clients_per_round=4, partition='iid',
+           model='logistic_regression', batch_size=100, learning_rate=0.5,
+           num_validation=500, checkpoint_every=1, log_every=1)
+
+
+def _ignore_sigint():
+  signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+
+# ----- Local context ------------------------------------------------------------------
+
+REPRO = '''
+from tffdp import runtime; import tensorflow as tf, tensorflow_federated as tff
+runtime.use_local_context()
+print(tff.tensorflow.computation(lambda: tf.constant(1.0))())
+runtime.use_local_context(); print("second context ok", flush=True)
+runtime.use_local_context(default_num_clients=1)  # a real replacement
+print(tff.tensorflow.computation(lambda: tf.constant(2.0))())
+print("third context ok", flush=True)
+'''
+
+
+def test_context_reset_with_sigint_ignored_finishes():
+  # Issue 10's reproduction: with SIGINT ignored (what `cmd &` in a script gives), TFF's
+  # ServiceManager.__del__ used to wait forever on a worker that ignores its SIGINT.
+  r = subprocess.run([sys.executable, '-c', REPRO], capture_output=True, text=True,
+                     cwd=ROOT, env=ENV, timeout=120, preexec_fn=_ignore_sigint)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.split() == ['1.0', 'second', 'context', 'ok', '2.0', 'third', 'context',
+                              'ok']
+
+
+def test_use_local_context_twice_keeps_context_and_worker():
+  runtime.use_local_context()
+  before = tff.framework.get_context_stack().current
+  assert float(tff.tensorflow.computation(lambda: tf.constant(3.0))()) == 3.0
+  pids = runtime.worker_pids()
+  runtime.use_local_context()
+  assert tff.framework.get_context_stack().current is before
+  assert runtime.worker_pids() == pids and len(pids) == 1
+
+
+# ----- Worker process and addresses ---------------------------------------------------
+
+@pytest.mark.parametrize('spec,expected', [
+    ('localhost:8000', ['localhost:8000']),
+    ('a.example.org:1, 10.0.0.2:65535', ['a.example.org:1', '10.0.0.2:65535']),
+    ('[::1]:9000', ['[::1]:9000'])])
+def test_parse_workers(spec, expected):
+  assert config_lib.parse_workers(spec) == expected
+
+
+@pytest.mark.parametrize('spec', ['localhost', 'h:0', 'h:70000', 'h:1,h:1', '', 'h:p'])
+def test_parse_workers_rejects(spec):
+  with pytest.raises(ValueError, match='workers'):
+    config_lib.parse_workers(spec)
+
+
+def test_cli_bad_workers_exit_2():
+  r = subprocess.run([sys.executable, '-m', 'tffdp.run', '--method', 'fedavg', '--dataset',
+                      'mnist', '--workers', 'nohost'], capture_output=True, text=True,
+                     cwd=ROOT, env=ENV, timeout=300)
+  assert r.returncode == 2 and 'HOST:PORT' in r.stderr and 'Traceback' not in r.stderr
+
+
+def _child_pids(pid):
+  out = []
+  for entry in os.listdir('/proc'):
+    if entry.isdigit():
+      try:
+        with open(f'/proc/{entry}/stat') as f:
+          stat = f.read()
+      except OSError:
+        continue
+      if int(stat[stat.rindex(')') + 2:].split()[1]) == pid:
+        out.append(int(entry))
+  return out
+
+
+def test_worker_serves_and_ends_on_sigterm():
+  import portpicker  # pylint: disable=g-import-not-at-top
+  port = portpicker.pick_unused_port()
+  # Started with SIGINT ignored, as from a script's `&`: SIGTERM must still end it.
+  proc = subprocess.Popen([sys.executable, '-m', 'tffdp.worker', '--port', str(port)],
+                          stdout=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
+                          preexec_fn=_ignore_sigint)
+  try:
+    runtime.wait_for_workers([f'localhost:{port}'], timeout_s=60)
+    children = _child_pids(proc.pid)
+    assert len(children) == 1
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=30) == 0
+    assert 'stopped (signal 15)' in proc.stdout.read()
+    assert not os.path.exists(f'/proc/{children[0]}') or \
+        open(f'/proc/{children[0]}/stat').read().split()[2] == 'Z'
+  finally:
+    if proc.poll() is None:
+      proc.kill()
+      proc.wait()
+
+
+def test_unreachable_worker_is_a_clear_error():
+  import portpicker  # pylint: disable=g-import-not-at-top
+  port = portpicker.pick_unused_port()
+  with pytest.raises(runtime.WorkerError, match=f'localhost:{port}.*tffdp.worker'):
+    runtime.wait_for_workers([f'localhost:{port}'], timeout_s=1)
+
+
+# ----- Mergeable form -----------------------------------------------------------------
+
+def test_mergeable_reason_names_a_dependent_second_aggregation():
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def two_rounds(x):
+    mean = tff.federated_mean(x)
+    return tff.federated_mean(tff.federated_map(
+        tff.tensorflow.computation(lambda a, b: a - b),
+        (x, tff.federated_broadcast(mean))))
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def one_round(x):
+    return tff.federated_mean(x)
+
+  assert runtime.mergeable_reason(one_round) is None
+  assert 'aggregat' in runtime.mergeable_reason(two_rounds).lower()
+
+
+def test_method_without_round_computation_refused_before_training(tmp_path):
+  rng = np.random.default_rng(0)
+  data = FederatedData(rng.integers(0, 256, (8, *SHAPE), dtype=np.uint8), np.arange(8),
+                       [np.arange(4), np.arange(4, 8)], cache_dir=str(tmp_path))
+  method = baselines.build_fedavg(BUILDER, data, learning_rate=0.1, batch_size=4)
+  method.run_round = lambda *a: None  # a Python-driven round exposing no computation
+  method.name = 'toy_python_round'
+  exp = runner.Experiment(config_lib.RunConfig(workers='localhost:1'), data, method,
+                          None, None)
+  with pytest.raises(ValueError, match='toy_python_round cannot run on remote TFF workers'):
+    runner.connect_workers(exp.config, exp, log=lambda s: None)
+
+
+# ----- Rounds on two loopback workers -------------------------------------------------
+
+@pytest.fixture(scope='module')
+def two_workers():
+  with runtime.loopback_workers(2) as (addresses, _):
+    yield ','.join(addresses)
+
+
+def _rows(out):
+  with open(os.path.join(out, 'metrics.csv')) as f:
+    return list(csv.DictReader(f))
+
+
+def _state(out):
+  with open(os.path.join(out, runner.CHECKPOINT), 'rb') as f:
+    return pickle.load(f)['state']
+
+
+@pytest.mark.parametrize('method,kw', [
+    ('fedavg', {}),
+    ('dpfl', dict(noise_multiplier=0.0, clip_norm=1.0)),
+    # Client noise is drawn from per-client seeds, so noisy DPFL matches too.
+    ('dpfl', dict(noise_multiplier=1.0, clip_norm=1.0, clients_per_slice=2)),
+    ('a_dpfl', dict(noise_multiplier=1.0, clip_norm=1.0, batch_size=200)),
+    # Stateful clients: their states are split with the cohort and joined back in order.
+    ('adap_dp_fl', dict(noise_multiplier=1.0, clip_norm=1.0, lot_size=50,
+                        learning_rate=0.01, clients_per_slice=4)),
+])
+def test_two_workers_match_local_context(tmp_path, data_dir, two_workers, method, kw,
+                                         monkeypatch):
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  cfg = config_lib.RunConfig(**dict(TOY, method=method, rounds=2, data_dir=data_dir, **kw))
+  lines = []
+  local = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'local'))),
+                     log=lambda s: None)
+  remote = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'remote'),
+                                                  workers=two_workers)), log=lines.append)
+  assert any('2 TFF worker(s)' in line for line in lines)
+  for a, b in zip(_state(tmp_path / 'local'), _state(tmp_path / 'remote')):
+    np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64),
+                               rtol=1e-5, atol=1e-6)
+  for ra, rb in zip(_rows(tmp_path / 'local'), _rows(tmp_path / 'remote')):
+    for col in ('test_accuracy', 'test_loss', 'train_loss', 'epsilon_claimed',
+                'epsilon_guaranteed', 'cohort_size', 'noise_multiplier'):
+      if col in ra:
+        assert float(rb[col]) == pytest.approx(float(ra[col]), rel=1e-5, abs=1e-6), col
+  assert local['epsilon_guaranteed'] == remote['epsilon_guaranteed']
+
+
+def test_dp_fedavg_server_noise_added_once_across_workers(tmp_path, two_workers):
+  # The server's Gaussian noise is part of the round after the merge: it must be drawn
+  # once per round, not once per sub-round (which would give sqrt(2) x the std).
+  rng = np.random.default_rng(0)
+  data = FederatedData(rng.integers(0, 256, (24, *SHAPE), dtype=np.uint8),
+                       rng.integers(0, 10, 24), [np.arange(i * 4, i * 4 + 4) for i in range(6)],
+                       cache_dir=str(tmp_path))
+  sigma, clip, k = 2.0, 0.5, 6
+  ids, seeds = [str(c) for c in range(6)], common.client_seeds(0, 0, range(6))
+
+  def weights_after_round(noise):
+    m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=0.5, batch_size=4,
+                                  noise_multiplier=noise, clip_norm=clip, clients_per_round=k)
+    round_fn = runner.build_round_computation(m, data)
+    state = m.process.initialize()
+    with runtime.RemoteContext(config_lib.parse_workers(two_workers)) as remote:
+      out = remote.run(round_fn, state, ids, seeds)
+    return np.concatenate([np.ravel(w) for w in m.process.get_model_weights(out.state).trainable])
+
+  noise = weights_after_round(sigma) - weights_after_round(0.0)
+  expected = sigma * clip / k  # std of the noise on the mean over the expected cohort
+  assert noise.size == 7850
+  assert np.std(noise) == pytest.approx(expected, rel=0.05)
+
+
+def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path, data_dir):
+  out = tmp_path / 'run'
+  env = dict(ENV, TFFDP_CACHE_DIR=str(tmp_path / 'clients'))
+  args = ['--method', 'dpfl', '--dataset', 'mnist', '--data-dir', data_dir, '--rounds', '6',
+          '--clients', '8', '--clients-per-round', '4', '--partition', 'iid', '--model',
+          'logistic_regression', '--batch-size', '100', '--num-validation', '500',
+          '--noise-multiplier', '0.5', '--clip-norm', '1.0', '--checkpoint-every', '100',
+          '--out', str(out)]
+  with runtime.loopback_workers(2) as (addresses, procs):
+    run = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *args, '--workers',
+                            ','.join(addresses), '--worker-timeout', '3'],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                           cwd=ROOT, env=env, preexec_fn=_ignore_sigint)
+    try:
+      deadline = time.monotonic() + 300
+      while not (out / 'metrics.csv').exists() or len(_rows(out)) < 2:
+        assert run.poll() is None and time.monotonic() < deadline
+        time.sleep(0.2)
+      procs[1].kill()  # the second worker dies mid-run
+      stdout, stderr = run.communicate(timeout=120)  # never a hang
+    finally:
+      if run.poll() is None:
+        run.kill()
+  assert run.returncode == 1, stderr[-2000:]
+  assert addresses[1] in stderr and '--resume' in stderr and 'Traceback' not in stderr
+  assert not (out / 'summary.json').exists()
+  done = len(_rows(out))
+  assert 2 <= done < 6
+  # Every written row is a completed round, and the checkpoint holds exactly those.
+  with open(out / runner.CHECKPOINT, 'rb') as f:
+    assert pickle.load(f)['round'] == done
+  # Resume on the local context; the result equals an uninterrupted local run.
+  r = subprocess.run([sys.executable, '-m', 'tffdp.run', *args, '--resume'],
+                     capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)
+  assert r.returncode == 0, r.stderr[-2000:]
+  full = tmp_path / 'full'
+  args[args.index('--out') + 1] = str(full)
+  r = subprocess.run([sys.executable, '-m', 'tffdp.run', *args], capture_output=True,
+                     text=True, cwd=ROOT, env=env, timeout=600)
+  assert r.returncode == 0, r.stderr[-2000:]
+  a, b = _rows(out), _rows(full)
+  assert len(a) == len(b) == 6
+  for ra, rb in zip(a, b):
+    for col in ('test_accuracy', 'test_loss', 'epsilon_guaranteed'):
+      assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
+
+
+def _slow_identity_round():
+  """`x@CLIENTS -> <x@CLIENTS after a loop of x iterations, mean@SERVER>`."""
+  @tff.tensorflow.computation(np.float32)
+  def busy(x):
+    n = tf.cast(x, tf.int32)
+    _, acc = tf.while_loop(lambda i, a: i < n, lambda i, a: (i + 1, a + 1.0),
+                           (tf.constant(0), tf.constant(0.0)))
+    return acc
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def round_fn(x):
+    y = tff.federated_map(busy, x)
+    return y, tff.federated_mean(y)
+  return round_fn
+
+
+def test_client_results_keep_cohort_order_when_first_worker_is_slower(two_workers):
+  # TFF 0.87's own context joins CLIENTS-placed results in the order sub-rounds finish;
+  # the first sub-round is made slow here, so that order would be the wrong one.
+  values = [2e6, 2e6, 0.0, 1.0]
+  with runtime.RemoteContext(config_lib.parse_workers(two_workers)) as remote:
+    clients, mean = remote.run(_slow_identity_round(), values)
+  assert [float(v) for v in clients] == values
+  assert float(mean) == pytest.approx(np.mean(values))
