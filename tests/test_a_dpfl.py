@@ -122,7 +122,7 @@ def test_noise_scale(tiny):
   assert np.std(delta) == pytest.approx(1000.0 * 1e-3 / 6, rel=0.03)
 
 
-TOY = dict(method='a_dpfl', dataset='mnist', clients=10, clients_per_round=3,
+TOY = dict(method='a_dpfl', dataset='synthetic', clients=10, clients_per_round=3,
            partition='label_skew', partition_options={'examples_per_client': 60},
            model='logistic_regression', batch_size=20, learning_rate=0.1, num_validation=500,
            checkpoint_every=1, alpha=0.5, k=0.7)
@@ -133,9 +133,9 @@ def read_rows(path):
     return list(csv.DictReader(f))
 
 
-def test_ledger_matches_dp_accounting_for_participants(tmp_path, data_dir, monkeypatch):
+def test_ledger_matches_dp_accounting_for_participants(tmp_path, monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**TOY, data_dir=data_dir, rounds=3, out=str(tmp_path / 'r'))
+  cfg = config_lib.RunConfig(**TOY, rounds=3, out=str(tmp_path / 'r'))
   summary = runner.run(cfg, log=lambda s: None)
   rows = read_rows(tmp_path / 'r')
   sigmas = [float(r['noise_multiplier']) for r in rows]
@@ -154,20 +154,20 @@ def test_ledger_matches_dp_accounting_for_participants(tmp_path, data_dir, monke
   assert summary['epsilon_claimed_mean'] == pytest.approx(0.3 * summary['epsilon_claimed'])
 
 
-def test_paper_order_guarantee_is_inf_and_resume_is_exact(tmp_path, data_dir, monkeypatch):
+def test_paper_order_guarantee_is_inf_and_resume_is_exact(tmp_path, monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**TOY, data_dir=data_dir, rounds=2, dp_sgd='paper_order',
+  cfg = config_lib.RunConfig(**TOY, rounds=2, dp_sgd='paper_order',
                              out=str(tmp_path / 'p'))
   summary = runner.run(cfg, log=lambda s: None)
   assert summary['epsilon_guaranteed'] == 'inf'
   assert math.isfinite(summary['epsilon_claimed'])
   assert any('unbounded' in r for r in summary['epsilon_reasons'])
 
-  full = config_lib.RunConfig(**TOY, data_dir=data_dir, rounds=4, out=str(tmp_path / 'a'))
+  full = config_lib.RunConfig(**TOY, rounds=4, out=str(tmp_path / 'a'))
   runner.run(full, log=lambda s: None)
-  part = config_lib.RunConfig(**TOY, data_dir=data_dir, rounds=2, out=str(tmp_path / 'b'))
+  part = config_lib.RunConfig(**TOY, rounds=2, out=str(tmp_path / 'b'))
   runner.run(part, log=lambda s: None)
-  runner.run(config_lib.RunConfig(**TOY, data_dir=data_dir, rounds=4, out=str(tmp_path / 'b')),
+  runner.run(config_lib.RunConfig(**TOY, rounds=4, out=str(tmp_path / 'b')),
              resume=True, log=lambda s: None)
   a, b = read_rows(tmp_path / 'a'), read_rows(tmp_path / 'b')
   for ra, rb in zip(a, b):

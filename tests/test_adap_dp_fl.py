@@ -245,7 +245,9 @@ def test_server_noise_decay_in_process(tiny):
 # ----- accounting and runner ------------------------------------------------------------------
 
 def _cfg(tmp_path, name, data_dir, **kw):
-  base = dict(method='adap_dp_fl', dataset='mnist', data_dir=data_dir, rounds=3, clients=2,
+  """A toy Adap DP-FL run; `data_dir=None`: the generated `synthetic` dataset."""
+  base = dict(method='adap_dp_fl', dataset='mnist' if data_dir else 'synthetic',
+              data_dir=data_dir, rounds=3, clients=2,
               clients_per_round=2, partition='shards',
               partition_options={'num_shards': 20, 'shards_per_client': 2},
               model='logistic_regression', learning_rate=0.002, lot_size=78,
@@ -261,12 +263,15 @@ def _read(path):
 
 
 @pytest.mark.parametrize('clipping', ['adaptive', 'constant'])
-def test_ledgers_match_dp_accounting(tmp_path, data_dir, clipping):
-  summary = runner.run(_cfg(tmp_path, clipping, data_dir, clipping=clipping,
+def test_ledgers_match_dp_accounting(tmp_path, clipping):
+  summary = runner.run(_cfg(tmp_path, clipping, None, clipping=clipping,
                             noise_schedule='constant'), log=lambda s: None)
+  # q from the data, not from what the code wrote: 6,000 - 500 validation = 5,500
+  # examples in 20 shards of 275, two shards per client: |D^k| = 550, q = L / 550.
+  q = 78 / 550
   with open(tmp_path / clipping / 'config.json') as f:
     import json
-    q = json.load(f)['method_hyperparameters']['sampling_rates'][0]
+    assert json.load(f)['method_hyperparameters']['sampling_rates'] == [q]
   def eps(sigma):
     acc = dp_accounting.rdp.RdpAccountant(list(privacy.INTEGER_ORDERS))
     acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)),
@@ -279,10 +284,11 @@ def test_ledgers_match_dp_accounting(tmp_path, data_dir, clipping):
     assert summary['epsilon_guaranteed'] > summary['epsilon_claimed']
 
 
-@pytest.mark.parametrize('query,sigma,budget', [('accounted', 1.5, 1.0), ('free', 1.0, 1.2)])
-def test_budget_stop_per_client(tmp_path, data_dir, query, sigma, budget):
+# q = 78 / 550 on the synthetic data: 6 (accounted) and 8 (free) rounds fit the budget.
+@pytest.mark.parametrize('query,sigma,budget', [('accounted', 2.0, 2.0), ('free', 1.5, 2.0)])
+def test_budget_stop_per_client(tmp_path, query, sigma, budget):
   lines = []
-  summary = runner.run(_cfg(tmp_path, query, data_dir, rounds=40, noise_multiplier=sigma,
+  summary = runner.run(_cfg(tmp_path, query, None, rounds=40, noise_multiplier=sigma,
                             epsilon_budget=budget, clip_norm_query=query,
                             noise_schedule='constant'),
                        log=lines.append)
@@ -300,9 +306,9 @@ def test_budget_stop_per_client(tmp_path, data_dir, query, sigma, budget):
     assert summary['epsilon_guaranteed'] > budget  # the paper's count lets it run past
 
 
-def test_resume_equals_uninterrupted(tmp_path, data_dir):
+def test_resume_equals_uninterrupted(tmp_path):
   kw = dict(rounds=4, noise_multiplier=1.0)
-  full = runner.run(_cfg(tmp_path, 'a', data_dir, **kw), log=lambda s: None)
+  full = runner.run(_cfg(tmp_path, 'a', None, **kw), log=lambda s: None)
 
   class Stop(KeyboardInterrupt):
     pass
@@ -311,8 +317,8 @@ def test_resume_equals_uninterrupted(tmp_path, data_dir):
     if line.startswith('round 3/'):
       raise Stop()
   with pytest.raises(Stop):
-    runner.run(_cfg(tmp_path, 'b', data_dir, **kw), log=interrupt_at_round_3)
-  resumed = runner.run(_cfg(tmp_path, 'b', data_dir, **kw), resume=True, log=lambda s: None)
+    runner.run(_cfg(tmp_path, 'b', None, **kw), log=interrupt_at_round_3)
+  resumed = runner.run(_cfg(tmp_path, 'b', None, **kw), resume=True, log=lambda s: None)
   a, b = _read(tmp_path / 'a'), _read(tmp_path / 'b')
   assert len(a) == len(b) == 4
   for ra, rb in zip(a, b):

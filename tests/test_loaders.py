@@ -115,3 +115,16 @@ def test_unknown_dataset_and_validation_split():
   np.testing.assert_array_equal(va, va2)
   with pytest.raises(ValueError, match='num_validation'):
     loaders.train_validation_split(None, y, 100)
+
+
+def test_synthetic_dataset_is_generated_deterministic_and_learnable():
+  from tffdp.data.loaders import load_dataset, synthetic_dataset  # pylint: disable=g-import-not-at-top
+  ds = load_dataset('synthetic', data_dir='/nonexistent')  # no files read
+  assert ds.x_train.shape == (6000, 28, 28, 1) and ds.x_train.dtype == np.uint8
+  assert ds.x_test.shape == (1000, 28, 28, 1) and ds.num_classes == 10
+  np.testing.assert_array_equal(np.bincount(ds.y_train), [600] * 10)
+  np.testing.assert_array_equal(ds.x_train, synthetic_dataset().x_train)
+  # Nearest class mean (from the training set) classifies the test set almost perfectly.
+  means = np.stack([ds.x_train[ds.y_train == c].reshape(-1, 784).mean(0) for c in range(10)])
+  d = ((ds.x_test.reshape(-1, 1, 784).astype(float) - means[None]) ** 2).sum(-1)
+  assert np.mean(np.argmin(d, 1) == ds.y_test) > 0.95

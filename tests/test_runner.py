@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 
+import dp_accounting
 import pytest
 
 from tffdp import config as config_lib
-from tffdp import runner
+from tffdp import privacy, runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOY = dict(dataset='mnist', clients=4, clients_per_round=2, partition='iid',
@@ -91,11 +92,12 @@ def test_cli_smoke_piped_run_finishes(tmp_path, data_dir):
 
 
 def _cfg(tmp_path, name, **kw):
-  return config_lib.RunConfig(**dict(TOY, out=str(tmp_path / name), **kw))
+  """A toy run on the generated `synthetic` dataset (no files needed)."""
+  return config_lib.RunConfig(**dict(TOY, dataset='synthetic', out=str(tmp_path / name), **kw))
 
 
-def test_resume_equals_uninterrupted(tmp_path, data_dir):
-  kw = dict(method='dpfl', data_dir=data_dir, noise_multiplier=0.5, clip_norm=1.0)
+def test_resume_equals_uninterrupted(tmp_path):
+  kw = dict(method='dpfl', noise_multiplier=0.5, clip_norm=1.0)
   full = runner.run(_cfg(tmp_path, 'a', rounds=4, **kw), log=lambda s: None)
 
   class Stop(KeyboardInterrupt):
@@ -119,8 +121,8 @@ def test_resume_equals_uninterrupted(tmp_path, data_dir):
   assert resumed['epsilon_guaranteed'] == full['epsilon_guaranteed']
 
 
-def test_epsilon_budget_stops_before_exceeding(tmp_path, data_dir):
-  summary = runner.run(_cfg(tmp_path, 'c', method='dp_fedavg', data_dir=data_dir, rounds=50,
+def test_epsilon_budget_stops_before_exceeding(tmp_path):
+  summary = runner.run(_cfg(tmp_path, 'c', method='dp_fedavg', rounds=50,
                             noise_multiplier=1.0, clip_norm=0.1, clients_per_round=2,
                             epsilon_budget=1.5), log=lambda s: None)
   assert summary['stop_reason'] and summary['rounds_completed'] < 50
@@ -128,11 +130,47 @@ def test_epsilon_budget_stops_before_exceeding(tmp_path, data_dir):
   assert summary['dp_unit'] == 'client-level'
 
 
-def test_fedavg_reports_inf_with_reason(tmp_path, data_dir):
-  summary = runner.run(_cfg(tmp_path, 'd', method='fedavg', data_dir=data_dir, rounds=1),
+def test_fedavg_reports_inf_with_reason(tmp_path):
+  summary = runner.run(_cfg(tmp_path, 'd', method='fedavg', rounds=1),
                        log=lambda s: None)
   assert summary['epsilon_claimed'] == 'inf' and summary['epsilon_guaranteed'] == 'inf'
   assert any('non-private' in r for r in summary['epsilon_reasons'])
+
+
+def _direct_epsilon(events, delta=1e-5):
+  acc = dp_accounting.rdp.RdpAccountant(list(privacy.DEFAULT_ORDERS))
+  for event in events:
+    acc.compose(event)
+  return acc.get_epsilon(delta)
+
+
+def test_dpfl_ledgers_match_dp_accounting(tmp_path):
+  # Every client every round (K = N), so each client's events follow from its size alone:
+  # 5,500 training examples (6,000 - 500 validation) over 4 iid clients = 1,375 each;
+  # B = 100 gives ceil(1375 / 100) = 14 steps a round with q = 100 / 1375.
+  rounds, sigma = 3, 0.8
+  summary = runner.run(_cfg(tmp_path, 'e', method='dpfl', rounds=rounds, clients_per_round=4,
+                            noise_multiplier=sigma, clip_norm=1.0), log=lambda s: None)
+  step = dp_accounting.PoissonSampledDpEvent(100 / 1375, dp_accounting.GaussianDpEvent(sigma))
+  claimed = _direct_epsilon([dp_accounting.SelfComposedDpEvent(step, 14 * rounds)])
+  # Executed: a shuffle into disjoint batches, one Gaussian release per epoch.
+  guaranteed = _direct_epsilon([dp_accounting.GaussianDpEvent(sigma)] * rounds)
+  assert summary['epsilon_claimed'] == pytest.approx(claimed, rel=1e-9)
+  assert summary['epsilon_claimed_mean'] == pytest.approx(claimed, rel=1e-9)
+  assert summary['epsilon_guaranteed'] == pytest.approx(guaranteed, rel=1e-9)
+
+
+def test_dp_fedavg_ledgers_match_dp_accounting(tmp_path):
+  # Poisson cohort at rate K / N = 2 / 4: every client composes the sampled Gaussian
+  # every round, whether drawn or not; the analysis is exact, so claimed = guaranteed.
+  rounds, sigma = 4, 1.3
+  summary = runner.run(_cfg(tmp_path, 'f', method='dp_fedavg', rounds=rounds,
+                            noise_multiplier=sigma, clip_norm=0.5), log=lambda s: None)
+  expected = _direct_epsilon([dp_accounting.PoissonSampledDpEvent(
+      0.5, dp_accounting.GaussianDpEvent(sigma))] * rounds)
+  for key in ('epsilon_claimed', 'epsilon_guaranteed', 'epsilon_guaranteed_mean'):
+    assert summary[key] == pytest.approx(expected, rel=1e-9), key
+  assert summary['dp_unit'] == 'client-level'
 
 
 def test_config_fields_added_later_count_as_their_defaults():

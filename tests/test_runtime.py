@@ -23,7 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 ENV = dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')
 SHAPE = (28, 28, 1)
 BUILDER = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
-TOY = dict(dataset='mnist', clients=8, clients_per_round=4, partition='iid',
+TOY = dict(dataset='synthetic', clients=8, clients_per_round=4, partition='iid',
            model='logistic_regression', batch_size=100, learning_rate=0.5,
            num_validation=500, checkpoint_every=1, log_every=1)
 
@@ -190,10 +190,10 @@ def _state(out):
     ('adap_dp_fl', dict(noise_multiplier=1.0, clip_norm=1.0, lot_size=50,
                         learning_rate=0.01, clients_per_slice=4)),
 ])
-def test_two_workers_match_local_context(tmp_path, data_dir, two_workers, method, kw,
+def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
                                          monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**dict(TOY, method=method, rounds=2, data_dir=data_dir, **kw))
+  cfg = config_lib.RunConfig(**dict(TOY, method=method, rounds=2, **kw))
   lines = []
   local = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'local'))),
                      log=lambda s: None)
@@ -236,10 +236,10 @@ def test_dp_fedavg_server_noise_added_once_across_workers(tmp_path, two_workers)
   assert np.std(noise) == pytest.approx(expected, rel=0.05)
 
 
-def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path, data_dir):
+def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path):
   out = tmp_path / 'run'
   env = dict(ENV, TFFDP_CACHE_DIR=str(tmp_path / 'clients'))
-  args = ['--method', 'dpfl', '--dataset', 'mnist', '--data-dir', data_dir, '--rounds', '6',
+  args = ['--method', 'dpfl', '--dataset', 'synthetic', '--rounds', '6',
           '--clients', '8', '--clients-per-round', '4', '--partition', 'iid', '--model',
           'logistic_regression', '--batch-size', '100', '--num-validation', '500',
           '--noise-multiplier', '0.5', '--clip-norm', '1.0', '--checkpoint-every', '100',

@@ -48,7 +48,7 @@ class Dataset:
   """A centrally held image-classification dataset.
 
   Attributes:
-    name: Dataset name (`mnist`, `fashion_mnist`, `cifar10`, `cifar100`).
+    name: Dataset name (`mnist`, `fashion_mnist`, `cifar10`, `cifar100`, `synthetic`).
     x_train: `uint8` array `[n_train, h, w, c]`.
     y_train: `int32` array `[n_train]`.
     x_test: `uint8` array `[n_test, h, w, c]`.
@@ -105,8 +105,37 @@ _DEFAULT_URLS = {
     'cifar10': 'https://www.cs.toronto.edu/~kriz/',
     'cifar100': 'https://www.cs.toronto.edu/~kriz/',
 }
-_NUM_CLASSES = {'mnist': 10, 'fashion_mnist': 10, 'cifar10': 10, 'cifar100': 100}
+_NUM_CLASSES = {'mnist': 10, 'fashion_mnist': 10, 'cifar10': 10, 'cifar100': 100,
+                'synthetic': 10}
 DATASETS = tuple(_NUM_CLASSES)
+
+
+def synthetic_dataset(num_train: int = 6000, num_test: int = 1000, seed: int = 0) -> Dataset:
+  """A generated MNIST-shaped dataset for tests and smoke runs (no files, no download).
+
+  Each of the 10 classes has a fixed random 28x28 template; an example is its class's
+  template plus uniform noise, clipped to `[0, 255]`, so a linear model learns it in a
+  few rounds. Labels cycle through the classes (balanced).
+
+  Args:
+    num_train: Training examples.
+    num_test: Test examples.
+    seed: Seed of the templates and the noise.
+
+  Returns:
+    A `Dataset` named `synthetic`: uint8 images `[n, 28, 28, 1]`, int32 labels `[n]`.
+  """
+  rng = np.random.default_rng(seed)
+  templates = rng.integers(0, 160, (10, 28, 28, 1))
+
+  def draw(n):
+    y = (np.arange(n) % 10).astype(np.int32)
+    x = templates[y] + rng.integers(0, 96, (n, 28, 28, 1))
+    return x.astype(np.uint8), y
+  x_train, y_train = draw(num_train)
+  x_test, y_test = draw(num_test)
+  return Dataset('synthetic', x_train, y_train, x_test, y_test, 10,
+                 source=f'generated (tffdp.data.loaders.synthetic_dataset, seed {seed})')
 
 
 def default_data_dir() -> str:
@@ -268,7 +297,8 @@ def load_dataset(name: str, data_dir: Optional[str] = None,
   """Loads one of `DATASETS` from `data_dir/<name>/`.
 
   Args:
-    name: One of `mnist`, `fashion_mnist`, `cifar10`, `cifar100`.
+    name: One of `mnist`, `fashion_mnist`, `cifar10`, `cifar100`, or `synthetic`
+      (`synthetic_dataset()`: generated, for tests and smoke runs; no files).
     data_dir: Directory holding one folder per dataset; see the module docstring for
       the default.
     download: Whether missing official files may be downloaded.
@@ -284,6 +314,8 @@ def load_dataset(name: str, data_dir: Optional[str] = None,
   """
   if name not in _NUM_CLASSES:
     raise ValueError(f'Unknown dataset {name!r}. Valid datasets: {", ".join(DATASETS)}.')
+  if name == 'synthetic':
+    return synthetic_dataset()
   folder = os.path.join(data_dir or default_data_dir(), name)
   if name in ('mnist', 'fashion_mnist'):
     return _load_idx_dataset(name, folder, download)
