@@ -42,11 +42,20 @@ def test_weighted_sample_follows_probabilities():
   assert len(set(picks)) == 3
 
 
-def test_noise_rule_scripted_accuracy_sequence():
-  sigma, prev = 1.0, 0.0
+@pytest.mark.parametrize('alpha,adjust_every,expected', [
+    # gains: .5, .3, .005 (<= .01: decay), .095, -.005 (decay), .055
+    (0.01, 1, [1.0, 1.0, 0.7, 0.7, 0.49, 0.49]),
+    # checks at rounds 2, 4, 6 only: gains .8 - 0 = .8, .9 - .8 = .1, .95 - .9 = .05
+    (0.01, 2, [1.0, 1.0, 1.0, 1.0, 1.0, 1.0]),
+    (0.2, 2, [1.0, 1.0, 1.0, 0.7, 0.7, 0.49]),
+])
+def test_noise_rule_scripted_accuracy_sequence(alpha, adjust_every, expected):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import a_dpfl  # pylint: disable=g-import-not-at-top
+  sigma, prev, step = tf.constant(1.0), tf.constant(0.0), tf.constant(0)
   sigmas = []
   for acc in [0.5, 0.8, 0.805, 0.9, 0.895, 0.95]:
-    sigma, prev = sel.adjust_noise_multiplier(sigma, prev, acc, alpha=0.01, k=0.7)
-    sigmas.append(sigma)
-  # gains: .5, .3, .005 (<= .01: decay), .095, -.005 (decay), .055
-  np.testing.assert_allclose(sigmas, [1.0, 1.0, 0.7, 0.7, 0.49, 0.49])
+    sigma, prev, step = a_dpfl.noise_adjustment_step(
+        sigma, prev, step, tf.constant(acc), alpha=alpha, k=0.7, adjust_every=adjust_every)
+    sigmas.append(float(sigma))
+  np.testing.assert_allclose(sigmas, expected, rtol=1e-6)

@@ -169,3 +169,27 @@ def test_committed_figures_name_no_machine_path():
           if prefix in text:
             bad.append(f'{os.path.relpath(os.path.join(dirpath, name), root)}: {prefix}')
   assert not bad, bad
+
+
+def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
+  from experiments import check_reproduces  # pylint: disable=g-import-not-at-top
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  out = tmp_path / 'run'
+  runner.run(config_lib.RunConfig(
+      method='dpfl', dataset='synthetic', clients=4, clients_per_round=2, partition='iid',
+      model='logistic_regression', batch_size=100, learning_rate=0.5, num_validation=500,
+      rounds=2, noise_multiplier=0.7, out=str(out),
+      client_cache_dir=str(tmp_path / 'clients')), log=lambda s: None)
+  assert check_reproduces.main([str(out), '--rounds', '2']) == 0
+  path = out / 'metrics.csv'
+  with open(path) as f:
+    rows = list(csv.DictReader(f))
+  rows[1]['test_accuracy'] = str(float(rows[1]['test_accuracy']) + 0.01)
+  with open(path, 'w') as f:
+    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w.writeheader()
+    w.writerows(rows)
+  assert check_reproduces.main([str(out), '--rounds', '2']) == 1
+  lines = []
+  assert not check_reproduces.check(str(out), 2, None, 1e-4, 1e-6, log=lines.append)
+  assert any(line.startswith('  round 2 test_accuracy: committed') for line in lines)

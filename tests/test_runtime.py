@@ -154,10 +154,9 @@ def test_method_without_round_computation_refused_before_training(tmp_path):
   data = FederatedData(rng.integers(0, 256, (8, *SHAPE), dtype=np.uint8), np.arange(8),
                        [np.arange(4), np.arange(4, 8)], cache_dir=str(tmp_path))
   method = baselines.build_fedavg(BUILDER, data, learning_rate=0.1, batch_size=4)
-  method.run_round = lambda *a: None  # a Python-driven round exposing no computation
+  method.round_computation = None  # a Python-driven round exposing no one computation
   method.name = 'toy_python_round'
-  exp = runner.Experiment(config_lib.RunConfig(workers='localhost:1'), data, method,
-                          None, None)
+  exp = runner.Experiment(config_lib.RunConfig(workers='localhost:1'), data, method, None)
   with pytest.raises(ValueError, match='toy_python_round cannot run on remote TFF workers'):
     runner.connect_workers(exp.config, exp, log=lambda s: None)
 

@@ -114,7 +114,6 @@ class Experiment:
   data: FederatedData
   method: Method
   evaluator: Evaluator
-  round_fn: Optional[tff.Computation]
 
 
 def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> Experiment:
@@ -138,27 +137,13 @@ def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> E
   evaluator = Evaluator(keras_builder, {
       'validation': (ds.x_train[val_idx], ds.y_train[val_idx]),
       'test': (ds.x_test, ds.y_test)})
-  round_fn = build_round_computation(method, data) if method.run_round is None else None
-  return Experiment(config, data, method, evaluator, round_fn)
+  return Experiment(config, data, method, evaluator)
 
 
 def build_round_computation(method: Method, data: FederatedData) -> tff.Computation:
-  """`(state@SERVER, client_ids@CLIENTS, client_seeds@CLIENTS) -> process.next output`.
-
-  Client datasets are built inside TFF from the ids (`FederatedData.client_data_computation`);
-  `client_seeds` are int64[2] seeds of each client's batching and noise.
-  """
-  if method.clients_per_slice:
-    return method.process.next  # (state, cohort slices): datasets are built inside
-  client_data_comp = data.client_data_computation(method.batching)
-  state_type = method.process.next.type_signature.parameter[0]
-
-  @tff.federated_computation(state_type, tff.FederatedType(np.str_, tff.CLIENTS),
-                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS))
-  def round_fn(state, client_ids, client_seeds):
-    return method.process.next(state, tff.federated_map(client_data_comp,
-                                                        (client_ids, client_seeds)))
-  return round_fn
+  """One round of `method.process` on client ids (`common.cohort_round_computation`)."""
+  return common_lib.cohort_round_computation(method.process, data, method.batching,
+                                             method.clients_per_slice)
 
 
 def connect_workers(config: RunConfig, exp: Experiment,
@@ -176,7 +161,7 @@ def connect_workers(config: RunConfig, exp: Experiment,
   if not config.workers:
     return None
   method = exp.method
-  comp = exp.round_fn if method.run_round is None else method.round_computation
+  comp = method.round_computation
   if comp is None:
     reason = ('its round is driven from Python and exposes no single round computation '
               '(Method.round_computation)')
@@ -213,29 +198,8 @@ def client_seeds(config: RunConfig, round_num: int, cohort: np.ndarray) -> list[
   return common_lib.client_seeds(config.seed, round_num, cohort)
 
 
-def slice_inputs(cohort: np.ndarray, seeds: list[np.ndarray], clients_per_slice: int) -> list:
-  """The cohort as TFF client values of `clients_per_slice` clients each.
-
-  Each value is a one-element sequence (`dp_sgd.slice_input_type`). The last slice is
-  padded with inactive entries (`active=False`: no work, no weight).
-  """
-  ids = [str(c) for c in cohort]
-  seeds = list(seeds)
-  active = [True] * len(ids)
-  while len(ids) % clients_per_slice:
-    ids.append(ids[0])
-    seeds.append(np.zeros(2, np.int64))
-    active.append(False)
-  s = clients_per_slice
-  return [[collections.OrderedDict(client_ids=np.array(ids[i:i + s]),
-                                   seeds=np.stack(seeds[i:i + s]),
-                                   active=np.array(active[i:i + s]))]
-          for i in range(0, len(ids), s)]
-
-
-def client_work_metrics(metrics):
-  """The client-work measurements of a (possibly wrapped) learning process's metrics."""
-  return metrics['client_work'] if 'client_work' in metrics else metrics['learning']['client_work']
+slice_inputs = common_lib.cohort_slices
+client_work_metrics = common_lib.client_work_metrics
 
 
 def _apply(ledger: privacy.PrivacyLedger, releases) -> None:
@@ -368,165 +332,224 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   exp = build_experiment(config, log)
   remote = connect_workers(config, exp, log)
   try:
-    return _run(config, exp, remote, resume, log, command, ckpt_path, comparable)
+    loop = Runner(config, exp, remote, log, comparable)
+    if resume and os.path.exists(ckpt_path):
+      loop.restore()
+    method = exp.method
+    config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
+                      method_notes=method.notes, dp_unit=method.dp_unit,
+                      command=command if command is not None else sys.argv,
+                      versions=versions(),
+                      machine=dict(platform=platform.platform(), cpus=os.cpu_count()))
+    atomic_write(os.path.join(config.out, 'config.json'),
+                 json.dumps(config_doc, indent=2, default=str))
+    return loop.loop()
   finally:
     if remote is not None:
       remote.close()
 
 
-def _run(config: RunConfig, exp: Experiment, remote: Optional[runtime.RemoteContext],
-         resume: bool, log, command, ckpt_path: str, comparable: dict) -> dict:
-  method = exp.method
-  claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                  method.rdp_orders)
-  guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                     method.rdp_orders)
-  state = method.initialize() if method.initialize is not None else \
-      method.process.initialize()
-  per_client_budget = method.budget_rule == 'per_client' and config.epsilon_budget is not None
-  # The ledger the budget stops on: the method's choice per client, else epsilon_guaranteed.
-  budget_on_claimed = per_client_budget and method.budget_ledger != 'guaranteed'
-  stopped: dict[int, int] = {}  # client -> first round it did not upload (per-client budget)
-  rows: list[dict] = []
-  start_round, wall_before, stop_reason = 0, 0.0, None
-  if resume and os.path.exists(ckpt_path):
-    with open(ckpt_path, 'rb') as f:
+class Runner:
+  """The round loop of one run: restore, choose the cohort, train, account, write a row.
+
+  `run()` (below) builds one and calls `loop()`. Each step is a method, so a variant
+  (another budget rule, another log line) replaces one method, not the loop.
+
+  Attributes:
+    state: The method's runner state after the last completed round.
+    claimed, guaranteed: The two `privacy.PrivacyLedger`s.
+    rows: The `metrics.csv` rows written so far.
+    stopped: With a per-client budget, client -> first round it did not upload.
+  """
+
+  def __init__(self, config: RunConfig, exp: Experiment,
+               remote: Optional[runtime.RemoteContext], log: Callable[[str], None],
+               comparable: dict):
+    self.config, self.exp, self.method = config, exp, exp.method
+    self.remote, self.log, self.comparable = remote, log, comparable
+    method = self.method
+    self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                         method.rdp_orders)
+    self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                            method.rdp_orders)
+    self.state = method.initialize()
+    self.per_client_budget = (method.budget_rule == 'per_client'
+                              and config.epsilon_budget is not None)
+    # The ledger the budget stops on: the method's choice per client, else guaranteed.
+    self.budget_on_claimed = self.per_client_budget and method.budget_ledger != 'guaranteed'
+    self.stopped: dict[int, int] = {}
+    self.rows: list[dict] = []
+    self.start_round, self.wall_before, self.stop_reason = 0, 0.0, None
+    self.ckpt_path = os.path.join(config.out, CHECKPOINT)
+    self._t_start = time.perf_counter()
+
+  # ----- checkpoints ------------------------------------------------------------------
+
+  def restore(self) -> None:
+    """Loads the checkpoint in `config.out` (raises `ResumeError` if it is another run's)."""
+    with open(self.ckpt_path, 'rb') as f:
       ckpt = pickle.load(f)
-    diff = config_lib.differing_fields(ckpt['config'], comparable)
+    diff = config_lib.differing_fields(ckpt['config'], self.comparable)
     if diff:
-      raise ResumeError(f'checkpoint in {config.out} was made with different settings: '
-                        f'{", ".join(diff)}.')
-    state = tf.nest.pack_sequence_as(state, ckpt['state'])
-    claimed.load_state_dict(ckpt['claimed'])
-    guaranteed.load_state_dict(ckpt['guaranteed'])
-    rows, start_round, wall_before = ckpt['rows'], ckpt['round'], ckpt['wall_seconds']
-    stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
-    log(f'tffdp: resuming {config.out} at round {start_round}')
+      raise ResumeError(f'checkpoint in {self.config.out} was made with different '
+                        f'settings: {", ".join(diff)}.')
+    self.state = tf.nest.pack_sequence_as(self.state, ckpt['state'])
+    self.claimed.load_state_dict(ckpt['claimed'])
+    self.guaranteed.load_state_dict(ckpt['guaranteed'])
+    self.rows, self.start_round = ckpt['rows'], ckpt['round']
+    self.wall_before = ckpt['wall_seconds']
+    self.stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
+    self.log(f'tffdp: resuming {self.config.out} at round {self.start_round}')
 
-  config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
-                    method_notes=method.notes, dp_unit=method.dp_unit,
-                    command=command if command is not None else sys.argv,
-                    versions=versions(),
-                    machine=dict(platform=platform.platform(), cpus=os.cpu_count()))
-  atomic_write(os.path.join(config.out, 'config.json'),
-               json.dumps(config_doc, indent=2, default=str))
+  def snapshot(self) -> dict:
+    return dict(config=self.comparable, state=tf.nest.flatten(self.state),
+                claimed=self.claimed.state_dict(), guaranteed=self.guaranteed.state_dict(),
+                rows=list(self.rows), round=len(self.rows), stopped=dict(self.stopped))
 
-  def snapshot():
-    return dict(config=comparable, state=tf.nest.flatten(state), claimed=claimed.state_dict(),
-                guaranteed=guaranteed.state_dict(), rows=list(rows), round=len(rows),
-                stopped=dict(stopped))
+  def save_checkpoint(self, snap: dict) -> None:
+    atomic_write(self.ckpt_path, pickle.dumps(dict(snap, wall_seconds=self.wall())))
 
-  def save_checkpoint(snap: dict, wall_seconds: float):
-    atomic_write(ckpt_path, pickle.dumps(dict(snap, wall_seconds=wall_seconds)))
+  def wall(self) -> float:
+    return self.wall_before + time.perf_counter() - self._t_start
 
-  metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), rows)
-  t_start = time.perf_counter()
-  wall = lambda: wall_before + time.perf_counter() - t_start
-  last_good = snapshot()  # the state after the last completed round
-  try:
-    for r in range(start_round, config.rounds):
-      t0 = time.perf_counter()
-      cohort = (method.select_cohort(r) if method.select_cohort is not None
-                else select_cohort(config, r))
-      if per_client_budget:
-        cohort = np.setdiff1d(cohort, list(stopped))
-        ledger = guaranteed if method.budget_ledger == 'guaranteed' else claimed
-        releases_of = (method.guaranteed_releases if method.budget_ledger == 'guaranteed'
-                       else method.claimed_releases)
-        within = _within_budget(ledger, releases_of(cohort, state), config.epsilon_budget)
-        for c in np.setdiff1d(cohort, within):
-          stopped[int(c)] = r
-        cohort = within
-        if len(cohort) == 0:
-          stop_reason = (f'every client has spent its budget: a further round would take '
-                         f'its epsilon_{method.budget_ledger} past {config.epsilon_budget}')
-          log(f'tffdp: stopping at round {r}: {stop_reason}')
+  # ----- one round ------------------------------------------------------------------
+
+  def choose_cohort(self, r: int) -> Optional[np.ndarray]:
+    """Round `r`'s cohort, without clients past a per-client budget; None: stop the run."""
+    method, config = self.method, self.config
+    cohort = (method.select_cohort(r) if method.select_cohort is not None
+              else select_cohort(config, r))
+    if not self.per_client_budget:
+      return cohort
+    cohort = np.setdiff1d(cohort, list(self.stopped))
+    on_guaranteed = method.budget_ledger == 'guaranteed'
+    ledger = self.guaranteed if on_guaranteed else self.claimed
+    releases_of = method.guaranteed_releases if on_guaranteed else method.claimed_releases
+    within = _within_budget(ledger, releases_of(cohort, self.state), config.epsilon_budget)
+    for c in np.setdiff1d(cohort, within):
+      self.stopped[int(c)] = r
+    if len(within) == 0:
+      self.stop_reason = (f'every client has spent its budget: a further round would take '
+                          f'its epsilon_{method.budget_ledger} past {config.epsilon_budget}')
+      self.log(f'tffdp: stopping at round {r}: {self.stop_reason}')
+      return None
+    return within
+
+  def train(self, cohort: np.ndarray, r: int) -> tuple[dict, float]:
+    """Runs the method's round on `cohort` (on the workers if any); `(quantities, loss)`.
+
+    `quantities` are the adaptive quantities the round used plus the round's own
+    metrics; `loss` is the mean training loss (NaN for an empty cohort).
+    """
+    method = self.method
+    quantities = method.adaptive_quantities(self.state)
+    if not len(cohort):
+      return quantities, float('nan')
+    with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
+      self.state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+    quantities.update(method.round_metrics(metrics))
+    return quantities, method.train_loss(metrics)
+
+  def account(self, rel_claimed, rel_guaranteed):
+    """Composes the round's releases into both ledgers; returns both reports."""
+    _apply(self.claimed, rel_claimed)
+    _apply(self.guaranteed, rel_guaranteed)
+    return self.claimed.report(), self.guaranteed.report()
+
+  def evaluate(self) -> dict:
+    return self.exp.evaluator(self.method.model_weights(self.state))
+
+  def write_row(self, row: dict) -> None:
+    self.rows.append(row)
+    self.metrics_csv.append(row, self.rows)
+
+  def log_round(self, row: dict, rep_c, rep_g, releases) -> None:
+    config, done = self.config, row['round']
+    if not (done % config.log_every == 0 or done == config.rounds
+            or done == self.start_round + 1):
+      return
+    rate = (self.wall() - self.wall_before) / (done - self.start_round)
+    acc = row['test_accuracy']
+    ledger = self.claimed if self.budget_on_claimed else self.guaranteed
+    self.log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
+             f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
+             f'(delta {config.delta:g}, {self.method.dp_unit}) | {rate:.2f} s/round | ETA '
+             + _eta(rate, config.rounds - done, ledger, releases, config,
+                    self.per_client_budget))
+
+  def run_round(self, r: int) -> bool:
+    """Round `r` end to end; False if the run stops before it (budget)."""
+    config, method = self.config, self.method
+    t0 = time.perf_counter()
+    cohort = self.choose_cohort(r)
+    if cohort is None:
+      return False
+    rel_claimed = method.claimed_releases(cohort, self.state)
+    rel_guaranteed = method.guaranteed_releases(cohort, self.state)
+    if not self.per_client_budget and config.epsilon_budget is not None and _would_exceed(
+        self.guaranteed, rel_guaranteed, config.epsilon_budget):
+      self.stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
+                          f'{config.epsilon_budget}')
+      self.log(f'tffdp: stopping: {self.stop_reason}')
+      return False
+    t_train = time.perf_counter()
+    quantities, train_loss = self.train(cohort, r)
+    t_train = time.perf_counter() - t_train
+    t_account = time.perf_counter()
+    rep_c, rep_g = self.account(rel_claimed, rel_guaranteed)
+    t_account = time.perf_counter() - t_account
+    row = dict(round=r + 1)
+    t_eval = time.perf_counter()
+    if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
+      row.update(self.evaluate())
+    else:
+      row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
+    row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
+               epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
+               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
+               **quantities, train_seconds=t_train, accounting_seconds=t_account,
+               eval_seconds=time.perf_counter() - t_eval,
+               round_seconds=time.perf_counter() - t0, wall_seconds=self.wall())
+    self.write_row(row)
+    self.log_round(row, rep_c, rep_g,
+                   rel_claimed if self.budget_on_claimed else rel_guaranteed)
+    return True
+
+  # ----- the loop -------------------------------------------------------------------
+
+  def loop(self) -> dict:
+    """Rounds `start_round .. config.rounds - 1`; writes the summary; returns it.
+
+    On any exception (KeyboardInterrupt, a worker lost, ...) the state after the last
+    completed round is checkpointed before it propagates.
+    """
+    config = self.config
+    self.metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), self.rows)
+    self._t_start = time.perf_counter()
+    last_good = self.snapshot()  # the state after the last completed round
+    try:
+      for r in range(self.start_round, config.rounds):
+        if not self.run_round(r):
           break
-      rel_claimed = method.claimed_releases(cohort, state)
-      rel_guaranteed = method.guaranteed_releases(cohort, state)
-      if not per_client_budget and config.epsilon_budget is not None and _would_exceed(
-          guaranteed, rel_guaranteed, config.epsilon_budget):
-        stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
-                       f'{config.epsilon_budget}')
-        log(f'tffdp: stopping: {stop_reason}')
-        break
-      quantities = method.adaptive_quantities(state)
-      train_loss = float('nan')
-      t_train = time.perf_counter()
-      if len(cohort):
-        with remote.installed() if remote is not None else contextlib.nullcontext():
-          state, metrics = _train(exp, state, cohort, r)
-        quantities.update(method.round_metrics(metrics))
-        if method.train_loss is not None:
-          train_loss = method.train_loss(metrics)
-        else:
-          train = client_work_metrics(metrics)['train']
-          train_loss = float(train['loss_sum']) / max(1, int(train['num_examples']))
-      t_train = time.perf_counter() - t_train
-      t_account = time.perf_counter()
-      _apply(claimed, rel_claimed)
-      _apply(guaranteed, rel_guaranteed)
-      rep_c, rep_g = claimed.report(), guaranteed.report()
-      t_account = time.perf_counter() - t_account
-      row = dict(round=r + 1)
-      t_eval = time.perf_counter()
-      if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
-        row.update(exp.evaluator(method.model_weights(state) if method.model_weights
-                                 else method.process.get_model_weights(state)))
-      else:
-        row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
-      row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
-                 epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
-                 epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
-                 **quantities, train_seconds=t_train, accounting_seconds=t_account,
-                 eval_seconds=time.perf_counter() - t_eval,
-                 round_seconds=time.perf_counter() - t0, wall_seconds=wall())
-      rows.append(row)
-      metrics_csv.append(row, rows)
-      done = r + 1
-      rate = (wall() - wall_before) / (done - start_round)
-      acc = row['test_accuracy']
-      if done % config.log_every == 0 or done == config.rounds or done == start_round + 1:
-        log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
-            f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
-            f'(delta {config.delta:g}, {method.dp_unit}) | {rate:.2f} s/round | '
-            'ETA ' + _eta(rate, config.rounds - done,
-                          *((claimed, rel_claimed) if budget_on_claimed
-                            else (guaranteed, rel_guaranteed)),
-                          config, per_client_budget))
-      last_good = snapshot()
-      if done % config.checkpoint_every == 0:
-        save_checkpoint(last_good, wall())
-  except BaseException:
-    save_checkpoint(last_good, wall())
-    log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. Continue '
-        f'with --resume (--out {config.out}).')
-    raise
-  if stop_reason and rows and rows[-1]['test_accuracy'] == '':
-    # A budget stop ends the run early: evaluate the final model there.
-    rows[-1].update(exp.evaluator(method.model_weights(state) if method.model_weights
-                                  else method.process.get_model_weights(state)))
-    metrics_csv.rewrite(rows)
-  save_checkpoint(snapshot(), wall())
-  summary = summarize(rows, claimed.report(), guaranteed.report(), method, config, wall(),
-                      stop_reason)
-  if per_client_budget:
-    summary['client_stop_round'] = {str(c): r for c, r in sorted(stopped.items())}
-  atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
-  return summary
-
-
-def _train(exp: Experiment, state, cohort: np.ndarray, round_num: int):
-  """One round of the method's TFF process on `cohort`: `(state, metrics)`."""
-  method, config = exp.method, exp.config
-  if method.run_round is not None:
-    return method.run_round(state, cohort, round_num, config.seed)
-  seeds = client_seeds(config, round_num, cohort)
-  if method.clients_per_slice:
-    out = exp.round_fn(state, slice_inputs(cohort, seeds, method.clients_per_slice))
-  else:
-    out = exp.round_fn(state, [str(c) for c in cohort], seeds)
-  return out.state, out.metrics
+        last_good = self.snapshot()
+        if (r + 1) % config.checkpoint_every == 0:
+          self.save_checkpoint(last_good)
+    except BaseException:
+      self.save_checkpoint(last_good)
+      self.log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. '
+               f'Continue with --resume (--out {config.out}).')
+      raise
+    if self.stop_reason and self.rows and self.rows[-1]['test_accuracy'] == '':
+      # A budget stop ends the run early: evaluate the final model there.
+      self.rows[-1].update(self.evaluate())
+      self.metrics_csv.rewrite(self.rows)
+    self.save_checkpoint(self.snapshot())
+    summary = summarize(self.rows, self.claimed.report(), self.guaranteed.report(),
+                        self.method, config, self.wall(), self.stop_reason)
+    if self.per_client_budget:
+      summary['client_stop_round'] = {str(c): r for c, r in sorted(self.stopped.items())}
+    atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
+    return summary
 
 
 def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason) -> dict:

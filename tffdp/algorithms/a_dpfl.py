@@ -58,6 +58,32 @@ def _validation_accuracy_computation(keras_builder, data: FederatedData, weights
   return validation_accuracy
 
 
+def noise_adjustment_step(sigma: tf.Tensor, previous_score: tf.Tensor, round_num: tf.Tensor,
+                          score: tf.Tensor, *, k: float, alpha: float, adjust_every: int):
+  """Algorithm 4 (eq. 15), one server step: `sigma <- k sigma` if the score gained `<= alpha`.
+
+  The check runs every `adjust_every` rounds; at a check the score is carried forward as
+  the next `S_prev` whether or not sigma decays.
+
+  Args:
+    sigma: float32 scalar, the noise multiplier used this round.
+    previous_score: float32 scalar `S_prev` (the validation accuracy at the last check;
+      `S_0 = 0`).
+    round_num: int32 scalar, rounds completed before this one.
+    score: float32 scalar `S_t`, the validation accuracy of the new global model.
+    k: Decay factor in `(0, 1]`.
+    alpha: Accuracy-gain threshold.
+    adjust_every: Rounds between checks.
+
+  Returns:
+    `(new_sigma float32, new_previous_score float32, round_num + 1 int32)`.
+  """
+  round_num = round_num + 1
+  due = tf.equal(round_num % adjust_every, 0)
+  decay = tf.logical_and(due, score - previous_score <= alpha)
+  return tf.where(decay, k * sigma, sigma), tf.where(due, score, previous_score), round_num
+
+
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],
                  *, clients_per_round: int, learning_rate: float = 0.05,
                  batch_size: int = 20, noise_multiplier: float = 1.0,
@@ -130,12 +156,9 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   @tff.tensorflow.computation(inner_state_type, adjustment_type, tf.float32)
   def adjust(learning_state, adj, score):
     """Alg. 4 on the server state; returns (new learning state, new adjustment state)."""
-    round_num = adj['round_num'] + 1
-    sigma = learning_state.client_work['noise_multiplier']
-    due = tf.equal(round_num % adjust_every, 0)
-    decay = tf.logical_and(due, score - adj['previous_score'] <= alpha)
-    new_sigma = tf.where(decay, k * sigma, sigma)
-    previous = tf.where(due, score, adj['previous_score'])
+    new_sigma, previous, round_num = noise_adjustment_step(
+        learning_state.client_work['noise_multiplier'], adj['previous_score'],
+        adj['round_num'], score, k=k, alpha=alpha, adjust_every=adjust_every)
     cw = collections.OrderedDict(noise_multiplier=new_sigma,
                                  clip_norm=learning_state.client_work['clip_norm'])
     new_learning = tff.learning.templates.LearningAlgorithmState(
@@ -205,8 +228,10 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
     return common.dp_sgd_releases(cohort, data, batching, sigma_of(state), amplified=False)
 
   not_given = 'not given in the paper; chosen because '
+  run_round, round_computation = common.cohort_round(process, data, batching, clients_per_slice)
   return common.Method(
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
+      run_round=run_round, round_computation=round_computation,
       cohort_sampling=selection, claimed_releases=claimed, guaranteed_releases=guaranteed,
       adaptive_quantities=lambda state: {
           'noise_multiplier': sigma_of(state),

@@ -83,22 +83,3 @@ def select_participants(probabilities: np.ndarray, k: int, mode: str = 'top_k',
   if mode == 'uniform':
     return np.sort(rng.choice(n, size=k, replace=False))
   raise ValueError(f'mode must be one of {SELECTION_MODES}. Found {mode!r}.')
-
-
-def adjust_noise_multiplier(sigma: float, previous_score: float, score: float,
-                            alpha: float, k: float) -> tuple[float, float]:
-  """Algorithm 4 (eq. 15): `sigma <- k * sigma` if `score - previous_score <= alpha`.
-
-  Args:
-    sigma: Current noise multiplier.
-    previous_score: `S_prev` (validation accuracy at the last adjustment; `S_0 = 0`).
-    score: `S_t`, validation accuracy of the new global model.
-    alpha: Improvement threshold.
-    k: Decay factor in `(0, 1]`.
-
-  Returns:
-    `(new_sigma, new_previous_score)`; the score is always carried forward.
-  """
-  if score - previous_score <= alpha:
-    sigma = k * sigma
-  return sigma, score

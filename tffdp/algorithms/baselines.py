@@ -62,8 +62,10 @@ def build_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
                   batching=batching, clients_per_slice=clients_per_slice),
       tff.aggregators.MeanFactory(), seed)
+  run_round, round_computation = common.cohort_round(process, data, batching, clients_per_slice)
   return common.Method(
       name='fedavg', process=process, batching=batching, clients_per_slice=clients_per_slice,
+      run_round=run_round, round_computation=round_computation,
       dp_unit='none', cohort_sampling=cohort_sampling,
       claimed_releases=_non_private, guaranteed_releases=_non_private,
       adaptive_quantities=lambda state: {},
@@ -93,9 +95,11 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
                   dp_sgd='clip_then_noise', noise_multiplier=noise_multiplier,
                   clip_norm=clip_norm, batching=batching, clients_per_slice=clients_per_slice),
       tff.aggregators.MeanFactory(), seed)
+  run_round, round_computation = common.cohort_round(process, data, batching, clients_per_slice)
   return common.Method(
       name='dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       clients_per_slice=clients_per_slice,
+      run_round=run_round, round_computation=round_computation,
       cohort_sampling=cohort_sampling,
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                         noise_multiplier, True),
@@ -143,8 +147,11 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       return [(cohort, None, 'noise multiplier is 0')]
     return [(cohort, privacy.subsampled_gaussian_event(noise_multiplier, 1.0), '')]
 
+  batching = ShuffleBatch(batch_size, local_epochs)
+  run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
-      name='dp_fedavg', process=process, batching=ShuffleBatch(batch_size, local_epochs),
+      name='dp_fedavg', process=process, batching=batching,
+      run_round=run_round, round_computation=round_computation,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
       adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from typing import Any, Callable, Optional, Sequence
 
@@ -64,15 +65,95 @@ def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_fa
 
 
 Releases = list[tuple[np.ndarray, Optional[dp_accounting.DpEvent], str]]
+RunRound = Callable[[Any, np.ndarray, int, int], tuple[Any, Any]]
+
+
+def cohort_round_computation(process: tff.learning.templates.LearningProcess,
+                             data: FederatedData, batching: ShuffleBatch | PoissonLot,
+                             clients_per_slice: Optional[int] = None) -> tff.Computation:
+  """One round of `process` on a cohort given by client ids, as one TFF computation.
+
+  Without slices: `(state@SERVER, client_ids=string@CLIENTS, client_seeds=int64[2]@CLIENTS)
+  -> process.next output`, each client's dataset built inside TFF from its id
+  (`FederatedData.client_data_computation`); the seeds fix its batching and noise. With
+  `clients_per_slice`, `process.next` itself: `(state, cohort slices@CLIENTS)` (see
+  `cohort_slices`).
+  """
+  if clients_per_slice:
+    return process.next  # (state, cohort slices): datasets are built inside
+  client_data_comp = data.client_data_computation(batching)
+  state_type = process.next.type_signature.parameter[0]
+
+  @tff.federated_computation(state_type, tff.FederatedType(np.str_, tff.CLIENTS),
+                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS))
+  def round_fn(state, client_ids, client_seeds):
+    return process.next(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
+  return round_fn
+
+
+def cohort_slices(cohort: np.ndarray, seeds: Sequence[np.ndarray],
+                  clients_per_slice: int) -> list:
+  """The cohort as TFF client values of `clients_per_slice` clients each.
+
+  Each value is a one-element sequence (`dp_sgd.slice_input_type`). The last slice is
+  padded with inactive entries (`active=False`: no work, no weight).
+  """
+  ids = [str(c) for c in cohort]
+  seeds = list(seeds)
+  active = [True] * len(ids)
+  while len(ids) % clients_per_slice:
+    ids.append(ids[0])
+    seeds.append(np.zeros(2, np.int64))
+    active.append(False)
+  s = clients_per_slice
+  return [[collections.OrderedDict(client_ids=np.array(ids[i:i + s]),
+                                   seeds=np.stack(seeds[i:i + s]),
+                                   active=np.array(active[i:i + s]))]
+          for i in range(0, len(ids), s)]
+
+
+def cohort_round(process: tff.learning.templates.LearningProcess, data: FederatedData,
+                 batching: ShuffleBatch | PoissonLot,
+                 clients_per_slice: Optional[int] = None) -> tuple[RunRound, tff.Computation]:
+  """`(run_round, round_computation)` of a process whose clients are a cohort of ids.
+
+  `run_round(state, cohort, round_num, run_seed) -> (state, metrics)` calls
+  `cohort_round_computation(...)` with each client's seed from `client_seeds(run_seed,
+  round_num, cohort)`; `Method.run_round` of every method built on `LearningProcess`.
+  """
+  comp = cohort_round_computation(process, data, batching, clients_per_slice)
+
+  def run_round(state, cohort: np.ndarray, round_num: int, run_seed: int):
+    seeds = client_seeds(run_seed, round_num, cohort)
+    if clients_per_slice:
+      out = comp(state, cohort_slices(cohort, seeds, clients_per_slice))
+    else:
+      out = comp(state, [str(c) for c in cohort], seeds)
+    return out.state, out.metrics
+  return run_round, comp
+
+
+def client_work_metrics(metrics):
+  """The client-work measurements of a (possibly wrapped) learning process's metrics."""
+  return metrics['client_work'] if 'client_work' in metrics else metrics['learning']['client_work']
+
+
+def client_work_train_loss(metrics) -> float:
+  """Mean training loss of a round from the client work's `train` measurements."""
+  train = client_work_metrics(metrics)['train']
+  return float(train['loss_sum']) / max(1, int(train['num_examples']))
 
 
 @dataclasses.dataclass
 class Method:
   """A runnable method: its TFF process plus what the runner needs around it.
 
+  The runner calls only `initialize`, `run_round`, `model_weights` and `train_loss`
+  (and the privacy and metric hooks), whatever the shape of the method's state.
+
   Attributes:
     name: Method name (`--method`).
-    process: The `tff.learning.templates.LearningProcess`.
+    process: The `tff.learning.templates.LearningProcess` (or iterative process).
     batching: How client data is batched (`ShuffleBatch` or `PoissonLot`).
     dp_unit: `sample-level`, `client-level` or `none`.
     cohort_sampling: `uniform` (fixed K of N) or `poisson` (rate K/N).
@@ -82,17 +163,22 @@ class Method:
     guaranteed_releases: The same for what the executed mechanism guarantees.
     adaptive_quantities: `state -> dict` of per-round quantities (sigma, C, ...).
     hyperparameters: Resolved method hyperparameters (for config.json).
+    run_round: `(state, cohort, round_num, run_seed) -> (state, metrics)`: one round on
+      `cohort` (sorted client indices), its randomness fixed by `(run_seed, round_num)`.
+      `cohort_round(...)` gives it for a `LearningProcess` over client ids.
+    round_computation: The one TFF computation `run_round` invokes per round (with
+      `--workers` the runner checks that it compiles to TFF's mergeable form and runs
+      `run_round` with the workers' context installed). None: the method cannot run on
+      remote workers.
     notes: Hyperparameter -> comment ("not given in the paper; chosen because ...").
     select_cohort: `round -> cohort` if the method chooses its participants (None: the
       runner's uniform/Poisson draw).
     round_metrics: `process.next` metrics -> extra metrics.csv columns.
-    initialize: `() -> state` for methods whose runner state is more than the process
-      state (e.g. CLIENTS-placed client states); None: `process.initialize()`.
-    run_round: `(state, cohort, round_num, run_seed) -> (state, metrics)` for such
-      methods; None: the runner's `process.next` on the cohort's datasets.
-    model_weights: `state -> ModelWeights`; None: `process.get_model_weights`.
-    train_loss: `metrics -> mean training loss of the round`; None: from the client
-      work's `train` measurements.
+    initialize: `() -> state` (the runner's state: for some methods more than the
+      process state, e.g. CLIENTS-placed client states); default `process.initialize`.
+    model_weights: `state -> ModelWeights`; default `process.get_model_weights`.
+    train_loss: `metrics -> mean training loss of the round`; default
+      `client_work_train_loss` (the client work's `train` measurements).
     budget_rule: How `--epsilon-budget` acts: `run` (the run stops before a round that
       would pass it) or `per_client` (a client that would pass it stops uploading; the
       run ends when every client has stopped).
@@ -100,10 +186,6 @@ class Method:
     rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
-    round_computation: For methods with `run_round`: the one TFF computation it invokes
-      per round (with `--workers` the runner checks that it compiles to TFF's mergeable
-      form and runs `run_round` with the workers' context installed). None: such a
-      method cannot run on remote workers.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -114,18 +196,26 @@ class Method:
   guaranteed_releases: Callable[[np.ndarray, Any], Releases]
   adaptive_quantities: Callable[[Any], dict]
   hyperparameters: dict
+  run_round: RunRound
+  round_computation: Optional[tff.Computation]
   notes: dict = dataclasses.field(default_factory=dict)
   select_cohort: Optional[Callable[[int], np.ndarray]] = None
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
   initialize: Optional[Callable[[], Any]] = None
-  run_round: Optional[Callable[[Any, np.ndarray, int, int], tuple[Any, Any]]] = None
   model_weights: Optional[Callable[[Any], Any]] = None
   train_loss: Optional[Callable[[Any], float]] = None
   budget_rule: str = 'run'
   budget_ledger: str = 'guaranteed'
   rdp_orders: Optional[Sequence[float]] = None
   clients_per_slice: Optional[int] = None
-  round_computation: Optional[tff.Computation] = None
+
+  def __post_init__(self):
+    if self.initialize is None:
+      self.initialize = self.process.initialize
+    if self.model_weights is None:
+      self.model_weights = self.process.get_model_weights
+    if self.train_loss is None:
+      self.train_loss = client_work_train_loss
 
 
 def client_seeds(run_seed: int, round_num: int, clients: Sequence[int]) -> list[np.ndarray]:
