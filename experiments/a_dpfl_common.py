@@ -18,9 +18,10 @@ TABLE1 = {
     'mnist': dict(clients=1000, clip_norm=4.0),
     'cifar10': dict(clients=100, clip_norm=7.0),
 }
-COMMON = dict(noise_multiplier=1.0, k=0.7, batch_size=20, learning_rate=0.05, rounds=50,
-              model='deep_mnist_cnn', partition='label_skew', delta=1e-5, alpha=0.01,
-              adjust_every=1, local_epochs=1)
+COMMON = dict(noise_multiplier=1.0, batch_size=20, learning_rate=0.05, rounds=50,
+              model='deep_mnist_cnn', partition='label_skew', delta=1e-5, local_epochs=1)
+# A-DPFL's own options (Table 1 k; alpha and adjust_every are not given, see NOT_GIVEN).
+A_DPFL_OPTIONS = dict(k=0.7, alpha=0.01, adjust_every=1)
 NOT_GIVEN = {
     'clients_per_round': 'not given in the paper; chosen because 10% of N is the usual '
                          'FedAvg cohort',
@@ -44,9 +45,12 @@ def base_config(dataset: str, args, **overrides) -> config_lib.RunConfig:
   if args.quick:
     kw.update(clients=10, clients_per_round=3, rounds=2, model='logistic_regression',
               num_validation=500, partition_options={'examples_per_client': 60})
+  if kw.get('method', overrides.get('method')) == 'a_dpfl':
+    kw.update(A_DPFL_OPTIONS)
   kw.update(overrides)
-  cfg = config_lib.RunConfig(**kw)
-  cfg.notes.update({k: v for k, v in NOT_GIVEN.items() if k in kw or k == 'cl_fl'})
+  cfg = config_lib.RunConfig.create(**kw)
+  cfg.notes.update({k: v for k, v in NOT_GIVEN.items()
+                    if k in kw or k in cfg.method_options or k == 'cl_fl'})
   return cfg
 
 

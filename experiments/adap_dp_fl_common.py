@@ -66,7 +66,7 @@ def config(dataset: str, args, tag: str, **overrides) -> tuple[config_lib.RunCon
     kw.update(rounds=4, clients=2, clients_per_round=2, eval_every=2, log_every=1,
               num_validation=500, partition_options={'num_shards': 20, 'shards_per_client': 2})
   kw.update(overrides)
-  cfg = config_lib.RunConfig(**kw)
+  cfg = config_lib.RunConfig.create(**kw)
   cfg.notes.update(NOT_GIVEN)
   out = os.path.join(args.runs_dir, f'{dataset}_{tag}_seed{args.seed}' +
                      ('_quick' if args.quick else ''))

@@ -48,11 +48,11 @@ def _expected_rounds(cfg) -> int:
   import dp_accounting  # pylint: disable=g-import-not-at-top
   import math  # pylint: disable=g-import-not-at-top
   from tffdp import privacy  # pylint: disable=g-import-not-at-top
-  sigma = cfg.noise_multiplier
-  if cfg.clipping == 'adaptive' and cfg.clip_norm_query == 'accounted':
+  sigma, hp = cfg.noise_multiplier, cfg.hparams
+  if hp.clipping == 'adaptive' and hp.clip_norm_query == 'accounted':
     sigma /= math.sqrt(2.0)
   ledger = privacy.PrivacyLedger(1, cfg.delta, orders=privacy.INTEGER_ORDERS)
-  step = dp_accounting.PoissonSampledDpEvent(cfg.lot_size / 5480.0,
+  step = dp_accounting.PoissonSampledDpEvent(hp.lot_size / 5480.0,
                                              dp_accounting.GaussianDpEvent(sigma))
   return int(ledger.rounds_within([0], step, cfg.epsilon_budget, limit=cfg.rounds)[0])
 
@@ -97,7 +97,7 @@ def print_status(runs) -> None:
     if s['state'] != 'done':
       line += (f' (budget after about {_expected_rounds(cfg)} rounds at sigma = '
                f'{cfg.noise_multiplier:g}' +
-               ('; sooner as the noise decays)' if cfg.noise_schedule == 'decay' else ')'))
+               ('; sooner as the noise decays)' if cfg.hparams.noise_schedule == 'decay' else ')'))
     print(f'[{label}] {line}', flush=True)
 
 

@@ -69,11 +69,9 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
   with open(os.path.join(run_dir, 'config.json')) as f:
     recorded = json.load(f)
   committed = _rows(run_dir)
-  fields = {f.name for f in dataclasses.fields(config_lib.RunConfig)}
-  kw = {k: v for k, v in recorded.items() if k in fields}
   rounds = min(rounds, int(committed[-1]['round']))
   with tempfile.TemporaryDirectory() as tmp:
-    cfg = dataclasses.replace(config_lib.RunConfig(**kw), rounds=rounds,
+    cfg = dataclasses.replace(config_lib.from_dict(recorded), rounds=rounds,
                               out=os.path.join(tmp, 'run'), data_dir=data_dir,
                               client_cache_dir=None, log_every=max(1, rounds // 5),
                               workers=None)

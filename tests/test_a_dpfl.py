@@ -135,7 +135,7 @@ def read_rows(path):
 
 def test_ledger_matches_dp_accounting_for_participants(tmp_path, monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**TOY, rounds=3, out=str(tmp_path / 'r'))
+  cfg = config_lib.RunConfig.create(**TOY, rounds=3, out=str(tmp_path / 'r'))
   summary = runner.run(cfg, log=lambda s: None)
   rows = read_rows(tmp_path / 'r')
   sigmas = [float(r['noise_multiplier']) for r in rows]
@@ -156,18 +156,18 @@ def test_ledger_matches_dp_accounting_for_participants(tmp_path, monkeypatch):
 
 def test_paper_order_guarantee_is_inf_and_resume_is_exact(tmp_path, monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**TOY, rounds=2, dp_sgd='paper_order',
+  cfg = config_lib.RunConfig.create(**TOY, rounds=2, dp_sgd='paper_order',
                              out=str(tmp_path / 'p'))
   summary = runner.run(cfg, log=lambda s: None)
   assert summary['epsilon_guaranteed'] == 'inf'
   assert math.isfinite(summary['epsilon_claimed'])
   assert any('unbounded' in r for r in summary['epsilon_reasons'])
 
-  full = config_lib.RunConfig(**TOY, rounds=4, out=str(tmp_path / 'a'))
+  full = config_lib.RunConfig.create(**TOY, rounds=4, out=str(tmp_path / 'a'))
   runner.run(full, log=lambda s: None)
-  part = config_lib.RunConfig(**TOY, rounds=2, out=str(tmp_path / 'b'))
+  part = config_lib.RunConfig.create(**TOY, rounds=2, out=str(tmp_path / 'b'))
   runner.run(part, log=lambda s: None)
-  runner.run(config_lib.RunConfig(**TOY, rounds=4, out=str(tmp_path / 'b')),
+  runner.run(config_lib.RunConfig.create(**TOY, rounds=4, out=str(tmp_path / 'b')),
              resume=True, log=lambda s: None)
   a, b = read_rows(tmp_path / 'a'), read_rows(tmp_path / 'b')
   for ra, rb in zip(a, b):

@@ -254,7 +254,7 @@ def _cfg(tmp_path, name, data_dir, **kw):
               noise_multiplier=2.0, clip_norm=1.0, num_validation=500, eval_every=1,
               out=str(tmp_path / name), client_cache_dir=str(tmp_path / 'clients'))
   base.update(kw)
-  return config_lib.RunConfig(**base)
+  return config_lib.RunConfig.create(**base)
 
 
 def _read(path):
@@ -332,9 +332,8 @@ def test_resume_equals_uninterrupted(tmp_path):
                                          ('clipping_factor', 0.0), ('clients_per_slice', 3),
                                          ('clip_norm_query', 'cheap')])
 def test_invalid_hyperparameters_name_themselves(field, value):
-  cfg = config_lib.RunConfig(method='adap_dp_fl', clients=10, **{field: value})
   with pytest.raises(ValueError, match=field):
-    cfg.resolved().validate()
+    config_lib.RunConfig.create(method='adap_dp_fl', clients=10, **{field: value}).resolved().validate()
 
 
 def test_budget_stop_unequal_clients_stop_for_good(tmp_path, data_dir):

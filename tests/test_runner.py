@@ -93,7 +93,7 @@ def test_cli_smoke_piped_run_finishes(tmp_path, data_dir):
 
 def _cfg(tmp_path, name, **kw):
   """A toy run on the generated `synthetic` dataset (no files needed)."""
-  return config_lib.RunConfig(**dict(TOY, dataset='synthetic', out=str(tmp_path / name), **kw))
+  return config_lib.RunConfig.create(**dict(TOY, dataset='synthetic', out=str(tmp_path / name), **kw))
 
 
 def test_resume_equals_uninterrupted(tmp_path):
@@ -176,8 +176,78 @@ def test_dp_fedavg_ledgers_match_dp_accounting(tmp_path):
 def test_config_fields_added_later_count_as_their_defaults():
   new = dataclasses.asdict(config_lib.RunConfig(method='dpfl'))
   old = dict(new)
-  del old['lot_size'], old['clip_norm_query']  # a run made before these fields existed
+  del old['workers'], old['clients_per_slice']  # a run made before these fields existed
   assert config_lib.differing_fields(old, new) == []
-  new_changed = dict(new, clip_norm_query='free', rounds=7)
-  assert config_lib.differing_fields(old, new_changed) == ['clip_norm_query', 'rounds']
-  assert config_lib.differing_fields(old, new_changed, ignore=('rounds',)) == ['clip_norm_query']
+  new_changed = dict(new, clients_per_slice=5, rounds=7)
+  assert config_lib.differing_fields(old, new_changed) == ['clients_per_slice', 'rounds']
+  assert config_lib.differing_fields(old, new_changed, ignore=('rounds',)) == ['clients_per_slice']
+
+
+def test_configs_with_flat_method_options_still_match():
+  # Configs (and checkpoints) written before `method_options` hold every method's options
+  # flat; only the run's own method's options count, and missing ones are defaults.
+  new = dataclasses.asdict(config_lib.RunConfig.create(method='a_dpfl', k=0.5).resolved())
+  old = {k: v for k, v in new.items() if k != 'method_options'}
+  old.update(k=0.5, alpha=0.01, adjust_every=1, selection='top_k', lot_size=78,
+             clipping='adaptive', beta=None)  # beta, lot_size: Adap DP-FL's, ignored
+  assert config_lib.differing_fields(old, new) == []
+  assert config_lib.differing_fields(dict(old, k=0.7), new) == ['method_options.k']
+  del old['adjust_every']  # an option added later: its default
+  assert config_lib.differing_fields(old, new) == []
+  assert config_lib.from_dict(dict(old, k=0.5)).method_options == dict(
+      k=0.5, alpha=0.01, selection='top_k')
+
+
+def test_method_options_are_scoped_to_the_method():
+  with pytest.raises(ValueError, match='method dpfl has no option k. Its options: none'):
+    config_lib.RunConfig.create(method='dpfl', k=0.5)
+  cfg = config_lib.RunConfig.create(method='adap_dp_fl', dataset='fashion_mnist', clients=4,
+                                    clipping='constant').resolved()
+  assert cfg.method_options['clipping'] == 'constant'
+  assert cfg.method_options['clipping_factor'] == 0.01 and cfg.method_options['beta'] == 0.9998
+  assert cfg.cohort_sampling == 'all' and cfg.clients_per_round == 4
+  assert cfg.hparams.lot_size == 78
+
+
+def test_cli_option_of_another_method_exit_2():
+  r = cli(['--method', 'dpfl', '--dataset', 'synthetic', '--k', '0.5'])
+  assert r.returncode == 2 and 'method dpfl has no option k' in r.stderr
+  assert 'Traceback' not in r.stderr
+  r = cli(['--method', 'adap_dp_fl', '--dataset', 'synthetic', '--clipping', 'sometimes'])
+  assert r.returncode == 2 and 'adaptive' in r.stderr and 'Traceback' not in r.stderr
+
+
+def test_a_registered_toy_method_runs_end_to_end(tmp_path):
+  """Adding a method = its module (here: this test) + one `register` call."""
+  from tffdp.algorithms import baselines, registry  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True)
+  class ToyHparams(registry.MethodHparams):
+    local_lr: float = registry.option(0.3, 'the toy\'s learning rate', note='toy value')
+
+    def __post_init__(self):
+      super().__post_init__()
+      if self.local_lr <= 0:
+        raise ValueError(f'local_lr must be positive. Found local_lr={self.local_lr!r}.')
+
+  def build(ctx, hp):
+    m = baselines.build_fedavg(ctx.keras_builder, ctx.data, learning_rate=hp.local_lr,
+                               batch_size=ctx.config.batch_size, seed=ctx.config.seed)
+    m.name, m.hyperparameters = 'toy', dict(m.hyperparameters, local_lr=hp.local_lr)
+    return m
+
+  registry.register(registry.MethodSpec('toy', build, ToyHparams, 'a test method'))
+  try:
+    assert 'toy' in config_lib.methods()
+    with pytest.raises(ValueError, match='local_lr must be positive'):
+      config_lib.RunConfig.create(method='toy', local_lr=-1.0).resolved().validate()
+    summary = runner.run(_cfg(tmp_path, 'toy', method='toy', rounds=2, local_lr=0.4),
+                         log=lambda s: None)
+    assert summary['method'] == 'toy' and summary['rounds_completed'] == 2
+    cfg = json.loads((tmp_path / 'toy' / 'config.json').read_text())
+    assert cfg['method_options'] == {'local_lr': 0.4}
+    assert cfg['method_hyperparameters']['local_lr'] == 0.4
+    assert cfg['notes']['local_lr'] == 'toy value'
+  finally:
+    registry.unregister('toy')
+  assert 'toy' not in config_lib.methods()

@@ -192,7 +192,7 @@ def _state(out):
 def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
                                          monkeypatch):
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig(**dict(TOY, method=method, rounds=2, **kw))
+  cfg = config_lib.RunConfig.create(**dict(TOY, method=method, rounds=2, **kw))
   lines = []
   local = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'local'))),
                      log=lambda s: None)

@@ -6,15 +6,22 @@ import dataclasses
 import re
 from typing import Optional, Sequence
 
+from tffdp.algorithms import registry
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
-METHODS = ('fedavg', 'dpfl', 'dp_fedavg', 'a_dpfl', 'adap_dp_fl')
 COHORT_SAMPLING = ('uniform', 'poisson', 'all')
 
-# Adap DP-FL (Sec. V-A): clipping factor alpha and noise decay beta per dataset.
-ADAP_DP_FL_DEFAULTS = {'mnist': dict(clipping_factor=1.0, beta=0.9999),
-                       'fashion_mnist': dict(clipping_factor=0.01, beta=0.9998)}
+# Method options that were top-level RunConfig fields before `method_options` (configs
+# and checkpoints written then carry them flat; `from_dict` moves them).
+LEGACY_OPTION_FIELDS = ('k', 'alpha', 'adjust_every', 'selection', 'dp_sgd', 'lot_size',
+                        'clipping_factor', 'beta', 'clipping', 'noise_schedule',
+                        'client_optimizer_state', 'clip_norm_query')
+
+
+def methods() -> tuple[str, ...]:
+  """Every registered method name (`tffdp.algorithms.registry`)."""
+  return registry.names()
 
 # Model per (method family, dataset) when --model is not given.
 DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
@@ -48,21 +55,69 @@ def parse_workers(spec: str | Sequence[str]) -> list[str]:
 def differing_fields(old: dict, new: dict, ignore=()) -> list[str]:
   """Fields of `new` (a `RunConfig` as a dict) whose value differs from `old`'s.
 
-  A field missing from `old` (a run made before the field existed) counts as its default
-  value, since that is what the run used.
+  `old` is read as `from_dict` reads it (a run made before a field existed counts as
+  having its default; flat method options of older configs count as `method_options`).
+  A method option missing from `old` counts as its default too. A difference in
+  `method_options` is named `method_options.<option>`.
   """
+  old = normalized_dict(old)
   defaults = {f.name: f.default for f in dataclasses.fields(RunConfig)
               if f.default is not dataclasses.MISSING}
-  return sorted(k for k, v in new.items()
-                if k not in ignore and old.get(k, defaults.get(k)) != v)
+  out = sorted(k for k, v in new.items()
+               if k not in ignore and k != 'method_options' and old.get(k, defaults.get(k)) != v)
+  if 'method_options' not in ignore and 'method_options' in new:
+    old_opts, new_opts = old.get('method_options', {}), new['method_options']
+    option_defaults = {}
+    try:
+      option_defaults = {f.name: f.default for f in dataclasses.fields(
+          registry.get(new.get('method', old.get('method'))).hparams)}
+    except ValueError:
+      pass
+    for name in sorted(set(old_opts) | set(new_opts)):
+      if old_opts.get(name, option_defaults.get(name)) != new_opts.get(
+          name, option_defaults.get(name)):
+        out.append(f'method_options.{name}')
+  return out
+
+
+def normalized_dict(d: dict) -> dict:
+  """A `RunConfig` dict (e.g. a `config.json`) with flat legacy method options moved.
+
+  Options in `LEGACY_OPTION_FIELDS` that the dict's method has go into
+  `method_options` (unless it already names them); the others are dropped (older
+  configs stored every method's options whatever the method).
+  """
+  d = dict(d)
+  legacy = {k: d.pop(k) for k in LEGACY_OPTION_FIELDS if k in d}
+  if legacy:
+    try:
+      names = {f.name for f in dataclasses.fields(registry.get(d.get('method')).hparams)}
+    except ValueError:
+      names = set()
+    opts = dict(d.get('method_options') or {})
+    for k, v in legacy.items():
+      if k in names:
+        opts.setdefault(k, v)
+    d['method_options'] = opts
+  return d
+
+
+def from_dict(d: dict) -> 'RunConfig':
+  """The `RunConfig` a `config.json` (or checkpoint) records; other keys are ignored."""
+  d = normalized_dict(d)
+  names = {f.name for f in dataclasses.fields(RunConfig)}
+  return RunConfig(**{k: v for k, v in d.items() if k in names})
 
 
 @dataclasses.dataclass
 class RunConfig:
   """One experiment. Defaults follow A-DPFL's Table 1 (MNIST) where it applies.
 
-  Attributes mirror `python -m tffdp.run --help`. `notes` maps a field to the comment
-  written beside it in `config.json` (e.g. "not given in the paper; chosen because …").
+  Attributes mirror `python -m tffdp.run --help`: the settings every method shares, and
+  the chosen method's own options in `method_options` (see `tffdp.algorithms.registry`;
+  `create(...)` sorts keyword arguments into the two). `notes` maps a field or option to
+  the comment written beside it in `config.json` (e.g. "not given in the paper; chosen
+  because …").
   """
   method: str = 'fedavg'
   dataset: str = 'mnist'
@@ -88,60 +143,65 @@ class RunConfig:
   log_every: int = 1
   num_validation: int = 5000
   client_cache_dir: Optional[str] = None
-  # A-DPFL (Table 1 and spec a_dpfl.md).
-  k: float = 0.7
-  alpha: float = 0.01
-  adjust_every: int = 1
-  selection: str = 'top_k'
-  dp_sgd: str = 'clip_then_noise'
-  # Adap DP-FL (spec adap_dp_fl.md); None: the paper's value for the dataset.
-  lot_size: int = 78
-  clipping_factor: Optional[float] = None
-  beta: Optional[float] = None
-  clipping: str = 'adaptive'
-  noise_schedule: str = 'decay'
-  client_optimizer_state: str = 'keep'
-  clip_norm_query: str = 'accounted'
   clients_per_slice: Optional[int] = None
+  # The chosen method's own options (its `MethodHparams` fields), e.g. {'k': 0.7} for
+  # a_dpfl; `resolved()` fills every option with its default.
+  method_options: dict = dataclasses.field(default_factory=dict)
   # Where rounds run: None (this process's local TFF context) or 'host:port,...' of TFF
   # workers (`python -m tffdp.worker`); results do not depend on it.
   workers: Optional[str] = None
   worker_timeout: float = 20.0  # seconds a worker may stay unreachable mid-round
   notes: dict = dataclasses.field(default_factory=dict)
 
+  @classmethod
+  def create(cls, **kw) -> 'RunConfig':
+    """A `RunConfig` from shared settings and the method's options, by name.
+
+    Raises:
+      ValueError: If a name is neither a shared setting nor an option of `method`.
+    """
+    fields = {f.name for f in dataclasses.fields(cls)}
+    shared = {k: v for k, v in kw.items() if k in fields}
+    options = dict(shared.pop('method_options', {}))
+    options.update({k: v for k, v in kw.items() if k not in fields})
+    method = shared.get('method', cls.method)
+    if options:
+      registry.get(method).hparams.from_options(options, method)  # names unknown options
+    return cls(**shared, method_options=options)
+
+  def with_options(self, **options) -> 'RunConfig':
+    """A copy with these method options set."""
+    return dataclasses.replace(self, method_options=dict(self.method_options, **options))
+
+  @property
+  def hparams(self) -> registry.MethodHparams:
+    """The method's options as its `MethodHparams` (validated)."""
+    return registry.get(self.method).hparams.from_options(self.method_options, self.method)
+
   def resolved(self) -> 'RunConfig':
-    """Fills method/dataset-dependent defaults (model, cohort sampling)."""
+    """Fills method/dataset-dependent defaults (model, cohort sampling, method options)."""
     c = dataclasses.replace(self, notes=dict(self.notes))
     if c.model is None:
       c.model = DEFAULT_MODEL.get(c.dataset, 'deep_mnist_cnn')
       c.notes.setdefault('model', 'default for the dataset (A-DPFL Sec. 6.1 network)')
-    if c.method == 'adap_dp_fl':
-      paper = ADAP_DP_FL_DEFAULTS.get(c.dataset, ADAP_DP_FL_DEFAULTS['mnist'])
-      for name, value in paper.items():
-        if getattr(c, name) is None:
-          setattr(c, name, value)
-          c.notes.setdefault(name, f'Adap DP-FL Sec. V-A value for {c.dataset}' if
-                             c.dataset in ADAP_DP_FL_DEFAULTS else
-                             'not given in the paper for this dataset; chosen because it '
-                             'is the MNIST value')
-      if c.cohort_sampling is None:
-        c.cohort_sampling = 'all'
-        c.notes.setdefault('cohort_sampling', 'cross-silo: every client every round')
+    hp = c.hparams
+    hp, notes = hp.resolved(c.dataset)
+    for name, note in {**hp.notes(), **notes}.items():
+      c.notes.setdefault(name, note)
+    c.method_options = dataclasses.asdict(hp)
     if c.cohort_sampling is None:
-      c.cohort_sampling = 'poisson' if c.method == 'dp_fedavg' else 'uniform'
+      c.cohort_sampling = type(hp).default_cohort_sampling
+      c.notes.setdefault('cohort_sampling', type(hp).cohort_sampling_note)
     if c.cohort_sampling == 'all':
       c.clients_per_round = c.clients  # every client every round
-      c.notes.setdefault('cohort_sampling',
-                         'poisson for client-level DP-FedAvg so its accountant is exact; '
-                         'uniform (fixed K) otherwise')
     return c
 
   def validate(self) -> None:
     """Raises `ValueError` naming the first invalid parameter and its value."""
     def bad(name, value, why):
       raise ValueError(f'{name} {why}. Found {name}={value!r}.')
-    if self.method not in METHODS:
-      bad('method', self.method, f'must be one of {", ".join(METHODS)}')
+    if self.method not in methods():
+      bad('method', self.method, f'must be one of {", ".join(methods())}')
     if self.dataset not in DATASETS:
       bad('dataset', self.dataset, f'must be one of {", ".join(DATASETS)}')
     if self.partition not in PARTITIONERS:
@@ -173,37 +233,10 @@ class RunConfig:
       bad('checkpoint_every', self.checkpoint_every, 'must be positive')
     if self.num_validation < 0:
       bad('num_validation', self.num_validation, 'must be >= 0')
-    if not 0 < self.k <= 1:
-      bad('k', self.k, 'must be in (0, 1]')
-    if self.adjust_every <= 0:
-      bad('adjust_every', self.adjust_every, 'must be positive')
-    if self.selection not in ('top_k', 'weighted_sample', 'uniform'):
-      bad('selection', self.selection, 'must be one of top_k, weighted_sample, uniform')
-    if self.dp_sgd not in ('clip_then_noise', 'paper_order'):
-      bad('dp_sgd', self.dp_sgd, 'must be one of clip_then_noise, paper_order')
     if self.log_every <= 0:
       bad('log_every', self.log_every, 'must be positive')
-    if self.lot_size <= 0:
-      bad('lot_size', self.lot_size, 'must be positive')
-    if self.clipping_factor is not None and self.clipping_factor <= 0:
-      bad('clipping_factor', self.clipping_factor, 'must be positive')
-    if self.beta is not None and not 0 < self.beta <= 1:
-      bad('beta', self.beta, 'must be in (0, 1]')
-    for name, modes in (('clipping', ('adaptive', 'constant')),
-                        ('noise_schedule', ('decay', 'constant')),
-                        ('client_optimizer_state', ('keep', 'reset')),
-                        ('clip_norm_query', ('accounted', 'free'))):
-      if getattr(self, name) not in modes:
-        bad(name, getattr(self, name), f'must be one of {", ".join(modes)}')
-    if self.clients_per_slice is not None:
-      if self.clients_per_slice <= 0:
-        bad('clients_per_slice', self.clients_per_slice, 'must be positive')
-      if self.method == 'adap_dp_fl' and self.clients % self.clients_per_slice:
-        bad('clients_per_slice', self.clients_per_slice,
-            f'must divide clients={self.clients} for adap_dp_fl')
-      if self.method == 'dp_fedavg':
-        bad('clients_per_slice', self.clients_per_slice,
-            'must be unset for dp_fedavg (its aggregator clips each client\'s update)')
+    if self.clients_per_slice is not None and self.clients_per_slice <= 0:
+      bad('clients_per_slice', self.clients_per_slice, 'must be positive')
     if self.workers is not None:
       parse_workers(self.workers)
     if self.worker_timeout <= 0:
@@ -211,3 +244,4 @@ class RunConfig:
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
       bad('cohort_sampling', self.cohort_sampling,
           f'must be one of {", ".join(COHORT_SAMPLING)}')
+    self.hparams.check_run(self)  # the method's options, and their fit with the rest

@@ -9,9 +9,11 @@ run on them (a message, no traceback); 1 a TFF worker of `--workers` does not an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import sys
+import typing
 
 # Quiet TensorFlow's C++ start-up logging for CLI users (cuDNN/cuFFT/cuBLAS factory
 # errors, the CPU-instructions and TensorRT lines) unless --verbose is given. It must be
@@ -20,6 +22,7 @@ import sys
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in sys.argv[1:] else '3')
 
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
 from tffdp.data.loaders import DATASETS  # pylint: disable=g-import-not-at-top
 from tffdp.data.partitioners import PARTITIONERS  # pylint: disable=g-import-not-at-top
 from tffdp.models import MODELS  # pylint: disable=g-import-not-at-top
@@ -31,18 +34,60 @@ class _Parser(argparse.ArgumentParser):
     self.exit(2, f'{self.prog}: error: {message}\n')
 
 
+_OPTION_DEST = 'method_option__'
+
+
+def _option_type(cls, f):
+  """The argparse type of hyperparameter field `f` of `cls` (Optional[X] -> X)."""
+  hint = typing.get_type_hints(cls).get(f.name, str)
+  args = [a for a in typing.get_args(hint) if a is not type(None)]
+  hint = args[0] if args else hint
+  return hint if hint in (int, float, str) else str
+
+
+def add_method_options(p: argparse.ArgumentParser) -> None:
+  """One argument group per registered method, generated from its hyperparameter dataclass.
+
+  A flag `--<option>` sets the chosen method's option; a name two methods share is one
+  flag whose meaning follows `--method`. Only options given on the command line are
+  recorded (the rest take the method's defaults in `RunConfig.resolved`).
+  """
+  seen: dict[str, list[str]] = {}
+  for name in config_lib.methods():
+    spec = registry.get(name)
+    fields = dataclasses.fields(spec.hparams)
+    if not fields:
+      continue
+    group = p.add_argument_group(f'{name} options (--method {name}): {spec.title}')
+    for f in fields:
+      if f.name in seen:
+        seen[f.name].append(name)
+        continue
+      seen[f.name] = [name]
+      kw = dict(help=f.metadata.get('help', ''), dest=_OPTION_DEST + f.name,
+                default=argparse.SUPPRESS, type=_option_type(spec.hparams, f))
+      if f.metadata.get('choices'):
+        kw['choices'] = f.metadata['choices']
+      else:
+        kw['metavar'] = f.name.upper()
+      if f.default is not None:
+        kw['help'] += f' (default: {f.default})'
+      group.add_argument('--' + f.name.replace('_', '-'), **kw)
+
+
 def make_parser() -> argparse.ArgumentParser:
   d = config_lib.RunConfig()
+  specs = [registry.get(name) for name in config_lib.methods()]
   p = _Parser(
       prog='python -m tffdp.run',
       description='Run one differentially private federated learning experiment.',
-      epilog=(f'methods: {", ".join(config_lib.METHODS)}\n'
+      epilog=(f'methods: {", ".join(config_lib.methods())}\n'
               f'datasets: {", ".join(DATASETS)}\n'
               f'partitions: {", ".join(PARTITIONERS)}\n'
               f'models: {", ".join(MODELS)}'),
       formatter_class=argparse.RawDescriptionHelpFormatter)
   g = p.add_argument_group('experiment')
-  g.add_argument('--method', required=True, help=f'one of: {", ".join(config_lib.METHODS)}')
+  g.add_argument('--method', required=True, help=f'one of: {", ".join(config_lib.methods())}')
   g.add_argument('--dataset', required=True, help=f'one of: {", ".join(DATASETS)}')
   g.add_argument('--data-dir', help='directory with one folder per dataset '
                  '(default: $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets)')
@@ -78,7 +123,9 @@ def make_parser() -> argparse.ArgumentParser:
   m.add_argument('--local-epochs', type=int, default=d.local_epochs)
   m.add_argument('--noise-multiplier', type=float, default=d.noise_multiplier, help='sigma')
   m.add_argument('--clip-norm', type=float, default=d.clip_norm,
-                 help='C (per-example, dpfl) or S (per-update, dp_fedavg)')
+                 help='the clipping norm of the method\'s DP mechanism: ' + '; '.join(
+                     f'{s.name}: {s.shared_meanings["clip_norm"]}' for s in specs
+                     if 'clip_norm' in s.shared_meanings))
   m.add_argument('--delta', type=float, default=d.delta)
   m.add_argument('--clients-per-slice', type=int,
                  help='clients per TFF client computation (cohort slices; same results, '
@@ -86,38 +133,26 @@ def make_parser() -> argparse.ArgumentParser:
                  'adap_dp_fl: default all clients in one slice')
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon_guaranteed would exceed this')
-  a = p.add_argument_group('A-DPFL options (--method a_dpfl)')
-  a.add_argument('--k', type=float, default=d.k, help='noise decay factor k (Alg. 4)')
-  a.add_argument('--alpha', type=float, default=d.alpha,
-                 help='validation-accuracy gain threshold alpha (Alg. 4)')
-  a.add_argument('--adjust-every', type=int, default=d.adjust_every)
-  a.add_argument('--selection', default=d.selection,
-                 help='top_k (Alg. 2), weighted_sample or uniform')
-  a.add_argument('--dp-sgd', default=d.dp_sgd,
-                 help='clip_then_noise (Abadi et al.) or paper_order (Alg. 3 as printed)')
-  d_ = p.add_argument_group('Adap DP-FL options (--method adap_dp_fl)')
-  d_.add_argument('--lot-size', type=int, default=d.lot_size, help='expected lot size L')
-  d_.add_argument('--clipping-factor', type=float,
-                  help='clipping factor alpha of eq. 6 (default: 1.0 MNIST, 0.01 FMNIST)')
-  d_.add_argument('--beta', type=float,
-                  help='noise decay factor beta (default: 0.9999 MNIST, 0.9998 FMNIST)')
-  d_.add_argument('--clipping', default=d.clipping, help='adaptive (eqs. 6-8) or constant')
-  d_.add_argument('--noise-schedule', default=d.noise_schedule, help='decay or constant')
-  d_.add_argument('--client-optimizer-state', default=d.client_optimizer_state,
-                  help='keep (per-client Adam moments persist) or reset')
-  d_.add_argument('--clip-norm-query', default=d.clip_norm_query,
-                  help='accounted (budget on epsilon_guaranteed) or free (paper\'s count)')
+  add_method_options(p)
   g.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')
   return p
 
 
 def config_from_args(args) -> config_lib.RunConfig:
+  """The `RunConfig` of parsed arguments (method options only where given).
+
+  Raises:
+    ValueError: On bad JSON in `--partition-options`, or an option the chosen method
+      does not have.
+  """
   try:
     options = json.loads(args.partition_options)
   except json.JSONDecodeError as e:
     raise ValueError(f'partition_options must be a JSON object. Found {args.partition_options!r}.') from e
-  return config_lib.RunConfig(
+  method_options = {k[len(_OPTION_DEST):]: v for k, v in vars(args).items()
+                    if k.startswith(_OPTION_DEST)}
+  return config_lib.RunConfig.create(
       method=args.method, dataset=args.dataset, data_dir=args.data_dir, rounds=args.rounds,
       clients=args.clients, clients_per_round=args.clients_per_round,
       partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
@@ -126,19 +161,16 @@ def config_from_args(args) -> config_lib.RunConfig:
       clip_norm=args.clip_norm, delta=args.delta, cohort_sampling=args.cohort_sampling,
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
-      k=args.k, alpha=args.alpha, adjust_every=args.adjust_every, selection=args.selection,
-      dp_sgd=args.dp_sgd, log_every=args.log_every, lot_size=args.lot_size,
-      clipping_factor=args.clipping_factor, beta=args.beta, clipping=args.clipping,
-      noise_schedule=args.noise_schedule, client_optimizer_state=args.client_optimizer_state,
-      clip_norm_query=args.clip_norm_query, clients_per_slice=args.clients_per_slice,
-      workers=args.workers, worker_timeout=args.worker_timeout)
+      log_every=args.log_every, clients_per_slice=args.clients_per_slice,
+      workers=args.workers, worker_timeout=args.worker_timeout,
+      method_options=method_options)
 
 
 def main(argv=None) -> int:
   argv = sys.argv[1:] if argv is None else argv
   parser = make_parser()
   args = parser.parse_args(argv)
-  for flag, value, valid in (('method', args.method, config_lib.METHODS),
+  for flag, value, valid in (('method', args.method, config_lib.methods()),
                              ('dataset', args.dataset, DATASETS),
                              ('partition', args.partition, tuple(PARTITIONERS))):
     if value not in valid:

@@ -36,8 +36,8 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import models, privacy, runtime
-from tffdp.algorithms import a_dpfl, adap_dp_fl, baselines
+from tffdp import models, privacy, runtime, seeds
+from tffdp.algorithms import registry
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
 from tffdp import config as config_lib
@@ -74,38 +74,11 @@ def versions() -> dict:
 
 def build_method(config: RunConfig, data: FederatedData, keras_builder,
                  validation=None, num_classes: int = 10) -> Method:
-  common = dict(learning_rate=config.learning_rate, batch_size=config.batch_size,
-                local_epochs=config.local_epochs, seed=config.seed,
-                cohort_sampling=config.cohort_sampling)
-  if config.method == 'fedavg':
-    return baselines.build_fedavg(keras_builder, data,
-                                  clients_per_slice=config.clients_per_slice, **common)
-  if config.method == 'dpfl':
-    return baselines.build_dpfl(keras_builder, data, noise_multiplier=config.noise_multiplier,
-                                clip_norm=config.clip_norm,
-                                clients_per_slice=config.clients_per_slice, **common)
-  if config.method == 'dp_fedavg':
-    return baselines.build_dp_fedavg(
-        keras_builder, data, noise_multiplier=config.noise_multiplier,
-        clip_norm=config.clip_norm, clients_per_round=config.clients_per_round, **common)
-  if config.method == 'a_dpfl':
-    return a_dpfl.build_a_dpfl(
-        keras_builder, data, validation, clients_per_round=config.clients_per_round,
-        learning_rate=config.learning_rate, batch_size=config.batch_size,
-        noise_multiplier=config.noise_multiplier, clip_norm=config.clip_norm, k=config.k,
-        alpha=config.alpha, adjust_every=config.adjust_every,
-        local_epochs=config.local_epochs, dp_sgd=config.dp_sgd, selection=config.selection,
-        seed=config.seed, clients_per_slice=config.clients_per_slice)
-  if config.method == 'adap_dp_fl':
-    return adap_dp_fl.build_adap_dp_fl(
-        keras_builder, data, validation, num_classes=num_classes, lot_size=config.lot_size,
-        learning_rate=config.learning_rate, noise_multiplier=config.noise_multiplier,
-        beta=config.beta, alpha=config.clipping_factor, clipping=config.clipping,
-        clip_norm=config.clip_norm, noise_schedule=config.noise_schedule,
-        client_optimizer_state=config.client_optimizer_state,
-        clip_norm_query=config.clip_norm_query, clients_per_slice=config.clients_per_slice,
-        seed=config.seed)
-  raise ValueError(f'Unknown method {config.method!r}.')
+  """The registered method `config.method` built with `config`'s settings and options."""
+  spec = registry.get(config.method)
+  context = registry.BuildContext(config=config, keras_builder=keras_builder, data=data,
+                                  validation=validation, num_classes=num_classes)
+  return spec.build(context, config.hparams)
 
 
 @dataclasses.dataclass
@@ -185,7 +158,7 @@ def connect_workers(config: RunConfig, exp: Experiment,
 
 def select_cohort(config: RunConfig, round_num: int) -> np.ndarray:
   """Seeded cohort of round `round_num` (sorted client indices)."""
-  rng = np.random.default_rng([config.seed, round_num, 0])
+  rng = seeds.round_rng(config.seed, round_num, seeds.COHORT)
   if config.cohort_sampling == 'all':
     return np.arange(config.clients)
   if config.cohort_sampling == 'poisson':

@@ -59,7 +59,9 @@ by its own seed; tested).
 from __future__ import annotations
 
 import collections
+import dataclasses
 import math
+import typing
 from typing import Optional, Sequence
 
 import numpy as np
@@ -67,7 +69,8 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import privacy
-from tffdp.algorithms import common, per_example
+from tffdp import seeds as seeds_lib
+from tffdp.algorithms import common, per_example, registry
 from tffdp.algorithms.dp_sgd import gaussian_noise_like
 from tffdp.data.federated import FederatedData, PoissonLot
 
@@ -506,7 +509,8 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
 
   def initialize() -> dict:
     server = process.initialize()
-    seeds = np.stack(common.client_seeds(seed, -1, np.arange(num_clients)))
+    seeds = np.stack(seeds_lib.client_seeds(seed, seeds_lib.INITIAL_ROUND,
+                                            np.arange(num_clients)))
     return {'server': server, 'clients': process.initialize_clients(server,
                                                                      slice_inputs(seeds))}
 
@@ -583,3 +587,79 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
           'slightly looser bound than adding fractional orders)',
           lot_size='paper: L = 78; q_k = L / |D^k| with |D^k| after the validation '
           'split is held out'))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+# Sec. V-A: clipping factor alpha and noise decay beta per dataset.
+PAPER_DEFAULTS = {'mnist': dict(clipping_factor=1.0, beta=0.9999),
+                  'fashion_mnist': dict(clipping_factor=0.01, beta=0.9998)}
+
+
+@dataclasses.dataclass(frozen=True)
+class AdapDPFLHparams(registry.MethodHparams):
+  """Adap DP-FL's own options (spec adap_dp_fl.md; Sec. V-A where the paper gives them)."""
+  default_cohort_sampling: typing.ClassVar[str] = 'all'
+  cohort_sampling_note: typing.ClassVar[str] = 'cross-silo: every client every round'
+
+  lot_size: int = registry.option(78, 'expected lot size L (q_k = L / |D^k|; paper: 78)')
+  clipping_factor: Optional[float] = registry.option(
+      None, 'clipping factor alpha of eq. 6 (default: the paper\'s 1.0 MNIST, 0.01 '
+      'Fashion-MNIST)')
+  beta: Optional[float] = registry.option(
+      None, 'noise decay factor beta (default: the paper\'s 0.9999 MNIST, 0.9998 '
+      'Fashion-MNIST)')
+  clipping: str = registry.option('adaptive', 'adaptive (eqs. 6-8) or constant (C = '
+                                  '--clip-norm)', choices=CLIPPING_MODES)
+  noise_schedule: str = registry.option('decay', 'decay (Sec. IV-B) or constant',
+                                        choices=NOISE_SCHEDULES)
+  client_optimizer_state: str = registry.option(
+      'keep', 'keep (each client\'s Adam moments persist) or reset',
+      choices=CLIENT_OPTIMIZER_STATES)
+  clip_norm_query: str = registry.option(
+      'accounted', 'accounted (the budget applies to epsilon_guaranteed) or free (to the '
+      'paper\'s eq.-10 count)', choices=CLIP_NORM_QUERY_MODES)
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.lot_size <= 0:
+      raise ValueError(f'lot_size must be positive. Found lot_size={self.lot_size!r}.')
+    if self.clipping_factor is not None and self.clipping_factor <= 0:
+      raise ValueError(f'clipping_factor must be positive. Found '
+                       f'clipping_factor={self.clipping_factor!r}.')
+    if self.beta is not None and not 0 < self.beta <= 1:
+      raise ValueError(f'beta must be in (0, 1]. Found beta={self.beta!r}.')
+
+  def resolved(self, dataset: str):
+    paper = PAPER_DEFAULTS.get(dataset, PAPER_DEFAULTS['mnist'])
+    changes, notes = {}, {}
+    for name, value in paper.items():
+      if getattr(self, name) is None:
+        changes[name] = value
+        notes[name] = (f'Adap DP-FL Sec. V-A value for {dataset}' if dataset in PAPER_DEFAULTS
+                       else 'not given in the paper for this dataset; chosen because it '
+                       'is the MNIST value')
+    return dataclasses.replace(self, **changes), notes
+
+  def check_run(self, config) -> None:
+    if config.clients_per_slice is not None and config.clients % config.clients_per_slice:
+      raise ValueError(f'clients_per_slice must divide clients={config.clients} for '
+                       f'adap_dp_fl. Found clients_per_slice={config.clients_per_slice!r}.')
+
+
+def _build(ctx: registry.BuildContext, hp: AdapDPFLHparams) -> common.Method:
+  c = ctx.config
+  hp, _ = hp.resolved(c.dataset)
+  return build_adap_dp_fl(
+      ctx.keras_builder, ctx.data, ctx.validation, num_classes=ctx.num_classes,
+      lot_size=hp.lot_size, learning_rate=c.learning_rate, noise_multiplier=c.noise_multiplier,
+      beta=hp.beta, alpha=hp.clipping_factor, clipping=hp.clipping, clip_norm=c.clip_norm,
+      noise_schedule=hp.noise_schedule, client_optimizer_state=hp.client_optimizer_state,
+      clip_norm_query=hp.clip_norm_query, clients_per_slice=c.clients_per_slice, seed=c.seed)
+
+
+METHODS = (registry.MethodSpec(
+    'adap_dp_fl', _build, AdapDPFLHparams,
+    'Adap DP-FL (spec adap_dp_fl.md): adaptive clipping, noise decay, stateful clients',
+    shared_meanings=dict(clip_norm='the constant threshold C (clipping=constant)',
+                         noise_multiplier='initial sigma_0')),)

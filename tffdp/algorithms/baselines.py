@@ -13,13 +13,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import typing
 from typing import Optional
 
 import numpy as np
 import tensorflow_federated as tff
 
 from tffdp import privacy
-from tffdp.algorithms import common
+from tffdp.algorithms import common, registry
 from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work, build_sliced_dp_sgd_client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
@@ -159,3 +161,62 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
                            local_epochs=local_epochs, noise_multiplier=noise_multiplier,
                            clip_norm=clip_norm, clients_per_round=clients_per_round))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DPFedAvgHparams(registry.NoOptions):
+  """DP-FedAvg has no options of its own (sigma and S are the shared settings)."""
+  default_cohort_sampling: typing.ClassVar[str] = 'poisson'
+  cohort_sampling_note: typing.ClassVar[str] = (
+      'poisson for client-level DP-FedAvg, so that its accountant is exact')
+
+  def check_run(self, config) -> None:
+    if config.clients_per_slice is not None:
+      raise ValueError('clients_per_slice must be unset for dp_fedavg (its aggregator clips '
+                       f'each client\'s update). Found clients_per_slice='
+                       f'{config.clients_per_slice!r}.')
+
+
+def _shared(config) -> dict:
+  return dict(learning_rate=config.learning_rate, batch_size=config.batch_size,
+              local_epochs=config.local_epochs, seed=config.seed,
+              cohort_sampling=config.cohort_sampling)
+
+
+def _build_fedavg(ctx: registry.BuildContext, hp) -> common.Method:
+  del hp
+  return build_fedavg(ctx.keras_builder, ctx.data, clients_per_slice=ctx.config.clients_per_slice,
+                      **_shared(ctx.config))
+
+
+def _build_dpfl(ctx: registry.BuildContext, hp) -> common.Method:
+  del hp
+  c = ctx.config
+  return build_dpfl(ctx.keras_builder, ctx.data, noise_multiplier=c.noise_multiplier,
+                    clip_norm=c.clip_norm, clients_per_slice=c.clients_per_slice, **_shared(c))
+
+
+def _build_dp_fedavg(ctx: registry.BuildContext, hp) -> common.Method:
+  del hp
+  c = ctx.config
+  return build_dp_fedavg(ctx.keras_builder, ctx.data, noise_multiplier=c.noise_multiplier,
+                         clip_norm=c.clip_norm, clients_per_round=c.clients_per_round,
+                         **_shared(c))
+
+
+METHODS = (
+    registry.MethodSpec('fedavg', _build_fedavg, registry.NoOptions,
+                        'FedAvg (McMahan et al. 2017), non-private'),
+    registry.MethodSpec('dpfl', _build_dpfl, registry.NoOptions,
+                        'DPFL: FedAvg with DP-SGD clients (fixed sigma)',
+                        shared_meanings=dict(clip_norm='per-example clipping norm C',
+                                             noise_multiplier='DP-SGD sigma')),
+    registry.MethodSpec('dp_fedavg', _build_dp_fedavg, DPFedAvgHparams,
+                        'client-level DP-FedAvg / CL-FL (McMahan et al. 2018; Geyer et al. '
+                        '2017)',
+                        shared_meanings=dict(clip_norm='per-update clipping norm S',
+                                             noise_multiplier='server sigma (noise std '
+                                             'sigma S on the sum)')),
+)

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy
+from tffdp import privacy, seeds
 from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
 
 KerasBuilder = Callable[[], tf.keras.Model]
@@ -218,10 +218,7 @@ class Method:
       self.train_loss = client_work_train_loss
 
 
-def client_seeds(run_seed: int, round_num: int, clients: Sequence[int]) -> list[np.ndarray]:
-  """Per-client int64[2] seeds of one round (batching and noise), fixed by the run seed."""
-  return [np.array([run_seed * 1_000_003 + round_num, int(c)], dtype=np.int64)
-          for c in clients]
+client_seeds = seeds.client_seeds  # (run seed, round, clients): see `tffdp.seeds`
 
 
 def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: float,
