@@ -182,3 +182,76 @@ def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
   train_sliced = runner.client_work_metrics(out_sliced.metrics)['train']
   assert int(train_sliced['num_examples']) == int(train_plain['num_examples']) == 60
   assert int(train_sliced['num_steps']) == int(train_plain['num_steps'])
+  # Epoch-aligned batches: E * ceil(n / B) = 2 * (2 + 3 + 3) steps, none spanning epochs.
+  assert int(train_plain['num_steps']) == 16
+
+
+def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
+  from tffdp.algorithms import common  # pylint: disable=g-import-not-at-top
+  from tffdp.data import ShuffleBatch  # pylint: disable=g-import-not-at-top
+  data, _, _ = tiny
+  m = baselines.build_dpfl(BUILDER, data, learning_rate=0.1, batch_size=3,
+                           noise_multiplier=1.0, clip_norm=1.0, local_epochs=2)
+  cohort = np.array([0, 1])
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  # 4 examples per client, B = 3, E = 2: 2 x ceil(4 / 3) = 4 steps per client.
+  assert int(metrics['client_work']['train']['num_steps']) == 8
+  assert m.check_round(cohort, state, metrics) is None
+  wrong = common.dp_sgd_step_check(data, ShuffleBatch(4, 2))(cohort, state, metrics)
+  assert 'ran 8 DP-SGD steps but the DP events declared 4' in wrong
+
+
+def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):
+  data, _, _ = tiny
+  kw = dict(learning_rate=0.1, batch_size=4, clip_norm=0.5, clients_per_round=2)
+  m = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=1.3, **kw)
+  state, metrics = m.run_round(m.initialize(), np.array([0, 1]), 0, 0)
+  assert m.check_round(np.array([0, 1]), state, metrics) is None
+  other = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=2.0, **kw)
+  problem = other.check_round(np.array([0, 1]), state, metrics)
+  assert 'GaussianDpEvent(noise_multiplier=2.0)' in problem
+
+
+def test_runner_stops_before_accounting_a_round_that_breaks_its_declaration(tmp_path):
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import common, registry  # pylint: disable=g-import-not-at-top
+  from tffdp.data import ShuffleBatch  # pylint: disable=g-import-not-at-top
+
+  def build(ctx, hp):
+    m = registry.get('dpfl').build(ctx, hp)
+    m.check_round = common.dp_sgd_step_check(ctx.data, ShuffleBatch(1000))  # 1 step each
+    return m
+
+  registry.register(registry.MethodSpec('dpfl_misdeclared', build))
+  try:
+    cfg = config_lib.RunConfig.create(
+        method='dpfl_misdeclared', dataset='synthetic', clients=4, clients_per_round=2,
+        partition='iid', model='logistic_regression', batch_size=100, rounds=2,
+        num_validation=500, out=str(tmp_path / 'r'), client_cache_dir=str(tmp_path / 'c'))
+    with pytest.raises(runner.DeclaredEventError, match='round 1: the clients ran 28 DP-SGD'):
+      runner.run(cfg, log=lambda s: None)
+    assert (tmp_path / 'r' / 'metrics.csv').read_text() == ''
+  finally:
+    registry.unregister('dpfl_misdeclared')
+
+
+def test_shuffle_batches_are_epoch_aligned(tiny, tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tffdp.data import ShuffleBatch  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  data = FederatedData(rng.integers(0, 256, (10, *SHAPE), dtype=np.uint8), np.arange(10) % 10,
+                       [np.arange(10)], cache_dir=str(tmp_path / 'c'))
+  batching = ShuffleBatch(4, local_epochs=2)
+  seed = tf.constant([3, 0], tf.int64)
+  ys = [b['y'].numpy() for b in data.client_batches(tf.constant('0'), seed, batching)]
+  assert [len(b) for b in ys] == [4, 4, 2, 4, 4, 2]
+  for epoch in (ys[:3], ys[3:]):  # each epoch holds every example exactly once
+    assert sorted(np.concatenate(epoch)) == list(range(10))
+  # The index path used by cohort slices gives the same batches.
+  xs_, ys_, order, b, num_batches, epoch_size = data.client_batch_indices(
+      tf.constant('0'), seed, batching)
+  assert int(num_batches) == 6
+  rows = [ys_.numpy()[FederatedData.batch_rows(order, tf.constant(s), b, epoch_size).numpy()]
+          for s in range(6)]
+  for got, want in zip(rows, ys):
+    np.testing.assert_array_equal(got, want)

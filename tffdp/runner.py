@@ -52,6 +52,10 @@ class ResumeError(RuntimeError):
   """Raised when a checkpoint does not match the requested run."""
 
 
+class DeclaredEventError(RuntimeError):
+  """Raised when a round executed something other than the DP events declared for it."""
+
+
 def atomic_write(path: str, data: str | bytes) -> None:
   tmp = f'{path}.tmp{os.getpid()}'
   with open(tmp, 'wb' if isinstance(data, bytes) else 'w') as f:
@@ -419,7 +423,12 @@ class Runner:
     if not len(cohort):
       return quantities, float('nan')
     with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
-      self.state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+      state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+    problem = method.check_round(cohort, state, metrics)
+    if problem:
+      raise DeclaredEventError(f'{method.name}, round {r + 1}: {problem}. The run stops '
+                               'before accounting this round.')
+    self.state = state
     quantities.update(method.round_metrics(metrics))
     return quantities, method.train_loss(metrics)
 

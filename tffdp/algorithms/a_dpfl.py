@@ -233,6 +233,7 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   return common.Method(
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       run_round=run_round, round_computation=round_computation,
+      check_round=common.dp_sgd_step_check(data, batching),
       cohort_sampling=selection, claimed_releases=claimed, guaranteed_releases=guaranteed,
       adaptive_quantities=lambda state: {
           'noise_multiplier': sigma_of(state),

@@ -159,6 +159,25 @@ def next_clip_norm(norms: tf.Tensor, row_splits: tf.Tensor, clip_norms: tf.Tenso
   return alpha * tf.abs((clipped_sums + noise * clip_norms * noise_multiplier) / lot_size)
 
 
+def executed_round_event(noise_multiplier: float, sampling_rate: float,
+                         clipping: str):
+  """The DP event of one client's round as `_build_slice_update` executes it.
+
+  A client's lot (Poisson, rate `q`) is read by the gradient query, its clipped gradient
+  sum plus `N(0, (sigma C)^2)` per coordinate (`gaussian_noise_like`, L2 sensitivity `C`),
+  and, with adaptive clipping, by the clipping-norm query of `next_clip_norm`, its sum of
+  `min(||g_i||, C)` plus `N(0, (sigma C)^2)` (sensitivity `C`). Both read the same lot
+  with the same noise scale, so together they are one Gaussian query of sensitivity
+  `sqrt(2) C` with noise `sigma C`: noise multiplier `sigma / sqrt(2)`. With constant
+  clipping only the gradient query runs (multiplier `sigma`).
+
+  Returns:
+    `PoissonSampledDpEvent(q, GaussianDpEvent(sigma / sqrt(2) or sigma))`.
+  """
+  joint = noise_multiplier / math.sqrt(2.0) if clipping == 'adaptive' else noise_multiplier
+  return privacy.subsampled_gaussian_event(joint, sampling_rate)
+
+
 def noise_decay(losses: tf.Tensor, new_loss: tf.Tensor, noise_multiplier: tf.Tensor,
                 beta: float):
   """Sec. IV-B: `sigma <- beta * sigma` after three straight validation-loss drops.
@@ -521,22 +540,22 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
     out = round_fn(state['server'], state['clients'], slice_inputs(seeds, active))
     return {'server': out['state'], 'clients': out['client_states']}, out['metrics']
 
-  def releases(cohort: np.ndarray, sigma: float, effective_sigma: float) -> common.Releases:
+  def releases(cohort: np.ndarray, sigma: float, event_of) -> common.Releases:
     if sigma == 0:
       return [(cohort, None, 'noise multiplier is 0: no noise, no finite guarantee')]
-    return [(cohort[rates[cohort] == q],
-             privacy.subsampled_gaussian_event(effective_sigma, float(q)), '')
+    return [(cohort[rates[cohort] == q], event_of(float(q)), '')
             for q in np.unique(rates[cohort])]
 
   sigma_of = lambda state: float(state['server']['noise_multiplier'])
 
   def claimed(cohort, state):
-    return releases(cohort, sigma_of(state), sigma_of(state))
+    """Eq. 10: the gradient query alone (the clipping-norm query is not counted)."""
+    sigma = sigma_of(state)
+    return releases(cohort, sigma, lambda q: privacy.subsampled_gaussian_event(sigma, q))
 
   def guaranteed(cohort, state):
     sigma = sigma_of(state)
-    joint = sigma / math.sqrt(2.0) if clipping == 'adaptive' else sigma
-    return releases(cohort, sigma, joint)
+    return releases(cohort, sigma, lambda q: executed_round_event(sigma, q, clipping))
 
   def quantities(state) -> dict:
     clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])

@@ -14,11 +14,13 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import typing
 from typing import Optional
 
 import numpy as np
 import tensorflow_federated as tff
+from tensorflow_federated.python.aggregators import differential_privacy
 
 from tffdp import privacy
 from tffdp.algorithms import common, registry
@@ -103,6 +105,7 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
       clients_per_slice=clients_per_slice,
       run_round=run_round, round_computation=round_computation,
       cohort_sampling=cohort_sampling,
+      check_round=common.dp_sgd_step_check(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                         noise_multiplier, True),
       guaranteed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
@@ -142,6 +145,16 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
     return [(everyone, poisson_round, '')] if noise_multiplier > 0 else \
         [(everyone, None, 'noise multiplier is 0')]
 
+  def check_round(cohort, state, metrics) -> Optional[str]:
+    """The event TFF's DP aggregator states for the round is the one accounted."""
+    del cohort, metrics
+    event = differential_privacy.extract_dp_event_from_state(state.aggregator)
+    if not math.isclose(float(event.noise_multiplier), noise_multiplier, rel_tol=1e-6,
+                        abs_tol=1e-7):
+      return (f'the DP aggregator released {event} but the ledger accounts '
+              f'GaussianDpEvent(noise_multiplier={noise_multiplier})')
+    return None
+
   def guaranteed(cohort, state=None):
     if cohort_sampling == 'poisson':
       return claimed(cohort)
@@ -153,7 +166,7 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
   run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
       name='dp_fedavg', process=process, batching=batching,
-      run_round=run_round, round_computation=round_computation,
+      run_round=run_round, round_computation=round_computation, check_round=check_round,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
       adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,

@@ -174,6 +174,10 @@ class Method:
     select_cohort: `round -> cohort` if the method chooses its participants (None: the
       runner's uniform/Poisson draw).
     round_metrics: `process.next` metrics -> extra metrics.csv columns.
+    check_round: `(cohort, new state, metrics) -> None or a message`: after each
+      round, whether what the round executed matches the DP events declared for it
+      (e.g. the measured DP-SGD steps, the event TFF's DP aggregator states); the
+      runner stops the run on a message, before the round is accounted.
     initialize: `() -> state` (the runner's state: for some methods more than the
       process state, e.g. CLIENTS-placed client states); default `process.initialize`.
     model_weights: `state -> ModelWeights`; default `process.get_model_weights`.
@@ -201,6 +205,8 @@ class Method:
   notes: dict = dataclasses.field(default_factory=dict)
   select_cohort: Optional[Callable[[int], np.ndarray]] = None
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
+  check_round: Callable[[np.ndarray, Any, Any], Optional[str]] = (
+      lambda cohort, state, metrics: None)
   initialize: Optional[Callable[[], Any]] = None
   model_weights: Optional[Callable[[Any], Any]] = None
   train_loss: Optional[Callable[[Any], float]] = None
@@ -248,3 +254,29 @@ def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: fl
       event = privacy.subsampled_gaussian_event(sigma, 1.0, batching.local_epochs)
     releases.append((clients, event, ''))
   return releases
+
+
+def dp_sgd_declared_steps(cohort: np.ndarray, data: FederatedData, batching) -> int:
+  """DP-SGD steps the cohort's events declare: `E * ceil(n_i / B)` per client (1 per lot)."""
+  if isinstance(batching, PoissonLot):
+    return len(cohort)
+  sizes = data.client_sizes[cohort]
+  return int(np.sum(batching.local_epochs * np.ceil(sizes / batching.batch_size)))
+
+
+def dp_sgd_step_check(data: FederatedData, batching):
+  """`Method.check_round` of DP-SGD methods: the measured steps equal the declared ones.
+
+  The client work counts the noised steps it ran (`train.num_steps`, summed over the
+  cohort); the releases of `dp_sgd_releases` were computed from the client sizes. A
+  difference means the accounting describes another mechanism than the one executed.
+  """
+  def check(cohort, state, metrics) -> Optional[str]:
+    del state
+    measured = int(client_work_metrics(metrics)['train']['num_steps'])
+    declared = dp_sgd_declared_steps(cohort, data, batching)
+    if measured != declared:
+      return (f'the clients ran {measured} DP-SGD steps but the DP events declared '
+              f'{declared} ({batching}); the accounting would not describe the round')
+    return None
+  return check

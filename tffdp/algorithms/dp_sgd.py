@@ -35,6 +35,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp.algorithms import per_example
+from tffdp.data.federated import FederatedData
 
 DP_SGD_MODES = ('none', 'clip_then_noise', 'paper_order')
 
@@ -114,15 +115,14 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
     return update, tf.cast(n_examples, tf.float32), metrics
 
   @tf.function
-  def client_update_indexed(initial_trainable, xs, ys, order, batch_size, num_batches, seed,
-                            noise_multiplier, clip_norm):
-    """As `client_update`, on batch `s` = rows `order[s*b:(s+1)*b]` of `xs`, `ys`."""
+  def client_update_indexed(initial_trainable, xs, ys, order, batch_size, num_batches,
+                            epoch_size, seed, noise_multiplier, clip_norm):
+    """As `client_update`, on the batches of `FederatedData.client_batch_indices`."""
     for v, w in zip(model.trainable_variables, initial_trainable):
       v.assign(w)
     n_examples, loss_sum = tf.constant(0, tf.int64), tf.constant(0.0)
-    total = tf.shape(order)[0]
     for s in tf.range(num_batches):
-      idx = order[s * batch_size:tf.minimum((s + 1) * batch_size, total)]
+      idx = FederatedData.batch_rows(order, s, batch_size, epoch_size)
       losses = step(tf.gather(xs, idx), tf.gather(ys, idx), seed, s, noise_multiplier,
                     clip_norm)
       n_examples += tf.cast(tf.shape(idx)[0], tf.int64)

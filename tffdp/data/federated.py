@@ -29,7 +29,11 @@ SEED_SPEC = tf.TensorSpec([2], tf.int64)
 class ShuffleBatch:
   """Shuffle the client's examples, `local_epochs` passes, minibatches of `batch_size`.
 
-  The last incomplete batch is kept (`drop_remainder=False`), as in TFF's examples.
+  Each epoch is its own seeded permutation cut into `ceil(n / batch_size)` batches; the
+  last, incomplete batch of an epoch is kept (`drop_remainder=False`, as in TFF's
+  examples) and no batch spans two epochs. So a client runs exactly
+  `local_epochs * ceil(n / batch_size)` steps and every example is in exactly one batch
+  per epoch, as the DP-SGD accounting of `common.dp_sgd_releases` assumes.
   """
   batch_size: int
   local_epochs: int = 1
@@ -237,8 +241,11 @@ class FederatedData:
     xs, ys = self._examples_fn()(client_id)
     n = tf.shape(ys)[0]
     if isinstance(batching, ShuffleBatch):
-      ds = tf.data.Dataset.from_tensor_slices(_shuffled_order(n, seed, batching))
-      return ds.batch(batching.batch_size).map(
+      order = tf.reshape(_shuffled_order(n, seed, batching), [batching.local_epochs, -1])
+      # One epoch after the other, each cut into its own batches (none spans two epochs).
+      ds = tf.data.Dataset.from_tensor_slices(order).flat_map(
+          lambda epoch: tf.data.Dataset.from_tensor_slices(epoch).batch(batching.batch_size))
+      return ds.map(
           lambda i: collections.OrderedDict(x=tf.gather(xs, i), y=tf.gather(ys, i)))
     keep = _poisson_keep(n, seed, batching.rate)
     return tf.data.Dataset.from_tensors(collections.OrderedDict(
@@ -249,9 +256,11 @@ class FederatedData:
     """Inside a TF computation: the same batches as `client_batches`, as index tensors.
 
     Returns:
-      `(x float32 [n, h, w, c], y int32 [n], order int [m], batch_size int32,
-      num_batches int32)`: batch `s` is rows `order[s*b : (s+1)*b]` (the last one may be
-      shorter; a Poisson lot is one batch, possibly empty). No `tf.data` pipeline is
+      `(x float32 [n, h, w, c], y int32 [n], order int [E * m], batch_size int32,
+      num_batches int32, epoch_size int32)`: `order` holds `E` epochs of `m` indices; with
+      `k = ceil(m / b)` batches per epoch, batch `s` is rows
+      `order[e*m + j*b : e*m + min((j+1)*b, m)]` for `e, j = divmod(s, k)` (see
+      `batch_rows`); a Poisson lot is one batch, possibly empty. No `tf.data` pipeline is
       built, which saves its per-client set-up cost inside a cohort slice.
     """
     xs, ys = self._examples_fn()(client_id)
@@ -259,9 +268,19 @@ class FederatedData:
     if isinstance(batching, ShuffleBatch):
       order = _shuffled_order(n, seed, batching)
       b = tf.constant(batching.batch_size, tf.int32)
-      return xs, ys, order, b, (tf.shape(order)[0] + b - 1) // b
+      return xs, ys, order, b, batching.local_epochs * ((n + b - 1) // b), n
     keep = _poisson_keep(n, seed, batching.rate)
-    return xs, ys, keep, tf.maximum(tf.shape(keep)[0], 1), tf.constant(1, tf.int32)
+    size = tf.shape(keep)[0]
+    return xs, ys, keep, tf.maximum(size, 1), tf.constant(1, tf.int32), size
+
+  @staticmethod
+  def batch_rows(order: tf.Tensor, step: tf.Tensor, batch_size: tf.Tensor,
+                 epoch_size: tf.Tensor) -> tf.Tensor:
+    """Inside a TF computation: the indices of batch `step` of `client_batch_indices`."""
+    per_epoch = tf.maximum((epoch_size + batch_size - 1) // batch_size, 1)
+    epoch, j = step // per_epoch, step % per_epoch
+    start = epoch * epoch_size
+    return order[start + j * batch_size:start + tf.minimum((j + 1) * batch_size, epoch_size)]
 
   def client_data_computation(self, batching: ShuffleBatch | PoissonLot) -> tff.Computation:
     """`(<client_id=string, seed=int64[2]>) -> <batches=D*, seed=int64[2]*>` (TFF computation).
