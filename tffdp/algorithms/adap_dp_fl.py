@@ -68,10 +68,9 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy
+from tffdp import privacy, queries
 from tffdp import seeds as seeds_lib
 from tffdp.algorithms import common, per_example, registry
-from tffdp.algorithms.dp_sgd import gaussian_noise_like
 from tffdp.data.federated import FederatedData, PoissonLot
 
 CLIPPING_MODES = ('adaptive', 'constant')
@@ -164,7 +163,7 @@ def executed_round_event(noise_multiplier: float, sampling_rate: float,
   """The DP event of one client's round as `_build_slice_update` executes it.
 
   A client's lot (Poisson, rate `q`) is read by the gradient query, its clipped gradient
-  sum plus `N(0, (sigma C)^2)` per coordinate (`gaussian_noise_like`, L2 sensitivity `C`),
+  sum plus `N(0, (sigma C)^2)` per coordinate (`queries.GaussianSumQuery`, sensitivity `C`),
   and, with adaptive clipping, by the clipping-norm query of `next_clip_norm`, its sum of
   `min(||g_i||, C)` plus `N(0, (sigma C)^2)` (sensitivity `C`). Both read the same lot
   with the same noise scale, so together they are one Gaussian query of sensitivity
@@ -174,8 +173,11 @@ def executed_round_event(noise_multiplier: float, sampling_rate: float,
   Returns:
     `PoissonSampledDpEvent(q, GaussianDpEvent(sigma / sqrt(2) or sigma))`.
   """
-  joint = noise_multiplier / math.sqrt(2.0) if clipping == 'adaptive' else noise_multiplier
-  return privacy.subsampled_gaussian_event(joint, sampling_rate)
+  gradient_query = queries.GaussianSumQuery(noise_multiplier, None)
+  if clipping != 'adaptive':
+    return gradient_query.event(sampling_rate)
+  norm_query = queries.GaussianSumQuery(noise_multiplier, None)  # `next_clip_norm`
+  return queries.joint_event([gradient_query, norm_query], sampling_rate)
 
 
 def noise_decay(losses: tf.Tensor, new_loss: tf.Tensor, noise_multiplier: tf.Tensor,
@@ -239,10 +241,11 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
     row_splits = data['row_splits']
     sums, norms, losses = per_example.clipped_gradient_segment_sums(
         model, data['x'], data['y'], row_splits, clip)
-    noise = [gaussian_noise_like([s[k] for s in sums], noise_multiplier * clip[k],
-                                 _fold(data['seeds'][k], _GRADIENT_NOISE_SALT))
-             for k in range(slice_size)]
-    gradient = [(s + tf.stack([z[i] for z in noise])) / lot_size for i, s in enumerate(sums)]
+    # Client k's gradient query (`executed_round_event` states its event).
+    noised = [queries.GaussianSumQuery(noise_multiplier, clip[k]).add_noise(
+        [s[k] for s in sums], _fold(data['seeds'][k], _GRADIENT_NOISE_SALT))
+              for k in range(slice_size)]
+    gradient = [tf.stack([z[i] for z in noised]) / lot_size for i in range(len(sums))]
     # Adam over the slice: tensors [s, *shape], one step count per client.
     if client_optimizer_state == 'reset':
       m0 = v0 = [tf.zeros_like(g) for g in gradient]

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy, seeds
+from tffdp import privacy, queries, seeds
 from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
 
 KerasBuilder = Callable[[], tf.keras.Model]
@@ -241,17 +241,17 @@ def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: fl
   releases: Releases = []
   if sigma == 0:
     return [(cohort, None, 'noise multiplier is 0: no noise, no finite guarantee')]
+  query = queries.GaussianSumQuery(sigma, None)  # the step's query (`dp_sgd.build_local_step`)
   sizes = data.client_sizes[cohort]
   for n in np.unique(sizes):
     clients = cohort[sizes == n]
     if isinstance(batching, PoissonLot):
-      event = privacy.subsampled_gaussian_event(sigma, batching.rate, 1)
+      event = query.event(batching.rate)
     elif amplified:
       b = batching.batch_size
-      steps = batching.local_epochs * int(np.ceil(n / b))
-      event = privacy.subsampled_gaussian_event(sigma, min(1.0, b / n), steps)
+      event = query.event(min(1.0, b / n), batching.local_epochs * int(np.ceil(n / b)))
     else:
-      event = privacy.subsampled_gaussian_event(sigma, 1.0, batching.local_epochs)
+      event = query.event(1.0, batching.local_epochs)
     releases.append((clients, event, ''))
   return releases
 

@@ -34,6 +34,7 @@ from typing import Callable
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffdp import queries
 from tffdp.algorithms import per_example
 from tffdp.data.federated import FederatedData
 
@@ -42,11 +43,7 @@ DP_SGD_MODES = ('none', 'clip_then_noise', 'paper_order')
 KerasBuilder = Callable[[], tf.keras.Model]
 
 
-def gaussian_noise_like(tensors, stddev, seed):
-  """Stateless `N(0, stddev^2)` noise shaped like each tensor; `seed` int64[2]."""
-  return [tf.random.stateless_normal(tf.shape(t), seed=tf.random.experimental.stateless_fold_in(seed, i),
-                                     stddev=stddev, dtype=t.dtype)
-          for i, t in enumerate(tensors)]
+gaussian_noise_like = queries.gaussian_noise_like
 
 
 def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
@@ -60,11 +57,11 @@ def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
   def step(x, y, seed, step_index, noise_multiplier, clip_norm):
     bf = tf.maximum(tf.cast(tf.shape(y)[0], tf.float32), 1.0)
     step_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step_index, tf.int64))
-    stddev = noise_multiplier * clip_norm
+    # The step's release; `common.dp_sgd_releases` states its event from the same query.
+    query = queries.GaussianSumQuery(noise_multiplier, clip_norm)
     if dp_sgd == 'clip_then_noise':
       summed, _, losses = per_example.clipped_gradient_sum(model, x, y, clip_norm)
-      noise = gaussian_noise_like(summed, stddev, step_seed)
-      direction = [(s + z) / bf for s, z in zip(summed, noise)]
+      direction = [g / bf for g in query.add_noise(summed, step_seed)]
     else:
       with tf.GradientTape() as tape:
         logits = model(x, training=True)
@@ -73,9 +70,8 @@ def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
       summed = tape.gradient(total, model.trainable_variables)
       if dp_sgd == 'none':
         direction = [g / bf for g in summed]
-      else:  # paper_order
-        noise = gaussian_noise_like(summed, stddev, step_seed)
-        g = [(s + z) / bf for s, z in zip(summed, noise)]
+      else:  # paper_order: noise on the unclipped sum (unbounded sensitivity)
+        g = [t / bf for t in query.add_noise(summed, step_seed)]
         scale = tf.minimum(1.0, clip_norm / tf.maximum(tf.linalg.global_norm(g), 1e-12))
         direction = [t * scale for t in g]
     for v, d in zip(model.trainable_variables, direction):

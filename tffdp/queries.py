@@ -1,0 +1,85 @@
+"""Gaussian queries: each noise draw and the DP event it releases, in one object.
+
+The pattern of tensorflow-privacy's `DPQuery.get_noised_result`, which returns the
+noised result with its `DpEvent`: the code that adds noise states what it released, so
+the accounting cannot describe another mechanism than the one run. tffdp's mechanisms
+run inside TFF computations (noise from stateless seeds, the noise multiplier a tensor
+of the server state) and are accounted in Python (a float from the same state), so one
+`GaussianSumQuery` serves both sides: `add_noise` inside TF, `event` for the ledger.
+
+Sources: Abadi et al. 2016 (DP-SGD: per-example clipping, Gaussian noise
+`N(0, (sigma C)^2)` on the clipped sum, Poisson-subsampled Gaussian events); Mironov
+2017 (RDP of the Gaussian mechanism, composition of Gaussian queries on the same data).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any, Sequence
+
+import dp_accounting
+import tensorflow as tf
+
+from tffdp import privacy
+
+
+def gaussian_noise_like(tensors, stddev, seed):
+  """Stateless `N(0, stddev^2)` noise shaped like each tensor; `seed` int64[2].
+
+  Tensor `i` draws from `stateless_fold_in(seed, i)`.
+  """
+  return [tf.random.stateless_normal(tf.shape(t),
+                                     seed=tf.random.experimental.stateless_fold_in(seed, i),
+                                     stddev=stddev, dtype=t.dtype)
+          for i, t in enumerate(tensors)]
+
+
+@dataclasses.dataclass(frozen=True)
+class GaussianSumQuery:
+  """A sum of records with L2 sensitivity `l2_norm_clip`, plus Gaussian noise.
+
+  Attributes:
+    noise_multiplier: `sigma` (float, or float32 scalar tensor inside TF): the noise
+      std is `sigma * l2_norm_clip` per coordinate.
+    l2_norm_clip: `C`, the L2 sensitivity of the sum (one record's clipped norm bound);
+      None where only the event is needed (it depends on `sigma` alone).
+  """
+  noise_multiplier: Any
+  l2_norm_clip: Any
+
+  @property
+  def stddev(self):
+    return self.noise_multiplier * self.l2_norm_clip
+
+  def add_noise(self, summed: Sequence[tf.Tensor], seed: tf.Tensor) -> list[tf.Tensor]:
+    """Inside TF: `summed + N(0, stddev^2)` per coordinate, noise from stateless `seed`."""
+    return [s + z for s, z in zip(summed, gaussian_noise_like(summed, self.stddev, seed))]
+
+  def event(self, sampling_rate: float = 1.0, steps: int = 1) -> dp_accounting.DpEvent:
+    """The DP event of `steps` releases on Poisson samples at `sampling_rate` (float side)."""
+    return privacy.subsampled_gaussian_event(float(self.noise_multiplier), sampling_rate,
+                                             steps)
+
+
+def joint_noise_multiplier(queries: Sequence[GaussianSumQuery]) -> float:
+  """Noise multiplier of Gaussian queries that read the same records, as one query.
+
+  Queries `i` with sensitivity `C_i` and noise std `sigma_i C_i` on the same sample are
+  one Gaussian query whose RDP is the sum of theirs, `alpha / 2 * sum_i sigma_i^-2`, i.e.
+  a Gaussian mechanism with multiplier `(sum_i sigma_i^-2)^(-1/2)` (two queries with the
+  same sigma: `sigma / sqrt(2)`).
+  """
+  sigmas = [float(q.noise_multiplier) for q in queries]
+  if min(sigmas) == 0:
+    return 0.0
+  if len(set(sigmas)) == 1:
+    return sigmas[0] / math.sqrt(len(sigmas))
+  return 1.0 / math.sqrt(sum(1.0 / s ** 2 for s in sigmas))
+
+
+def joint_event(queries: Sequence[GaussianSumQuery], sampling_rate: float = 1.0,
+                steps: int = 1) -> dp_accounting.DpEvent:
+  """The DP event of `queries` reading the same Poisson sample, `steps` times."""
+  return privacy.subsampled_gaussian_event(joint_noise_multiplier(queries), sampling_rate,
+                                           steps)
