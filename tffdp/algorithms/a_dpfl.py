@@ -85,6 +85,84 @@ def noise_adjustment_step(sigma: tf.Tensor, previous_score: tf.Tensor, round_num
   return tf.where(decay, k * sigma, sigma), tf.where(due, score, previous_score), round_num
 
 
+def with_noise_adjustment(inner: tff.learning.templates.LearningProcess,
+                          validation_accuracy: tff.Computation, *, k: float, alpha: float,
+                          adjust_every: int) -> tff.learning.templates.LearningProcess:
+  """Alg. 4 as a component around a learning process whose client work holds sigma.
+
+  The returned process's state is `<learning=inner state, noise_adjustment=<previous_score,
+  round_num, validation_accuracy>>@SERVER`. Each round runs `inner.next`, scores the new
+  global model with `validation_accuracy` (a `tff.tensorflow.computation` of the model
+  weights, at the server) and applies `noise_adjustment_step` to the noise multiplier in
+  the inner state's `client_work` (`<noise_multiplier, clip_norm>`), which the next round
+  broadcasts. Metrics: `<learning=inner metrics, noise_adjustment=...>`.
+
+  Args:
+    inner: A `LearningProcess` composed with `tff.learning.templates.compose_learning_process`
+      whose client-work state is `<noise_multiplier=float32, clip_norm=float32>`.
+    validation_accuracy: `(ModelWeights) -> float32`, the server's score `S_t`.
+    k, alpha, adjust_every: As `noise_adjustment_step`.
+  """
+  inner_state_type = inner.initialize.type_signature.result.member
+
+  @tff.tensorflow.computation
+  def initial_adjustment():
+    return collections.OrderedDict(previous_score=tf.constant(0.0),
+                                   round_num=tf.constant(0, tf.int32),
+                                   validation_accuracy=tf.constant(0.0))
+
+  adjustment_type = initial_adjustment.type_signature.result
+
+  @tff.tensorflow.computation(inner_state_type, adjustment_type, tf.float32)
+  def adjust(learning_state, adj, score):
+    """Alg. 4 on the server state; returns (new learning state, new adjustment state)."""
+    new_sigma, previous, round_num = noise_adjustment_step(
+        learning_state.client_work['noise_multiplier'], adj['previous_score'],
+        adj['round_num'], score, k=k, alpha=alpha, adjust_every=adjust_every)
+    cw = collections.OrderedDict(noise_multiplier=new_sigma,
+                                 clip_norm=learning_state.client_work['clip_norm'])
+    return learning_state._replace(client_work=cw), collections.OrderedDict(
+        previous_score=previous, round_num=round_num, validation_accuracy=score)
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_zip(collections.OrderedDict(
+        learning=inner.initialize(),
+        noise_adjustment=tff.federated_eval(initial_adjustment, tff.SERVER)))
+
+  state_type = init_fn.type_signature.result
+  data_type = inner.next.type_signature.parameter[1]
+
+  @tff.tensorflow.computation(inner_state_type)
+  def inner_weights(learning_state):
+    return learning_state.global_model_weights
+
+  @tff.federated_computation(state_type, data_type)
+  def next_fn(state, client_data):
+    out = inner.next(state.learning, client_data)
+    score = tff.federated_map(validation_accuracy,
+                              tff.federated_map(inner_weights, out.state))
+    learning, adj = tff.federated_map(adjust, (out.state, state.noise_adjustment, score))
+    new_state = tff.federated_zip(collections.OrderedDict(learning=learning,
+                                                          noise_adjustment=adj))
+    metrics = tff.federated_zip(collections.OrderedDict(
+        learning=out.metrics, noise_adjustment=adj))
+    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['learning'].global_model_weights
+
+  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
+  def set_model_weights(state, weights):
+    return collections.OrderedDict(
+        learning=state['learning']._replace(global_model_weights=weights),
+        noise_adjustment=state['noise_adjustment'])
+
+  return tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
+                                                set_model_weights)
+
+
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],
                  *, clients_per_round: int, learning_rate: float = 0.05,
                  batch_size: int = 20, noise_multiplier: float = 1.0,
@@ -143,73 +221,9 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
       clients_per_slice=clients_per_slice)
   inner = common.compose_fedavg_style(keras_builder, client_work,
                                       tff.aggregators.MeanFactory(), seed)
-  inner_state_type = inner.initialize.type_signature.result.member
-  validation_accuracy = _validation_accuracy_computation(keras_builder, data, weights_type)
-
-  @tff.tensorflow.computation
-  def initial_adjustment():
-    return collections.OrderedDict(previous_score=tf.constant(0.0),
-                                   round_num=tf.constant(0, tf.int32),
-                                   validation_accuracy=tf.constant(0.0))
-
-  adjustment_type = initial_adjustment.type_signature.result
-
-  @tff.tensorflow.computation(inner_state_type, adjustment_type, tf.float32)
-  def adjust(learning_state, adj, score):
-    """Alg. 4 on the server state; returns (new learning state, new adjustment state)."""
-    new_sigma, previous, round_num = noise_adjustment_step(
-        learning_state.client_work['noise_multiplier'], adj['previous_score'],
-        adj['round_num'], score, k=k, alpha=alpha, adjust_every=adjust_every)
-    cw = collections.OrderedDict(noise_multiplier=new_sigma,
-                                 clip_norm=learning_state.client_work['clip_norm'])
-    new_learning = tff.learning.templates.LearningAlgorithmState(
-        global_model_weights=learning_state.global_model_weights,
-        distributor=learning_state.distributor, client_work=cw,
-        aggregator=learning_state.aggregator, finalizer=learning_state.finalizer)
-    return new_learning, collections.OrderedDict(
-        previous_score=previous, round_num=round_num, validation_accuracy=score)
-
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_zip(collections.OrderedDict(
-        learning=inner.initialize(),
-        noise_adjustment=tff.federated_eval(initial_adjustment, tff.SERVER)))
-
-  state_type = init_fn.type_signature.result
-  data_type = inner.next.type_signature.parameter[1]
-
-  @tff.tensorflow.computation(inner_state_type)
-  def inner_weights(learning_state):
-    return learning_state.global_model_weights
-
-  @tff.federated_computation(state_type, data_type)
-  def next_fn(state, client_data):
-    out = inner.next(state.learning, client_data)
-    score = tff.federated_map(validation_accuracy,
-                              tff.federated_map(inner_weights, out.state))
-    learning, adj = tff.federated_map(adjust, (out.state, state.noise_adjustment, score))
-    new_state = tff.federated_zip(collections.OrderedDict(learning=learning,
-                                                          noise_adjustment=adj))
-    metrics = tff.federated_zip(collections.OrderedDict(
-        learning=out.metrics, noise_adjustment=adj))
-    return tff.learning.templates.LearningProcessOutput(new_state, metrics)
-
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['learning'].global_model_weights
-
-  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
-  def set_model_weights(state, weights):
-    learning = state['learning']
-    return collections.OrderedDict(
-        learning=tff.learning.templates.LearningAlgorithmState(
-            global_model_weights=weights, distributor=learning.distributor,
-            client_work=learning.client_work, aggregator=learning.aggregator,
-            finalizer=learning.finalizer),
-        noise_adjustment=state['noise_adjustment'])
-
-  process = tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
-                                                   set_model_weights)
+  process = with_noise_adjustment(
+      inner, _validation_accuracy_computation(keras_builder, data, weights_type), k=k,
+      alpha=alpha, adjust_every=adjust_every)
 
   probs = selection_lib.selection_probabilities(
       selection_lib.wasserstein_distances(data.label_histograms), l_z)

@@ -276,6 +276,360 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
   return slice_update
 
 
+class _AdapDpFlBuilder:
+  """The sections of `build_adap_dp_fl`, run in order by it; each stores what later ones use.
+
+  The TFF computations close over the validated hyperparameters held here, exactly as
+  when they were one function.
+  """
+
+  def __init__(self, keras_builder, data: FederatedData, validation, *, num_classes,
+               lot_size, learning_rate, noise_multiplier, beta, alpha, clipping, clip_norm,
+               noise_schedule, client_optimizer_state, clip_norm_query, clients_per_slice,
+               adam_beta_1, adam_beta_2, adam_epsilon, seed):
+    def bad(name, value, why):
+      raise ValueError(f'{name} {why}. Found {name}={value!r}.')
+    for name, value, modes in (('clipping', clipping, CLIPPING_MODES),
+                               ('noise_schedule', noise_schedule, NOISE_SCHEDULES),
+                               ('client_optimizer_state', client_optimizer_state,
+                                CLIENT_OPTIMIZER_STATES),
+                               ('clip_norm_query', clip_norm_query, CLIP_NORM_QUERY_MODES)):
+      if value not in modes:
+        bad(name, value, f'must be one of {", ".join(modes)}')
+    if lot_size <= 0:
+      bad('lot_size', lot_size, 'must be positive')
+    if learning_rate <= 0:
+      bad('learning_rate', learning_rate, 'must be positive')
+    if noise_multiplier < 0:
+      bad('noise_multiplier', noise_multiplier, 'must be >= 0')
+    if not 0 < beta <= 1:
+      bad('beta', beta, 'must be in (0, 1]')
+    if alpha <= 0:
+      bad('alpha', alpha, 'must be positive')
+    if clip_norm <= 0:
+      bad('clip_norm', clip_norm, 'must be positive')
+    num_clients = data.num_clients
+    slice_size = clients_per_slice or num_clients
+    if slice_size <= 0 or num_clients % slice_size:
+      bad('clients_per_slice', clients_per_slice,
+          f'must be a positive divisor of the number of clients ({num_clients})')
+    num_slices = num_clients // slice_size
+    decay_on = noise_schedule == 'decay'
+    lot = float(lot_size)
+    adam = dict(beta_1=adam_beta_1, beta_2=adam_beta_2, epsilon=adam_epsilon)
+    data.add_server_split('validation', *validation)
+    self.__dict__.update(
+        keras_builder=keras_builder, data=data, num_classes=num_classes, lot_size=lot_size,
+        learning_rate=learning_rate, noise_multiplier=noise_multiplier, beta=beta,
+        alpha=alpha, clipping=clipping, clip_norm=clip_norm, noise_schedule=noise_schedule,
+        client_optimizer_state=client_optimizer_state, clip_norm_query=clip_norm_query,
+        clients_per_slice=clients_per_slice, adam_beta_1=adam_beta_1,
+        adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon, seed=seed,
+        num_clients=num_clients, slice_size=slice_size, num_slices=num_slices,
+        decay_on=decay_on, lot=lot, adam=adam)
+
+  def model_weights(self) -> None:
+    """The seeded initial weights and their types."""
+    keras_builder, seed = (self.keras_builder, self.seed)
+    init_weights = common.initial_weights_computation(keras_builder, seed)
+    weights_type = init_weights.type_signature.result
+    trainable_type = weights_type.trainable
+    shapes = [t.shape for t in trainable_type]
+    (self.init_weights, self.weights_type, self.trainable_type, self.shapes) = (
+        init_weights, weights_type, trainable_type, shapes)
+
+  def types(self) -> None:
+    """TFF types of the client state, the slice inputs and the client data."""
+    slice_size, shapes, data = (self.slice_size, self.shapes, self.data)
+
+    def vec(dtype, *shape):
+      return tf.TensorSpec([slice_size, *shape], dtype)
+    client_state_spec = collections.OrderedDict(
+        clip_norm=vec(tf.float32),
+        adam_m=[vec(tf.float32, *s) for s in shapes],
+        adam_v=[vec(tf.float32, *s) for s in shapes],
+        adam_step=vec(tf.float32))
+    client_state_type = tff.types.tensorflow_to_type(client_state_spec)
+    slice_input_type = tff.types.tensorflow_to_type(collections.OrderedDict(
+        client_ids=vec(tf.string), seeds=vec(tf.int64, 2), active=vec(tf.bool)))
+    x_shape = [None, *data.input_shape]
+    client_data_type = tff.types.tensorflow_to_type(collections.OrderedDict(
+        x=tf.TensorSpec(x_shape, tf.float32), y=tf.TensorSpec([None], tf.int32),
+        row_splits=tf.TensorSpec([slice_size + 1], tf.int64), seeds=vec(tf.int64, 2),
+        active=vec(tf.bool), dataset_size=vec(tf.float32)))
+    (self.client_state_type, self.slice_input_type, self.client_data_type) = (
+        client_state_type, slice_input_type, client_data_type)
+
+  def server(self) -> None:
+    """The server state and `init_fn`."""
+    init_weights, noise_multiplier = (self.init_weights, self.noise_multiplier)
+
+    @tff.tensorflow.computation
+    def initial_server_state():
+      return collections.OrderedDict(
+          model=init_weights(),
+          noise_multiplier=tf.constant(noise_multiplier, tf.float32),
+          validation_losses=tf.fill([3], tf.constant(math.inf, tf.float32)),
+          round_num=tf.constant(0, tf.int32))
+
+    server_state_type = initial_server_state.type_signature.result
+
+    @tff.federated_computation
+    def init_fn():
+      return tff.federated_eval(initial_server_state, tff.SERVER)
+    self.server_state_type, self.init_fn = server_state_type, init_fn
+
+  def client_data(self) -> None:
+    """Lots built inside TFF from client ids."""
+    slice_input_type, data, lot = (self.slice_input_type, self.data, self.lot)
+
+    @tff.tensorflow.computation(slice_input_type)
+    def build_client_data(inputs):
+      x, y, row_splits, sizes = data.poisson_lots(inputs['client_ids'], inputs['seeds'], lot,
+                                                  inputs['active'])
+      return collections.OrderedDict(x=x, y=y, row_splits=row_splits, seeds=inputs['seeds'],
+                                     active=inputs['active'], dataset_size=sizes)
+
+    @tff.federated_computation(tff.FederatedType(slice_input_type, tff.CLIENTS))
+    def client_data_fn(inputs):
+      return tff.federated_map(build_client_data, inputs)
+    self.client_data_fn = client_data_fn
+
+  def client_initialisation(self) -> None:
+    """Initial client states (`C_0^k`, zero Adam moments)."""
+    (trainable_type, slice_input_type, keras_builder, lot_size, num_classes, slice_size,
+     clipping, clip_norm, shapes, server_state_type) = (
+        self.trainable_type, self.slice_input_type, self.keras_builder, self.lot_size,
+        self.num_classes, self.slice_size, self.clipping, self.clip_norm, self.shapes,
+        self.server_state_type)
+
+    @tff.tensorflow.computation(trainable_type, slice_input_type)
+    def initial_client_state(trainable, inputs):
+      model = keras_builder()
+
+      @tf.function
+      def c0(trainable, seeds):
+        for var, w in zip(model.trainable_variables, trainable):
+          var.assign(w)
+        return tf.stack([initial_clip_norm(model, lot_size, num_classes,
+                                           _fold(seeds[k], _INIT_SALT))
+                         for k in range(slice_size)])
+      if clipping == 'adaptive':
+        clip = c0(list(trainable), inputs['seeds'])
+      else:
+        clip = tf.fill([slice_size], tf.constant(clip_norm, tf.float32))
+      return collections.OrderedDict(
+          clip_norm=clip,
+          adam_m=[tf.zeros([slice_size, *s]) for s in shapes],
+          adam_v=[tf.zeros([slice_size, *s]) for s in shapes],
+          adam_step=tf.zeros([slice_size]))
+
+    @tff.tensorflow.computation(server_state_type)
+    def model_trainable(state):
+      return state['model'].trainable
+
+    @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
+                               tff.FederatedType(slice_input_type, tff.CLIENTS))
+    def initialize_clients(server_state, inputs):
+      trainable = tff.federated_broadcast(tff.federated_map(model_trainable, server_state))
+      return tff.federated_map(initial_client_state, (trainable, inputs))
+    self.initialize_clients = initialize_clients
+
+  def one_round(self) -> None:
+    """Broadcast, client work, sum, server update: `next`, the process and `round_fn`."""
+    (trainable_type, server_state_type, client_state_type, client_data_type,
+     slice_input_type, keras_builder, slice_size, lot, learning_rate, alpha, clipping,
+     client_optimizer_state, adam, data, decay_on, beta, init_fn, initialize_clients,
+     client_data_fn) = (
+        self.trainable_type, self.server_state_type, self.client_state_type,
+        self.client_data_type, self.slice_input_type, self.keras_builder, self.slice_size,
+        self.lot, self.learning_rate, self.alpha, self.clipping,
+        self.client_optimizer_state, self.adam, self.data, self.decay_on, self.beta,
+        self.init_fn, self.initialize_clients, self.client_data_fn)
+    broadcast_type = tff.StructType([('trainable', trainable_type),
+                                     ('noise_multiplier', tff.TensorType(np.float32))])
+
+    @tff.tensorflow.computation(server_state_type)
+    def to_broadcast(state):
+      return collections.OrderedDict(trainable=state['model'].trainable,
+                                     noise_multiplier=state['noise_multiplier'])
+
+    @tff.tensorflow.computation(broadcast_type, client_state_type, client_data_type)
+    def client_work(broadcast, state, client_data):
+      slice_update = _build_slice_update(
+          keras_builder, slice_size, lot, learning_rate, alpha, clipping,
+          client_optimizer_state, adam)
+      update_sum, weight_sum, new_state, loss_sum, num_examples = slice_update(
+          list(broadcast['trainable']), broadcast['noise_multiplier'], state, client_data)
+      uploads = collections.OrderedDict(
+          update_sum=update_sum, weight_sum=weight_sum,
+          train=collections.OrderedDict(loss_sum=loss_sum, num_examples=num_examples,
+                                        num_uploading=tf.reduce_sum(tf.cast(
+                                            client_data['active'], tf.int32))))
+      return uploads, new_state
+
+    uploads_type = client_work.type_signature.result[0]
+
+    @tff.tensorflow.computation(server_state_type, uploads_type)
+    def server_update(state, uploads):
+      model = keras_builder()
+
+      @tf.function
+      def validation_loss(trainable):
+        for var, w in zip(model.trainable_variables, trainable):
+          var.assign(w)
+        xs, ys = data.server_examples('validation')
+        return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+            ys, model(xs, training=False), from_logits=True))
+
+      weight_sum = uploads['weight_sum']
+      trainable = [w - tf.math.divide_no_nan(u, weight_sum)
+                   for w, u in zip(state['model'].trainable, uploads['update_sum'])]
+      round_num = state['round_num'] + 1  # the index t + 1 of the new model w_{t+1}
+      sigma = state['noise_multiplier']
+      if decay_on:
+        loss = validation_loss(trainable)
+        # J(w_0) = J(w_1) = J(w_2) = inf (Sec. IV-B).
+        j = tf.where(round_num <= 2, tf.constant(math.inf), loss)
+        sigma, losses, decayed = noise_decay(state['validation_losses'], j, sigma, beta)
+      else:
+        loss = tf.constant(math.nan)
+        losses, decayed = state['validation_losses'], tf.constant(False)
+      new_state = collections.OrderedDict(
+          model=tff.learning.models.ModelWeights(
+              trainable=trainable, non_trainable=list(state['model'].non_trainable)),
+          noise_multiplier=sigma, validation_losses=losses, round_num=round_num)
+      metrics = collections.OrderedDict(
+          train=uploads['train'], server_validation_loss=loss, noise_decayed=decayed,
+          noise_multiplier=sigma)
+      return new_state, metrics
+
+    @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
+                               tff.FederatedType(client_state_type, tff.CLIENTS),
+                               tff.FederatedType(client_data_type, tff.CLIENTS))
+    def next_fn(server_state, client_states, client_data):
+      broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server_state))
+      uploads, new_client_states = tff.federated_map(
+          client_work, (broadcast, client_states, client_data))
+      total = tff.federated_sum(uploads)
+      new_state, metrics = tff.federated_map(server_update, (server_state, total))
+      return collections.OrderedDict(state=new_state, client_states=new_client_states,
+                                     metrics=metrics)
+
+    process = AdapDpFlProcess(init_fn, next_fn, initialize_clients, client_data_fn,
+                              slice_size)
+
+    @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
+                               tff.FederatedType(client_state_type, tff.CLIENTS),
+                               tff.FederatedType(slice_input_type, tff.CLIENTS))
+    def round_fn(server_state, client_states, inputs):
+      """One TFF call per round: lots built from client ids inside, then `next`."""
+      return process.next(server_state, client_states, process.client_data(inputs))
+    self.process, self.round_fn = process, round_fn
+
+  def runner_hooks(self) -> common.Method:
+    """The Python side: the runner's hooks around the process, as a `common.Method`."""
+    (data, num_slices, slice_size, lot, num_clients, seed, process, round_fn, clipping,
+     clip_norm_query, lot_size, learning_rate, noise_multiplier, beta, alpha, clip_norm,
+     noise_schedule, client_optimizer_state, adam_beta_1, adam_beta_2, adam_epsilon) = (
+         self.data, self.num_slices, self.slice_size, self.lot, self.num_clients, self.seed,
+         self.process, self.round_fn, self.clipping, self.clip_norm_query, self.lot_size,
+         self.learning_rate, self.noise_multiplier, self.beta, self.alpha, self.clip_norm,
+         self.noise_schedule, self.client_optimizer_state, self.adam_beta_1,
+         self.adam_beta_2, self.adam_epsilon)
+    client_ids = np.array(data.client_ids).reshape(num_slices, slice_size)
+    sizes = data.client_sizes
+    rates = np.minimum(1.0, lot / sizes)
+
+    def slice_inputs(seeds: np.ndarray, active: Optional[np.ndarray] = None) -> list:
+      active = np.ones(num_clients, bool) if active is None else active
+      return [collections.OrderedDict(client_ids=client_ids[i],
+                                      seeds=seeds[i * slice_size:(i + 1) * slice_size],
+                                      active=active[i * slice_size:(i + 1) * slice_size])
+              for i in range(num_slices)]
+
+    def initialize() -> dict:
+      server = process.initialize()
+      seeds = np.stack(seeds_lib.client_seeds(seed, seeds_lib.INITIAL_ROUND,
+                                              np.arange(num_clients)))
+      return {'server': server, 'clients': process.initialize_clients(server,
+                                                                       slice_inputs(seeds))}
+
+    def run_round(state: dict, cohort: np.ndarray, round_num: int, run_seed: int):
+      active = np.zeros(num_clients, bool)
+      active[cohort] = True
+      seeds = np.stack(common.client_seeds(run_seed, round_num, np.arange(num_clients)))
+      out = round_fn(state['server'], state['clients'], slice_inputs(seeds, active))
+      return {'server': out['state'], 'clients': out['client_states']}, out['metrics']
+
+    def releases(cohort: np.ndarray, sigma: float, event_of) -> common.Releases:
+      if sigma == 0:
+        return [(cohort, None, 'noise multiplier is 0: no noise, no finite guarantee')]
+      return [(cohort[rates[cohort] == q], event_of(float(q)), '')
+              for q in np.unique(rates[cohort])]
+
+    sigma_of = lambda state: float(state['server']['noise_multiplier'])
+
+    def claimed(cohort, state):
+      """Eq. 10: the gradient query alone (the clipping-norm query is not counted)."""
+      sigma = sigma_of(state)
+      return releases(cohort, sigma, lambda q: privacy.subsampled_gaussian_event(sigma, q))
+
+    def guaranteed(cohort, state):
+      sigma = sigma_of(state)
+      return releases(cohort, sigma, lambda q: executed_round_event(sigma, q, clipping))
+
+    def quantities(state) -> dict:
+      clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])
+      return {'noise_multiplier': sigma_of(state), 'clip_norm': float(np.mean(clip)),
+              'clip_norm_min': float(np.min(clip)), 'clip_norm_max': float(np.max(clip))}
+
+    def round_metrics(metrics) -> dict:
+      return {'server_validation_loss': float(metrics['server_validation_loss']),
+              'noise_decayed': int(bool(metrics['noise_decayed'])),
+              'uploading_clients': int(metrics['train']['num_uploading'])}
+
+    def train_loss(metrics) -> float:
+      train = metrics['train']
+      return float(train['loss_sum']) / max(1, int(train['num_examples']))
+
+    def model_weights(state):
+      return state['server']['model']
+
+    not_given = 'not given in the paper; chosen because '
+    return common.Method(
+        # Informational: lots are drawn per client with q_k = L / |D^k| inside TFF.
+        name='adap_dp_fl', process=process, batching=PoissonLot(float(np.max(rates))),
+        dp_unit=privacy.SAMPLE_LEVEL, cohort_sampling='all',
+        claimed_releases=claimed, guaranteed_releases=guaranteed,
+        adaptive_quantities=quantities, round_metrics=round_metrics,
+        initialize=initialize, run_round=run_round, round_computation=round_fn,
+        model_weights=model_weights,
+        train_loss=train_loss, select_cohort=lambda r: np.arange(num_clients),
+        budget_rule='per_client',
+        budget_ledger='guaranteed' if clip_norm_query == 'accounted' else 'claimed',
+        rdp_orders=privacy.INTEGER_ORDERS,
+        hyperparameters=dict(
+            lot_size=lot_size, learning_rate=learning_rate, noise_multiplier=noise_multiplier,
+            beta=beta, alpha=alpha, clipping=clipping, clip_norm=clip_norm,
+            noise_schedule=noise_schedule, client_optimizer_state=client_optimizer_state,
+            clip_norm_query=clip_norm_query, clients_per_slice=slice_size,
+            adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon,
+            sampling_rates=sorted(set(float(r) for r in rates))),
+        notes=dict(
+            adam_beta_1=not_given + 'the PyTorch Adam defaults the authors\' code uses',
+            adam_beta_2=not_given + 'the PyTorch Adam defaults',
+            adam_epsilon=not_given + 'the PyTorch Adam defaults',
+            client_optimizer_state='spec: each cross-silo client keeps its own Adam moments '
+            '(the first author\'s public FL code keeps one optimizer per client)',
+            clients_per_slice='simulation detail, not a hyperparameter: clients whose work '
+            'runs in one TFF client computation; results do not depend on it',
+            rdp_orders='eq. 10: integer RDP orders 2-64, for both epsilons (a valid, '
+            'slightly looser bound than adding fractional orders)',
+            lot_size='paper: L = 78; q_k = L / |D^k| with |D^k| after the validation '
+            'split is held out'))
+
+
 def build_adap_dp_fl(keras_builder, data: FederatedData,
                      validation: tuple[np.ndarray, np.ndarray], *,
                      num_classes: int = 10,
@@ -323,292 +677,17 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
   Raises:
     ValueError: On an invalid hyperparameter (named, with its value).
   """
-  def bad(name, value, why):
-    raise ValueError(f'{name} {why}. Found {name}={value!r}.')
-  for name, value, modes in (('clipping', clipping, CLIPPING_MODES),
-                             ('noise_schedule', noise_schedule, NOISE_SCHEDULES),
-                             ('client_optimizer_state', client_optimizer_state,
-                              CLIENT_OPTIMIZER_STATES),
-                             ('clip_norm_query', clip_norm_query, CLIP_NORM_QUERY_MODES)):
-    if value not in modes:
-      bad(name, value, f'must be one of {", ".join(modes)}')
-  if lot_size <= 0:
-    bad('lot_size', lot_size, 'must be positive')
-  if learning_rate <= 0:
-    bad('learning_rate', learning_rate, 'must be positive')
-  if noise_multiplier < 0:
-    bad('noise_multiplier', noise_multiplier, 'must be >= 0')
-  if not 0 < beta <= 1:
-    bad('beta', beta, 'must be in (0, 1]')
-  if alpha <= 0:
-    bad('alpha', alpha, 'must be positive')
-  if clip_norm <= 0:
-    bad('clip_norm', clip_norm, 'must be positive')
-  num_clients = data.num_clients
-  slice_size = clients_per_slice or num_clients
-  if slice_size <= 0 or num_clients % slice_size:
-    bad('clients_per_slice', clients_per_slice,
-        f'must be a positive divisor of the number of clients ({num_clients})')
-  num_slices = num_clients // slice_size
-  decay_on = noise_schedule == 'decay'
-  lot = float(lot_size)
-  adam = dict(beta_1=adam_beta_1, beta_2=adam_beta_2, epsilon=adam_epsilon)
-  data.add_server_split('validation', *validation)
-
-  init_weights = common.initial_weights_computation(keras_builder, seed)
-  weights_type = init_weights.type_signature.result
-  trainable_type = weights_type.trainable
-  shapes = [t.shape for t in trainable_type]
-
-  # ----- types -------------------------------------------------------------------
-  def vec(dtype, *shape):
-    return tf.TensorSpec([slice_size, *shape], dtype)
-  client_state_spec = collections.OrderedDict(
-      clip_norm=vec(tf.float32),
-      adam_m=[vec(tf.float32, *s) for s in shapes],
-      adam_v=[vec(tf.float32, *s) for s in shapes],
-      adam_step=vec(tf.float32))
-  client_state_type = tff.types.tensorflow_to_type(client_state_spec)
-  slice_input_type = tff.types.tensorflow_to_type(collections.OrderedDict(
-      client_ids=vec(tf.string), seeds=vec(tf.int64, 2), active=vec(tf.bool)))
-  x_shape = [None, *data.input_shape]
-  client_data_type = tff.types.tensorflow_to_type(collections.OrderedDict(
-      x=tf.TensorSpec(x_shape, tf.float32), y=tf.TensorSpec([None], tf.int32),
-      row_splits=tf.TensorSpec([slice_size + 1], tf.int64), seeds=vec(tf.int64, 2),
-      active=vec(tf.bool), dataset_size=vec(tf.float32)))
-
-  # ----- server ------------------------------------------------------------------
-  @tff.tensorflow.computation
-  def initial_server_state():
-    return collections.OrderedDict(
-        model=init_weights(),
-        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
-        validation_losses=tf.fill([3], tf.constant(math.inf, tf.float32)),
-        round_num=tf.constant(0, tf.int32))
-
-  server_state_type = initial_server_state.type_signature.result
-
-  @tff.federated_computation
-  def init_fn():
-    return tff.federated_eval(initial_server_state, tff.SERVER)
-
-  # ----- client data (inside TFF, from client ids) ---------------------------------
-  @tff.tensorflow.computation(slice_input_type)
-  def build_client_data(inputs):
-    x, y, row_splits, sizes = data.poisson_lots(inputs['client_ids'], inputs['seeds'], lot,
-                                                inputs['active'])
-    return collections.OrderedDict(x=x, y=y, row_splits=row_splits, seeds=inputs['seeds'],
-                                   active=inputs['active'], dataset_size=sizes)
-
-  @tff.federated_computation(tff.FederatedType(slice_input_type, tff.CLIENTS))
-  def client_data_fn(inputs):
-    return tff.federated_map(build_client_data, inputs)
-
-  # ----- client initialisation -----------------------------------------------------
-  @tff.tensorflow.computation(trainable_type, slice_input_type)
-  def initial_client_state(trainable, inputs):
-    model = keras_builder()
-
-    @tf.function
-    def c0(trainable, seeds):
-      for var, w in zip(model.trainable_variables, trainable):
-        var.assign(w)
-      return tf.stack([initial_clip_norm(model, lot_size, num_classes,
-                                         _fold(seeds[k], _INIT_SALT))
-                       for k in range(slice_size)])
-    if clipping == 'adaptive':
-      clip = c0(list(trainable), inputs['seeds'])
-    else:
-      clip = tf.fill([slice_size], tf.constant(clip_norm, tf.float32))
-    return collections.OrderedDict(
-        clip_norm=clip,
-        adam_m=[tf.zeros([slice_size, *s]) for s in shapes],
-        adam_v=[tf.zeros([slice_size, *s]) for s in shapes],
-        adam_step=tf.zeros([slice_size]))
-
-  @tff.tensorflow.computation(server_state_type)
-  def model_trainable(state):
-    return state['model'].trainable
-
-  @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
-                             tff.FederatedType(slice_input_type, tff.CLIENTS))
-  def initialize_clients(server_state, inputs):
-    trainable = tff.federated_broadcast(tff.federated_map(model_trainable, server_state))
-    return tff.federated_map(initial_client_state, (trainable, inputs))
-
-  # ----- one round -------------------------------------------------------------------
-  broadcast_type = tff.StructType([('trainable', trainable_type),
-                                   ('noise_multiplier', tff.TensorType(np.float32))])
-
-  @tff.tensorflow.computation(server_state_type)
-  def to_broadcast(state):
-    return collections.OrderedDict(trainable=state['model'].trainable,
-                                   noise_multiplier=state['noise_multiplier'])
-
-  @tff.tensorflow.computation(broadcast_type, client_state_type, client_data_type)
-  def client_work(broadcast, state, client_data):
-    slice_update = _build_slice_update(
-        keras_builder, slice_size, lot, learning_rate, alpha, clipping,
-        client_optimizer_state, adam)
-    update_sum, weight_sum, new_state, loss_sum, num_examples = slice_update(
-        list(broadcast['trainable']), broadcast['noise_multiplier'], state, client_data)
-    uploads = collections.OrderedDict(
-        update_sum=update_sum, weight_sum=weight_sum,
-        train=collections.OrderedDict(loss_sum=loss_sum, num_examples=num_examples,
-                                      num_uploading=tf.reduce_sum(tf.cast(
-                                          client_data['active'], tf.int32))))
-    return uploads, new_state
-
-  uploads_type = client_work.type_signature.result[0]
-
-  @tff.tensorflow.computation(server_state_type, uploads_type)
-  def server_update(state, uploads):
-    model = keras_builder()
-
-    @tf.function
-    def validation_loss(trainable):
-      for var, w in zip(model.trainable_variables, trainable):
-        var.assign(w)
-      xs, ys = data.server_examples('validation')
-      return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-          ys, model(xs, training=False), from_logits=True))
-
-    weight_sum = uploads['weight_sum']
-    trainable = [w - tf.math.divide_no_nan(u, weight_sum)
-                 for w, u in zip(state['model'].trainable, uploads['update_sum'])]
-    round_num = state['round_num'] + 1  # the index t + 1 of the new model w_{t+1}
-    sigma = state['noise_multiplier']
-    if decay_on:
-      loss = validation_loss(trainable)
-      # J(w_0) = J(w_1) = J(w_2) = inf (Sec. IV-B).
-      j = tf.where(round_num <= 2, tf.constant(math.inf), loss)
-      sigma, losses, decayed = noise_decay(state['validation_losses'], j, sigma, beta)
-    else:
-      loss = tf.constant(math.nan)
-      losses, decayed = state['validation_losses'], tf.constant(False)
-    new_state = collections.OrderedDict(
-        model=tff.learning.models.ModelWeights(
-            trainable=trainable, non_trainable=list(state['model'].non_trainable)),
-        noise_multiplier=sigma, validation_losses=losses, round_num=round_num)
-    metrics = collections.OrderedDict(
-        train=uploads['train'], server_validation_loss=loss, noise_decayed=decayed,
-        noise_multiplier=sigma)
-    return new_state, metrics
-
-  @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
-                             tff.FederatedType(client_state_type, tff.CLIENTS),
-                             tff.FederatedType(client_data_type, tff.CLIENTS))
-  def next_fn(server_state, client_states, client_data):
-    broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server_state))
-    uploads, new_client_states = tff.federated_map(
-        client_work, (broadcast, client_states, client_data))
-    total = tff.federated_sum(uploads)
-    new_state, metrics = tff.federated_map(server_update, (server_state, total))
-    return collections.OrderedDict(state=new_state, client_states=new_client_states,
-                                   metrics=metrics)
-
-  process = AdapDpFlProcess(init_fn, next_fn, initialize_clients, client_data_fn,
-                            slice_size)
-
-  @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
-                             tff.FederatedType(client_state_type, tff.CLIENTS),
-                             tff.FederatedType(slice_input_type, tff.CLIENTS))
-  def round_fn(server_state, client_states, inputs):
-    """One TFF call per round: lots built from client ids inside, then `next`."""
-    return process.next(server_state, client_states, process.client_data(inputs))
-
-  # ----- Python side: runner hooks ----------------------------------------------------
-  client_ids = np.array(data.client_ids).reshape(num_slices, slice_size)
-  sizes = data.client_sizes
-  rates = np.minimum(1.0, lot / sizes)
-
-  def slice_inputs(seeds: np.ndarray, active: Optional[np.ndarray] = None) -> list:
-    active = np.ones(num_clients, bool) if active is None else active
-    return [collections.OrderedDict(client_ids=client_ids[i],
-                                    seeds=seeds[i * slice_size:(i + 1) * slice_size],
-                                    active=active[i * slice_size:(i + 1) * slice_size])
-            for i in range(num_slices)]
-
-  def initialize() -> dict:
-    server = process.initialize()
-    seeds = np.stack(seeds_lib.client_seeds(seed, seeds_lib.INITIAL_ROUND,
-                                            np.arange(num_clients)))
-    return {'server': server, 'clients': process.initialize_clients(server,
-                                                                     slice_inputs(seeds))}
-
-  def run_round(state: dict, cohort: np.ndarray, round_num: int, run_seed: int):
-    active = np.zeros(num_clients, bool)
-    active[cohort] = True
-    seeds = np.stack(common.client_seeds(run_seed, round_num, np.arange(num_clients)))
-    out = round_fn(state['server'], state['clients'], slice_inputs(seeds, active))
-    return {'server': out['state'], 'clients': out['client_states']}, out['metrics']
-
-  def releases(cohort: np.ndarray, sigma: float, event_of) -> common.Releases:
-    if sigma == 0:
-      return [(cohort, None, 'noise multiplier is 0: no noise, no finite guarantee')]
-    return [(cohort[rates[cohort] == q], event_of(float(q)), '')
-            for q in np.unique(rates[cohort])]
-
-  sigma_of = lambda state: float(state['server']['noise_multiplier'])
-
-  def claimed(cohort, state):
-    """Eq. 10: the gradient query alone (the clipping-norm query is not counted)."""
-    sigma = sigma_of(state)
-    return releases(cohort, sigma, lambda q: privacy.subsampled_gaussian_event(sigma, q))
-
-  def guaranteed(cohort, state):
-    sigma = sigma_of(state)
-    return releases(cohort, sigma, lambda q: executed_round_event(sigma, q, clipping))
-
-  def quantities(state) -> dict:
-    clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])
-    return {'noise_multiplier': sigma_of(state), 'clip_norm': float(np.mean(clip)),
-            'clip_norm_min': float(np.min(clip)), 'clip_norm_max': float(np.max(clip))}
-
-  def round_metrics(metrics) -> dict:
-    return {'server_validation_loss': float(metrics['server_validation_loss']),
-            'noise_decayed': int(bool(metrics['noise_decayed'])),
-            'uploading_clients': int(metrics['train']['num_uploading'])}
-
-  def train_loss(metrics) -> float:
-    train = metrics['train']
-    return float(train['loss_sum']) / max(1, int(train['num_examples']))
-
-  def model_weights(state):
-    return state['server']['model']
-
-  not_given = 'not given in the paper; chosen because '
-  return common.Method(
-      # Informational: lots are drawn per client with q_k = L / |D^k| inside TFF.
-      name='adap_dp_fl', process=process, batching=PoissonLot(float(np.max(rates))),
-      dp_unit=privacy.SAMPLE_LEVEL, cohort_sampling='all',
-      claimed_releases=claimed, guaranteed_releases=guaranteed,
-      adaptive_quantities=quantities, round_metrics=round_metrics,
-      initialize=initialize, run_round=run_round, round_computation=round_fn,
-      model_weights=model_weights,
-      train_loss=train_loss, select_cohort=lambda r: np.arange(num_clients),
-      budget_rule='per_client',
-      budget_ledger='guaranteed' if clip_norm_query == 'accounted' else 'claimed',
-      rdp_orders=privacy.INTEGER_ORDERS,
-      hyperparameters=dict(
-          lot_size=lot_size, learning_rate=learning_rate, noise_multiplier=noise_multiplier,
-          beta=beta, alpha=alpha, clipping=clipping, clip_norm=clip_norm,
-          noise_schedule=noise_schedule, client_optimizer_state=client_optimizer_state,
-          clip_norm_query=clip_norm_query, clients_per_slice=slice_size,
-          adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon,
-          sampling_rates=sorted(set(float(r) for r in rates))),
-      notes=dict(
-          adam_beta_1=not_given + 'the PyTorch Adam defaults the authors\' code uses',
-          adam_beta_2=not_given + 'the PyTorch Adam defaults',
-          adam_epsilon=not_given + 'the PyTorch Adam defaults',
-          client_optimizer_state='spec: each cross-silo client keeps its own Adam moments '
-          '(the first author\'s public FL code keeps one optimizer per client)',
-          clients_per_slice='simulation detail, not a hyperparameter: clients whose work '
-          'runs in one TFF client computation; results do not depend on it',
-          rdp_orders='eq. 10: integer RDP orders 2-64, for both epsilons (a valid, '
-          'slightly looser bound than adding fractional orders)',
-          lot_size='paper: L = 78; q_k = L / |D^k| with |D^k| after the validation '
-          'split is held out'))
+  builder = _AdapDpFlBuilder(
+      keras_builder, data, validation, num_classes=num_classes, lot_size=lot_size,
+      learning_rate=learning_rate, noise_multiplier=noise_multiplier, beta=beta, alpha=alpha,
+      clipping=clipping, clip_norm=clip_norm, noise_schedule=noise_schedule,
+      client_optimizer_state=client_optimizer_state, clip_norm_query=clip_norm_query,
+      clients_per_slice=clients_per_slice, adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2,
+      adam_epsilon=adam_epsilon, seed=seed)
+  for section in (builder.model_weights, builder.types, builder.server, builder.client_data,
+                  builder.client_initialisation, builder.one_round):
+    section()
+  return builder.runner_hooks()
 
 
 # ----- registry ---------------------------------------------------------------------

@@ -92,10 +92,20 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
   model = keras_builder()
   step = build_local_step(model, learning_rate, dp_sgd)
 
-  @tf.function
-  def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm):
+  def start(initial_trainable):
     for v, w in zip(model.trainable_variables, initial_trainable):
       v.assign(w)
+
+  def finish(initial_trainable, n_examples, loss_sum, n_steps):
+    """`(update, update_weight, metrics)` once the local steps have run."""
+    update = [w - v for w, v in zip(initial_trainable, model.trainable_variables)]
+    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
+                                      num_steps=n_steps)
+    return update, tf.cast(n_examples, tf.float32), metrics
+
+  @tf.function
+  def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm):
+    start(initial_trainable)
 
     def reduce_fn(acc, batch):
       n_steps, n_examples, loss_sum = acc
@@ -105,17 +115,13 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
 
     n_steps, n_examples, loss_sum = batches.reduce(
         (tf.constant(0, tf.int32), tf.constant(0, tf.int64), tf.constant(0.0)), reduce_fn)
-    update = [w - v for w, v in zip(initial_trainable, model.trainable_variables)]
-    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
-                                      num_steps=n_steps)
-    return update, tf.cast(n_examples, tf.float32), metrics
+    return finish(initial_trainable, n_examples, loss_sum, n_steps)
 
   @tf.function
   def client_update_indexed(initial_trainable, xs, ys, order, batch_size, num_batches,
                             epoch_size, seed, noise_multiplier, clip_norm):
     """As `client_update`, on the batches of `FederatedData.client_batch_indices`."""
-    for v, w in zip(model.trainable_variables, initial_trainable):
-      v.assign(w)
+    start(initial_trainable)
     n_examples, loss_sum = tf.constant(0, tf.int64), tf.constant(0.0)
     for s in tf.range(num_batches):
       idx = FederatedData.batch_rows(order, s, batch_size, epoch_size)
@@ -123,10 +129,7 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
                     clip_norm)
       n_examples += tf.cast(tf.shape(idx)[0], tf.int64)
       loss_sum += tf.reduce_sum(losses)
-    update = [w - v for w, v in zip(initial_trainable, model.trainable_variables)]
-    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
-                                      num_steps=num_batches)
-    return update, tf.cast(n_examples, tf.float32), metrics
+    return finish(initial_trainable, n_examples, loss_sum, num_batches)
 
   client_update.indexed = client_update_indexed
   return client_update
