@@ -37,24 +37,20 @@ PAPER_ORDER_REASON = ('dp_sgd=paper_order adds noise before clipping (Alg. 3 as 
 
 
 def _validation_accuracy_computation(keras_builder, data: FederatedData, weights_type):
+  def accuracy(model, xs, ys):
+    ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(1000)
+
+    def count(acc, batch):
+      x, y = batch
+      pred = tf.argmax(model(x, training=False), axis=-1, output_type=tf.int32)
+      return acc + tf.stack([tf.reduce_sum(tf.cast(tf.equal(pred, y), tf.int64)),
+                             tf.cast(tf.shape(y)[0], tf.int64)])
+    c = ds.reduce(tf.zeros([2], tf.int64), count)
+    return tf.cast(c[0], tf.float32) / tf.cast(tf.maximum(c[1], 1), tf.float32)
+
   @tff.tensorflow.computation(weights_type)
   def validation_accuracy(weights):
-    model = keras_builder()
-
-    @tf.function
-    def evaluate(trainable):
-      for v, w in zip(model.trainable_variables, trainable):
-        v.assign(w)
-      xs, ys = data.server_examples('validation')
-      ds = tf.data.Dataset.from_tensor_slices((xs, ys)).batch(1000)
-
-      def count(acc, batch):
-        x, y = batch
-        pred = tf.argmax(model(x, training=False), axis=-1, output_type=tf.int32)
-        return acc + tf.stack([tf.reduce_sum(tf.cast(tf.equal(pred, y), tf.int64)),
-                               tf.cast(tf.shape(y)[0], tf.int64)])
-      c = ds.reduce(tf.zeros([2], tf.int64), count)
-      return tf.cast(c[0], tf.float32) / tf.cast(tf.maximum(c[1], 1), tf.float32)
+    evaluate = common.server_split_metric(keras_builder, data, 'validation', accuracy)
     return evaluate(list(weights.trainable))
   return validation_accuracy
 

@@ -472,15 +472,10 @@ class _AdapDpFlBuilder:
 
     @tff.tensorflow.computation(server_state_type, uploads_type)
     def server_update(state, uploads):
-      model = keras_builder()
-
-      @tf.function
-      def validation_loss(trainable):
-        for var, w in zip(model.trainable_variables, trainable):
-          var.assign(w)
-        xs, ys = data.server_examples('validation')
-        return tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-            ys, model(xs, training=False), from_logits=True))
+      validation_loss = common.server_split_metric(
+          keras_builder, data, 'validation',
+          lambda model, xs, ys: tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+              ys, model(xs, training=False), from_logits=True)))
 
       weight_sum = uploads['weight_sum']
       trainable = [w - tf.math.divide_no_nan(u, weight_sum)

@@ -42,6 +42,25 @@ def initial_weights_computation(keras_builder: KerasBuilder, seed: int) -> tff.C
   return initial_weights
 
 
+def server_split_metric(keras_builder: KerasBuilder, data: FederatedData, name: str,
+                        metric: Callable[[tf.keras.Model, tf.Tensor, tf.Tensor], tf.Tensor]):
+  """Inside a TF computation: `trainable -> metric(model, x, y)` on a server-side split.
+
+  Builds the model once; the returned `tf.function` loads the given trainable weights
+  and evaluates `metric` on the split `name` (`FederatedData.add_server_split`), e.g. the
+  validation accuracy of A-DPFL's Alg. 4 or the validation loss `J` of Adap DP-FL.
+  """
+  model = keras_builder()
+
+  @tf.function
+  def evaluate(trainable):
+    for v, w in zip(model.trainable_variables, trainable):
+      v.assign(w)
+    xs, ys = data.server_examples(name)
+    return metric(model, xs, ys)
+  return evaluate
+
+
 def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_factory,
                          seed: int) -> tff.learning.templates.LearningProcess:
   """Broadcast, client work, weighted aggregator, `w <- w - aggregated delta`.
