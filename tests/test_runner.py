@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import dp_accounting
+import numpy as np
 import pytest
 
 from tffdp import config as config_lib
@@ -166,10 +167,15 @@ def test_dp_fedavg_ledgers_match_dp_accounting(tmp_path):
   rounds, sigma = 4, 1.3
   summary = runner.run(_cfg(tmp_path, 'f', method='dp_fedavg', rounds=rounds,
                             noise_multiplier=sigma, clip_norm=0.5), log=lambda s: None)
+  # The ledger composes the event TFF's DP aggregator states: its float32 sigma.
+  stated = float(np.float32(sigma))
   expected = _direct_epsilon([dp_accounting.PoissonSampledDpEvent(
-      0.5, dp_accounting.GaussianDpEvent(sigma))] * rounds)
+      0.5, dp_accounting.GaussianDpEvent(stated))] * rounds)
   for key in ('epsilon_claimed', 'epsilon_guaranteed', 'epsilon_guaranteed_mean'):
     assert summary[key] == pytest.approx(expected, rel=1e-9), key
+  assert summary['epsilon_claimed'] == pytest.approx(_direct_epsilon(
+      [dp_accounting.PoissonSampledDpEvent(0.5, dp_accounting.GaussianDpEvent(sigma))] *
+      rounds), rel=1e-6)
   assert summary['dp_unit'] == 'client-level'
 
 

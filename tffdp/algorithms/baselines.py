@@ -14,11 +14,12 @@
 from __future__ import annotations
 
 import dataclasses
-import math
 import typing
 from typing import Optional
 
+import dp_accounting
 import numpy as np
+import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.aggregators import differential_privacy
 
@@ -39,6 +40,21 @@ def client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
         clients_per_slice, **kw)
   return build_dp_sgd_client_work(
       keras_builder, common.weights_type_of(keras_builder), data.client_data_type, **kw)
+
+
+def factory_event(factory: tff.aggregators.DifferentiallyPrivateFactory
+                  ) -> dp_accounting.GaussianDpEvent:
+  """The `DpEvent` of one release of `factory`'s DP query, before any round.
+
+  tensorflow-privacy's `DPQuery.get_noised_result` returns the event of the noise it adds;
+  TFF's factory keeps that query private (`_query`) and puts each release's event in the
+  aggregator state (`extract_dp_event_from_state`), whose initial value is a placeholder.
+  The noise multiplier is the query's own float32 value.
+  """
+  query = factory._query  # pylint: disable=protected-access
+  sample = query.initial_sample_state(tf.TensorSpec([1], tf.float32))
+  _, _, event = query.get_noised_result(sample, query.initial_global_state())
+  return dp_accounting.GaussianDpEvent(float(event.noise_multiplier))
 
 
 def _sigma_and_clip(state) -> dict:
@@ -139,28 +155,37 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       factory, seed)
   q = clients_per_round / data.num_clients
   everyone = np.arange(data.num_clients)
-  poisson_round = privacy.subsampled_gaussian_event(noise_multiplier, q)
+  stated = factory_event(factory)
+
+  def release_event(state) -> dp_accounting.GaussianDpEvent:
+    """The aggregator's event: the last release's (`extract_dp_event_from_state`), or
+    before the first round the one its DP query states (`factory_event`)."""
+    aggregator = getattr(state, 'aggregator', None)
+    if aggregator is None or bool(aggregator.is_init_state):
+      return stated
+    return differential_privacy.extract_dp_event_from_state(aggregator)
+
+  def releases(clients, state, rate):
+    sigma = float(release_event(state).noise_multiplier)
+    if sigma == 0:
+      return [(clients, None, 'noise multiplier is 0')]
+    return [(clients, privacy.subsampled_gaussian_event(sigma, rate), '')]
 
   def claimed(cohort, state=None):
-    return [(everyone, poisson_round, '')] if noise_multiplier > 0 else \
-        [(everyone, None, 'noise multiplier is 0')]
-
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    """The event TFF's DP aggregator states for the round is the one accounted."""
-    del cohort, metrics
-    event = differential_privacy.extract_dp_event_from_state(state.aggregator)
-    if not math.isclose(float(event.noise_multiplier), noise_multiplier, rel_tol=1e-6,
-                        abs_tol=1e-7):
-      return (f'the DP aggregator released {event} but the ledger accounts '
-              f'GaussianDpEvent(noise_multiplier={noise_multiplier})')
-    return None
+    return releases(everyone, state, q)
 
   def guaranteed(cohort, state=None):
     if cohort_sampling == 'poisson':
-      return claimed(cohort)
-    if noise_multiplier == 0:
-      return [(cohort, None, 'noise multiplier is 0')]
-    return [(cohort, privacy.subsampled_gaussian_event(noise_multiplier, 1.0), '')]
+      return claimed(cohort, state)
+    return releases(cohort, state, 1.0)  # fixed-size cohorts: no amplification
+
+  def check_round(cohort, state, metrics) -> Optional[str]:
+    """The event the aggregator states for this round is the one accounted for it."""
+    del cohort, metrics
+    event = differential_privacy.extract_dp_event_from_state(state.aggregator)
+    if float(event.noise_multiplier) != float(stated.noise_multiplier):
+      return (f'the DP aggregator released {event} but the ledger accounted {stated}')
+    return None
 
   batching = ShuffleBatch(batch_size, local_epochs)
   run_round, round_computation = common.cohort_round(process, data, batching)
