@@ -20,7 +20,6 @@ import dataclasses
 import json
 import math
 import os
-import sys
 import tempfile
 
 COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss',

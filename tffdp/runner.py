@@ -17,7 +17,6 @@ Every file is written atomically (temporary file + rename).
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import csv
 import dataclasses

@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy, queries, seeds
+from tffdp import queries, seeds
 from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
 
 KerasBuilder = Callable[[], tf.keras.Model]
