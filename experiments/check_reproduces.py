@@ -52,12 +52,15 @@ def compare(committed: list[dict], rerun: list[dict], rtol: float, atol: float) 
   for row in committed:
     new = by_round.get(row['round'])
     if new is None:
+      out.append(f'round {row["round"]}: committed, missing from the rerun')
       continue
     for col in COLUMNS:
       a, b = row.get(col, ''), new.get(col, '')
-      if a in ('', None) or b in ('', None):
+      if a in ('', None):
         continue
-      if not _close(b, a, rtol, atol):
+      if b in ('', None):
+        out.append(f'round {row["round"]} {col}: committed {a}, missing from the rerun')
+      elif not _close(b, a, rtol, atol):
         out.append(f'round {row["round"]} {col}: committed {a} vs rerun {b}')
   return out
 

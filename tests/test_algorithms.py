@@ -199,6 +199,9 @@ def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
   assert m.check_round(cohort, state, metrics) is None
   wrong = common.dp_sgd_step_check(data, ShuffleBatch(4, 2))(cohort, state, metrics)
   assert 'ran 8 DP-SGD steps but the DP events declared 4' in wrong
+  # The examples are measured too: a client that skipped one is caught.
+  short = {'client_work': {'train': dict(metrics['client_work']['train'], num_examples=15)}}
+  assert 'processed 15 examples but' in m.check_round(cohort, state, short)
 
 
 def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):

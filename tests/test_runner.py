@@ -152,6 +152,7 @@ def test_dpfl_ledgers_match_dp_accounting(tmp_path):
   rounds, sigma = 3, 0.8
   summary = runner.run(_cfg(tmp_path, 'e', method='dpfl', rounds=rounds, clients_per_round=4,
                             noise_multiplier=sigma, clip_norm=1.0), log=lambda s: None)
+  sigma = float(np.float32(sigma))  # the clients' noise uses the float32 sigma of their state
   step = dp_accounting.PoissonSampledDpEvent(100 / 1375, dp_accounting.GaussianDpEvent(sigma))
   claimed = _direct_epsilon([dp_accounting.SelfComposedDpEvent(step, 14 * rounds)])
   # Executed: a shuffle into disjoint batches, one Gaussian release per epoch.
@@ -253,7 +254,33 @@ def test_a_registered_toy_method_runs_end_to_end(tmp_path):
     cfg = json.loads((tmp_path / 'toy' / 'config.json').read_text())
     assert cfg['method_options'] == {'local_lr': 0.4}
     assert cfg['method_hyperparameters']['local_lr'] == 0.4
-    assert cfg['notes']['local_lr'] == 'toy value'
+    assert 'local_lr' not in cfg['notes']  # set by the user: no default's note
+    assert config_lib.RunConfig.create(method='toy').resolved().notes['local_lr'] == 'toy value'
   finally:
     registry.unregister('toy')
   assert 'toy' not in config_lib.methods()
+
+
+def test_an_option_name_two_methods_share_follows_the_chosen_method():
+  from tffdp import run  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+
+  @dataclasses.dataclass(frozen=True)
+  class Counts(registry.MethodHparams):
+    k: int = registry.option(3, 'a count')  # A-DPFL's k is a float in (0, 1]
+
+  def build(ctx, hp):
+    return registry.get('fedavg').build(ctx, hp)
+
+  registry.register(registry.MethodSpec('toy_k', build, Counts))
+  try:
+    parser = run.make_parser()
+    args = parser.parse_args(['--method', 'toy_k', '--dataset', 'synthetic', '--k', '5'])
+    assert run.config_from_args(args).method_options == {'k': 5}
+    args = parser.parse_args(['--method', 'a_dpfl', '--dataset', 'synthetic', '--k', '0.5'])
+    assert run.config_from_args(args).method_options == {'k': 0.5}
+    args = parser.parse_args(['--method', 'toy_k', '--dataset', 'synthetic', '--k', '0.5'])
+    with pytest.raises(ValueError, match='k of method toy_k'):
+      run.config_from_args(args)
+  finally:
+    registry.unregister('toy_k')

@@ -199,6 +199,8 @@ def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
   remote = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'remote'),
                                                   workers=two_workers)), log=lines.append)
   assert any('2 TFF worker(s)' in line for line in lines)
+  assert len(_state(tmp_path / 'local')) == len(_state(tmp_path / 'remote'))
+  assert len(_rows(tmp_path / 'local')) == len(_rows(tmp_path / 'remote')) == 2
   for a, b in zip(_state(tmp_path / 'local'), _state(tmp_path / 'remote')):
     np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64),
                                rtol=1e-5, atol=1e-6)

@@ -49,8 +49,11 @@ def longitudinal_clip(values: Sequence[tf.Tensor], clip_norm: tf.Tensor
     out.append(tf.cast(tf.reshape(flat[start:start + size] * mask[start:start + size],
                                   tf.shape(v)), v.dtype))
     start += size
-  zeroed = tf.reduce_sum(tf.cast(tf.logical_not(kept_sorted), tf.int32))
-  return out, tf.norm(flat), zeroed
+  norm = tf.norm(flat)
+  within = norm <= clip_norm  # exactly unchanged, whatever the rounding of the cumsum
+  out = [tf.where(within, v, o) for v, o in zip(values, out)]
+  zeroed = tf.where(within, 0, tf.reduce_sum(tf.cast(tf.logical_not(kept_sorted), tf.int32)))
+  return out, norm, zeroed
 
 
 def longitudinal_clipping_factory(

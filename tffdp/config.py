@@ -186,7 +186,10 @@ class RunConfig:
       c.notes.setdefault('model', 'default for the dataset (A-DPFL Sec. 6.1 network)')
     hp = c.hparams
     hp, notes = hp.resolved(c.dataset)
-    for name, note in {**hp.notes(), **notes}.items():
+    # A default's note ("not given in the paper; chosen because ...") only where the
+    # option was left at it.
+    defaulted = {k: v for k, v in hp.notes().items() if k not in c.method_options}
+    for name, note in {**defaulted, **notes}.items():
       c.notes.setdefault(name, note)
     c.method_options = dataclasses.asdict(hp)
     if c.cohort_sampling is None:

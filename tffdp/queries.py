@@ -1,11 +1,12 @@
 """Gaussian queries: each noise draw and the DP event it releases, in one object.
 
 The pattern of tensorflow-privacy's `DPQuery.get_noised_result`, which returns the
-noised result with its `DpEvent`: the code that adds noise states what it released, so
-the accounting cannot describe another mechanism than the one run. tffdp's mechanisms
-run inside TFF computations (noise from stateless seeds, the noise multiplier a tensor
-of the server state) and are accounted in Python (a float from the same state), so one
-`GaussianSumQuery` serves both sides: `add_noise` inside TF, `event` for the ledger.
+noised result with its `DpEvent`: the noise and the event it states come from one
+definition. tffdp's mechanisms run inside TFF computations (noise from stateless seeds,
+the noise multiplier a float32 tensor of the server state) and are accounted in Python,
+so `GaussianSumQuery` serves both sides: `add_noise` inside TF, `event` for the ledger,
+built there from the same (float32) noise multiplier. What the round executed is checked
+against the declared events after each round (`Method.check_round`).
 
 Sources: Abadi et al. 2016 (DP-SGD: per-example clipping, Gaussian noise
 `N(0, (sigma C)^2)` on the clipped sum, Poisson-subsampled Gaussian events); Mironov

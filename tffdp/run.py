@@ -3,7 +3,9 @@
 Runs one experiment (see `tffdp.runner`). Exit codes: 0 done; 2 bad arguments, invalid
 hyperparameters, missing/corrupt data, or `--workers` with a method whose round cannot
 run on them (a message, no traceback); 1 a TFF worker of `--workers` does not answer
-(at start, or mid-run: then a resumable checkpoint is left in --out); 130 interrupted (likewise).
+(at start, or mid-run: then a resumable checkpoint is left in --out); 3 a round did not
+match the DP events declared for it (a defect; the last good round is checkpointed); 130
+interrupted (a resumable checkpoint is left in --out).
 """
 
 from __future__ import annotations
@@ -37,11 +39,21 @@ class _Parser(argparse.ArgumentParser):
 _OPTION_DEST = 'method_option__'
 
 
+def _parse_bool(text: str) -> bool:
+  if text.lower() in ('true', '1', 'yes'):
+    return True
+  if text.lower() in ('false', '0', 'no'):
+    return False
+  raise argparse.ArgumentTypeError(f'expected true or false, found {text!r}')
+
+
 def _option_type(cls, f):
   """The argparse type of hyperparameter field `f` of `cls` (Optional[X] -> X)."""
   hint = typing.get_type_hints(cls).get(f.name, str)
   args = [a for a in typing.get_args(hint) if a is not type(None)]
   hint = args[0] if args else hint
+  if hint is bool:
+    return _parse_bool
   return hint if hint in (int, float, str) else str
 
 
@@ -52,7 +64,11 @@ def add_method_options(p: argparse.ArgumentParser) -> None:
   flag whose meaning follows `--method`. Only options given on the command line are
   recorded (the rest take the method's defaults in `RunConfig.resolved`).
   """
-  seen: dict[str, list[str]] = {}
+  owners: dict[str, list[str]] = {}
+  for name in config_lib.methods():
+    for f in dataclasses.fields(registry.get(name).hparams):
+      owners.setdefault(f.name, []).append(name)
+  added = set()
   for name in config_lib.methods():
     spec = registry.get(name)
     fields = dataclasses.fields(spec.hparams)
@@ -60,17 +76,21 @@ def add_method_options(p: argparse.ArgumentParser) -> None:
       continue
     group = p.add_argument_group(f'{name} options (--method {name}): {spec.title}')
     for f in fields:
-      if f.name in seen:
-        seen[f.name].append(name)
+      if f.name in added:
         continue
-      seen[f.name] = [name]
+      added.add(f.name)
       kw = dict(help=f.metadata.get('help', ''), dest=_OPTION_DEST + f.name,
                 default=argparse.SUPPRESS, type=_option_type(spec.hparams, f))
-      if f.metadata.get('choices'):
+      if len(owners[f.name]) > 1:
+        # Each method reads it with its own type and choices (`config_from_args`).
+        kw.update(type=str, metavar=f.name.upper(),
+                  help=f'an option of {", ".join(owners[f.name])}, with each method\'s '
+                  'meaning (see its group)')
+      elif f.metadata.get('choices'):
         kw['choices'] = f.metadata['choices']
       else:
         kw['metavar'] = f.name.upper()
-      if f.default is not None:
+      if f.default is not None and len(owners[f.name]) == 1:
         kw['help'] += f' (default: {f.default})'
       group.add_argument('--' + f.name.replace('_', '-'), **kw)
 
@@ -96,7 +116,8 @@ def make_parser() -> argparse.ArgumentParser:
   g.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
                  help='cohort size K (expected size under poisson sampling)')
   g.add_argument('--cohort-sampling', choices=config_lib.COHORT_SAMPLING,
-                 help='default: poisson for dp_fedavg, uniform otherwise')
+                 help='default: the method\'s (poisson for dp_fedavg, all for adap_dp_fl, '
+                 'uniform otherwise)')
   g.add_argument('--partition', default=d.partition, help=f'one of: {", ".join(PARTITIONERS)}')
   g.add_argument('--partition-options', default='{}',
                  help='JSON object of partitioner keyword arguments, e.g. \'{"alpha": 0.5}\'')
@@ -112,8 +133,8 @@ def make_parser() -> argparse.ArgumentParser:
                  'tffdp.worker --port PORT` on each machine), one sub-round per worker; '
                  'default: this process\'s local TFF context')
   g.add_argument('--worker-timeout', type=float, default=d.worker_timeout,
-                 help='seconds a worker may stay unreachable mid-round before the run '
-                 'stops with a resumable checkpoint (exit 1)')
+                 help='seconds a worker whose connection failed may stay unreachable '
+                 'before the run stops with a resumable checkpoint (exit 1)')
   g.add_argument('--verbose', action='store_true',
                  help='keep TensorFlow\'s start-up log lines (hidden by default)')
   m = p.add_argument_group('method options')
@@ -132,7 +153,8 @@ def make_parser() -> argparse.ArgumentParser:
                  'less TFF overhead). fedavg, dpfl, a_dpfl: default one per client; '
                  'adap_dp_fl: default all clients in one slice')
   m.add_argument('--epsilon-budget', type=float,
-                 help='stop before epsilon_guaranteed would exceed this')
+                 help='stop before epsilon would exceed this (epsilon_guaranteed; for '
+                 'adap_dp_fl per client, on the ledger --clip-norm-query names)')
   add_method_options(p)
   g.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')
@@ -152,6 +174,15 @@ def config_from_args(args) -> config_lib.RunConfig:
     raise ValueError(f'partition_options must be a JSON object. Found {args.partition_options!r}.') from e
   method_options = {k[len(_OPTION_DEST):]: v for k, v in vars(args).items()
                     if k.startswith(_OPTION_DEST)}
+  if args.method in config_lib.methods():
+    # A name several methods share came in as text: read it as the chosen method's.
+    cls = registry.get(args.method).hparams
+    for f in dataclasses.fields(cls):
+      if isinstance(method_options.get(f.name), str) and _option_type(cls, f) is not str:
+        try:
+          method_options[f.name] = _option_type(cls, f)(method_options[f.name])
+        except (ValueError, argparse.ArgumentTypeError) as e:
+          raise ValueError(f'{f.name} of method {args.method}: {e}') from e
   return config_lib.RunConfig.create(
       method=args.method, dataset=args.dataset, data_dir=args.data_dir, rounds=args.rounds,
       clients=args.clients, clients_per_round=args.clients_per_round,
@@ -192,6 +223,9 @@ def main(argv=None) -> int:
   except (DataError, runner.ResumeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
+  except runner.DeclaredEventError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 3
   except runtime.WorkerError as e:
     resumable = os.path.exists(os.path.join(cfg.out, runner.CHECKPOINT))
     print(f'error: {e}' + (f' The checkpoint in {cfg.out} holds every completed round: '

@@ -11,7 +11,8 @@ Results in `config.out`:
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
   the reasons for any `inf`, total wall time;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
-  `--resume` continues from it exactly (same seed, same cohorts, same noise).
+  `--resume` continues from it exactly (same seed, same cohorts, same noise; DP-FedAvg's
+  server noise excepted: TFF draws it unseeded).
 Every file is written atomically (temporary file + rename).
 """
 
@@ -515,6 +516,12 @@ class Runner:
         last_good = self.snapshot()
         if (r + 1) % config.checkpoint_every == 0:
           self.save_checkpoint(last_good)
+    except DeclaredEventError:
+      self.save_checkpoint(last_good)
+      self.log(f'tffdp: stopped after round {last_good["round"]}: a round did not match its '
+               'declared DP events (a defect of the method, not an interruption: '
+               '--resume would repeat it); checkpoint saved.')
+      raise
     except BaseException:
       self.save_checkpoint(last_good)
       self.log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. '

@@ -350,13 +350,18 @@ class RemoteContext:
 
   `with RemoteContext(addresses) as ctx: ctx.run(round_fn, *args)` runs `round_fn` with
   its CLIENTS-placed arguments split into one sub-round per worker (in order: the first
-  `ceil(n / W)` clients on the first worker, ...). Everything else stays in the local
-  context. Channels are closed on exit.
+  `ceil(n / W)` clients on the first worker, ...). The merge of the partial aggregates and
+  the server part of the round (server update, server-side noise, A-DPFL's validation)
+  run on the first worker, which therefore sees the aggregate before any server noise
+  and reads the server-side files. Computations outside `run` stay in the local context.
+  Channels are closed on exit.
 
   Args:
     addresses: `host:port` of each worker (`parse_workers`).
-    unreachable_after_s: How long a worker may stay unreachable mid-round before the
-      round fails with `WorkerError` (instead of TFF retrying forever).
+    unreachable_after_s: How long a worker whose connection failed (refused, reset: the
+      worker process ended) may stay unreachable before the round fails with
+      `WorkerError` (instead of TFF retrying forever). A host that stops answering
+      without closing the connection is detected only when TCP gives up.
     connect_timeout_s: How long to wait for every worker at start.
 
   Raises:

@@ -1,8 +1,8 @@
-"""A-DPFL participant evaluation, selection and noise-scale rule (pure NumPy).
+"""A-DPFL participant evaluation and selection (pure NumPy).
 
 Source: "Adaptive differentially private federated learning" (Discrete Dynamics in
-Nature and Society), Sec. 5.2-5.3, Algorithms 2 and 4, eqs. 12-13 and 15; spec
-`a_dpfl.md`. The learning process that uses these is built on the DP-SGD client work.
+Nature and Society), Sec. 5.2, Algorithm 2, eqs. 12-13; spec `a_dpfl.md`. The noise rule
+(Alg. 4, eq. 15) runs inside TFF: `a_dpfl.noise_adjustment_step`.
 """
 
 from __future__ import annotations

@@ -599,6 +599,7 @@ class _AdapDpFlBuilder:
         claimed_releases=claimed, guaranteed_releases=guaranteed,
         adaptive_quantities=quantities, round_metrics=round_metrics,
         initialize=initialize, run_round=run_round, round_computation=round_fn,
+      clients_per_slice=slice_size,
         model_weights=model_weights,
         train_loss=train_loss, select_cohort=lambda r: np.arange(num_clients),
         budget_rule='per_client',

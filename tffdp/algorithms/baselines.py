@@ -109,6 +109,8 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
   batch, so a client's epoch is one Gaussian release (see `common.dp_sgd_releases`).
   """
   batching = ShuffleBatch(batch_size, local_epochs)
+  # The clients draw their noise with the float32 sigma of the client-work state.
+  executed_sigma = float(np.float32(noise_multiplier))
   process = common.compose_fedavg_style(
       keras_builder,
       client_work(keras_builder, data, learning_rate=learning_rate,
@@ -123,9 +125,9 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
       cohort_sampling=cohort_sampling,
       check_round=common.dp_sgd_step_check(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
-                                                        noise_multiplier, True),
+                                                        executed_sigma, True),
       guaranteed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
-                                                           noise_multiplier, False),
+                                                           executed_sigma, False),
       adaptive_quantities=_sigma_and_clip,
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
                            local_epochs=local_epochs, noise_multiplier=noise_multiplier,

@@ -284,18 +284,28 @@ def dp_sgd_declared_steps(cohort: np.ndarray, data: FederatedData, batching) -> 
 
 
 def dp_sgd_step_check(data: FederatedData, batching):
-  """`Method.check_round` of DP-SGD methods: the measured steps equal the declared ones.
+  """`Method.check_round` of DP-SGD methods: what the clients ran is what was declared.
 
-  The client work counts the noised steps it ran (`train.num_steps`, summed over the
-  cohort); the releases of `dp_sgd_releases` were computed from the client sizes. A
-  difference means the accounting describes another mechanism than the one executed.
+  The releases of `dp_sgd_releases` were computed from the client sizes. The client work
+  reports the noised steps it ran (`train.num_steps`: counted batch by batch on the
+  per-client `tf.data` path; on cohort slices the loop count the batching gives) and the
+  examples it processed (`train.num_examples`, counted on both paths): with shuffled
+  batches every example once per epoch, `E * sum(n_i)`. A difference means the
+  accounting describes another mechanism than the one executed.
   """
   def check(cohort, state, metrics) -> Optional[str]:
     del state
-    measured = int(client_work_metrics(metrics)['train']['num_steps'])
+    train = client_work_metrics(metrics)['train']
+    measured = int(train['num_steps'])
     declared = dp_sgd_declared_steps(cohort, data, batching)
     if measured != declared:
       return (f'the clients ran {measured} DP-SGD steps but the DP events declared '
               f'{declared} ({batching}); the accounting would not describe the round')
+    if isinstance(batching, ShuffleBatch):
+      examples = int(train['num_examples'])
+      expected = batching.local_epochs * int(np.sum(data.client_sizes[cohort]))
+      if examples != expected:
+        return (f'the clients processed {examples} examples but {batching} over their '
+                f'{expected // batching.local_epochs} examples declares {expected}')
     return None
   return check

@@ -9,7 +9,8 @@ a `register(...)` call (e.g. a researcher's own method, or a test's toy method).
 
 The CLI (`tffdp.run`) builds one argument group per method from its dataclass; the run
 configuration keeps the options of the chosen method in `RunConfig.method_options`, so
-options of different methods never share a name.
+two methods may give the same option name their own meanings (the CLI then reads the
+flag with the chosen method's type and choices).
 
 Shared settings (rounds, cohort, learning rate, batch size, `noise_multiplier`,
 `clip_norm`, ...) stay in `RunConfig`; a method says what the shared ones mean for it in

@@ -114,7 +114,7 @@ def synthetic_dataset(num_train: int = 6000, num_test: int = 1000, seed: int = 0
   """A generated MNIST-shaped dataset for tests and smoke runs (no files, no download).
 
   Each of the 10 classes has a fixed random 28x28 template; an example is its class's
-  template plus uniform noise, clipped to `[0, 255]`, so a linear model learns it in a
+  template (0-159) plus uniform noise (0-95), so within `[0, 254]`; a linear model learns it in a
   few rounds. Labels cycle through the classes (balanced).
 
   Args:
