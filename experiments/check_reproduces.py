@@ -15,12 +15,13 @@ value agrees to `--rtol`, 1 otherwise (the differing values are printed), 2 on b
 from __future__ import annotations
 
 import argparse
-import csv
 import dataclasses
 import json
 import math
 import os
 import tempfile
+
+from experiments import common
 
 COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss',
            'train_loss', 'epsilon_claimed', 'epsilon_guaranteed', 'epsilon_claimed_mean',
@@ -31,10 +32,9 @@ COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss
 
 def _rows(run_dir: str) -> list[dict]:
   for name in ('metrics.csv', 'metrics_evaluated.csv'):
-    path = os.path.join(run_dir, name)
-    if os.path.exists(path):
-      with open(path) as f:
-        return list(csv.DictReader(f))
+    rows = common.read_rows(os.path.join(run_dir, name))
+    if rows is not None:
+      return rows
   raise ValueError(f'{run_dir} holds neither metrics.csv nor metrics_evaluated.csv.')
 
 
@@ -107,5 +107,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == '__main__':
-  from experiments import common  # pylint: disable=g-import-not-at-top
   common.entry(main)

@@ -42,14 +42,11 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
   return plotting.read_metrics(out)
 
 
-# `make ... RUNS_DIR=X` runs each method's experiments in `X/<family>`.
-FAMILIES = ('a_dpfl', 'adap_dp_fl')
-
-
 def runs_root(runs_dir: str) -> str:
-  """Absolute `X` of `--runs-dir X/<family>` (the Makefile's layout), else of `runs_dir`."""
+  """Absolute `X` of `--runs-dir X/<method>` (the Makefile's layout: `make ...
+  RUNS_DIR=X` runs each method's experiments in `X/<method name>`), else of `runs_dir`."""
   d = os.path.abspath(runs_dir)
-  return os.path.dirname(d) if os.path.basename(d) in FAMILIES else d
+  return os.path.dirname(d) if os.path.basename(d) in config_lib.methods() else d
 
 
 def portable(value, runs_dir: str):

@@ -88,20 +88,6 @@ def test_cli_bad_workers_exit_2():
   assert r.returncode == 2 and 'HOST:PORT' in r.stderr and 'Traceback' not in r.stderr
 
 
-def _child_pids(pid):
-  out = []
-  for entry in os.listdir('/proc'):
-    if entry.isdigit():
-      try:
-        with open(f'/proc/{entry}/stat') as f:
-          stat = f.read()
-      except OSError:
-        continue
-      if int(stat[stat.rindex(')') + 2:].split()[1]) == pid:
-        out.append(int(entry))
-  return out
-
-
 def test_worker_serves_and_ends_on_sigterm():
   import portpicker  # pylint: disable=g-import-not-at-top
   port = portpicker.pick_unused_port()
@@ -111,7 +97,7 @@ def test_worker_serves_and_ends_on_sigterm():
                           preexec_fn=_ignore_sigint)
   try:
     runtime.wait_for_workers([f'localhost:{port}'], timeout_s=60)
-    children = _child_pids(proc.pid)
+    children = runtime.worker_pids(proc.pid)  # the wrapper's TFF worker binary
     assert len(children) == 1
     proc.send_signal(signal.SIGTERM)
     assert proc.wait(timeout=30) == 0

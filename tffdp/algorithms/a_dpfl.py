@@ -196,15 +196,8 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   Raises:
     ValueError: On invalid hyperparameters.
   """
-  if not 0 < k <= 1:
-    raise ValueError(f'k must be in (0, 1]. Found {k}.')
-  if adjust_every <= 0:
-    raise ValueError(f'adjust_every must be positive. Found {adjust_every}.')
-  if selection not in selection_lib.SELECTION_MODES:
-    raise ValueError(f'selection must be one of {selection_lib.SELECTION_MODES}. '
-                     f'Found {selection!r}.')
-  if dp_sgd not in DP_SGD_MODES[1:]:
-    raise ValueError(f'dp_sgd must be one of {DP_SGD_MODES[1:]}. Found {dp_sgd!r}.')
+  ADPFLHparams(k=k, alpha=alpha, adjust_every=adjust_every, selection=selection,
+               dp_sgd=dp_sgd)  # validates the options (one set of checks)
   if not 1 <= clients_per_round <= data.num_clients:
     raise ValueError(f'clients_per_round must be in [1, {data.num_clients}]. '
                      f'Found {clients_per_round}.')

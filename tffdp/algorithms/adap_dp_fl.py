@@ -289,23 +289,18 @@ class _AdapDpFlBuilder:
                adam_beta_1, adam_beta_2, adam_epsilon, seed):
     def bad(name, value, why):
       raise ValueError(f'{name} {why}. Found {name}={value!r}.')
-    for name, value, modes in (('clipping', clipping, CLIPPING_MODES),
-                               ('noise_schedule', noise_schedule, NOISE_SCHEDULES),
-                               ('client_optimizer_state', client_optimizer_state,
-                                CLIENT_OPTIMIZER_STATES),
-                               ('clip_norm_query', clip_norm_query, CLIP_NORM_QUERY_MODES)):
-      if value not in modes:
-        bad(name, value, f'must be one of {", ".join(modes)}')
-    if lot_size <= 0:
-      bad('lot_size', lot_size, 'must be positive')
+    # The method's own options, by its hyperparameter class (one set of checks);
+    # `alpha` is its `clipping_factor`.
+    AdapDPFLHparams(lot_size=lot_size, clipping_factor=alpha, beta=beta, clipping=clipping,
+                    noise_schedule=noise_schedule,
+                    client_optimizer_state=client_optimizer_state,
+                    clip_norm_query=clip_norm_query)
+    if alpha is None or beta is None:
+      bad('clipping_factor' if alpha is None else 'beta', None, 'must be given')
     if learning_rate <= 0:
       bad('learning_rate', learning_rate, 'must be positive')
     if noise_multiplier < 0:
       bad('noise_multiplier', noise_multiplier, 'must be >= 0')
-    if not 0 < beta <= 1:
-      bad('beta', beta, 'must be in (0, 1]')
-    if alpha <= 0:
-      bad('alpha', alpha, 'must be positive')
     if clip_norm <= 0:
       bad('clip_norm', clip_norm, 'must be positive')
     num_clients = data.num_clients
