@@ -11,6 +11,7 @@ front of a mean, a noise-adding or a DP factory.
 
 from __future__ import annotations
 
+import collections
 from typing import Optional, Sequence, Union
 
 import numpy as np
@@ -97,3 +98,191 @@ def longitudinal_clipping_factory(
       clipping_norm, inner_agg_factory,
       clipped_count_sum_factory or tff.aggregators.SumFactory(), make_clip_fn,
       'longitudinal_clipp')
+
+
+def norm_recording_constant(clipping_norm: float) -> tff.templates.EstimationProcess:
+  """A constant clipping norm that also keeps the clients' mean pre-clipping L2 norm.
+
+  An `EstimationProcess` for `clipping_factory`-style wrappers (e.g.
+  `longitudinal_clipping_factory`): `report` is always `clipping_norm`, and the state is
+  the mean of the global norms the wrapper passes to `next` (float32@SERVER, 0 before
+  the first round): the update norm adaptive methods log per round.
+
+  Raises:
+    ValueError: If `clipping_norm` is not positive.
+  """
+  if clipping_norm <= 0:
+    raise ValueError(f'clipping_norm must be positive. Found {clipping_norm}.')
+  norm = float(clipping_norm)
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_value(np.float32(0.0), tff.SERVER)
+
+  @tff.federated_computation(init_fn.type_signature.result,
+                             tff.FederatedType(np.float32, tff.CLIENTS))
+  def next_fn(state, norms):
+    del state
+    return tff.federated_mean(norms)
+
+  @tff.tensorflow.computation(np.float32)
+  def constant(state):
+    del state
+    return tf.constant(norm, tf.float32)
+
+  @tff.federated_computation(init_fn.type_signature.result)
+  def report_fn(state):
+    return tff.federated_map(constant, state)
+
+  return tff.templates.EstimationProcess(init_fn, next_fn, report_fn)
+
+
+NOISE_ON = ('all', 'kept')
+
+
+class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
+  """Each client adds its own Gaussian noise to its value, then `inner` aggregates.
+
+  The noise multiplier of a client is looked up by its weight: the state holds a table
+  `noise_multipliers: float32[u]` aligned with the constant `weight_keys: float32[u]`,
+  and a client whose weight is `weight_keys[j]` adds `N(0, (noise_multipliers[j] *
+  stddev_per_multiplier)^2)` to each coordinate. With AADP-FL's budget by data volume
+  (eq. 2 of `../shared/papers/001_...`) a client's budget, hence its sigma, is a
+  function of its sample count `d_i`, which is the weight the client work reports. A
+  method changes the table between rounds by replacing `noise_multipliers` in the state
+  (`with_noise_multipliers`). A weight missing from the table gets sigma NaN, so the
+  aggregate turns NaN instead of silently unnoised.
+
+  `noise_on='all'` noises every coordinate (a Gaussian mechanism of L2 sensitivity
+  `S` when an upstream clip bounds the value to `S`); `noise_on='kept'` only the non-zero
+  ones (AADP-FL's "kept" reading: the support of the clipped value is released in the
+  clear, so no finite DP guarantee holds).
+
+  The noise is drawn with TF's stateful RNG (fresh every round, different per client),
+  as TFF's own DP factories do on the server: runs are not bit-reproducible.
+
+  Measurements: `per_client_noise=<noise_multiplier_sum (sum of the sigmas the clients
+  used), nonzero_fraction (mean fraction of non-zero coordinates before noise: kept by the upstream clip and not already zero), clients>`
+  and `inner` (the inner measurements).
+
+  Args:
+    weight_keys: `[u]` distinct client weights (e.g. `E * d_i`).
+    noise_multipliers: `[u]` initial sigma per key, `>= 0`.
+    stddev_per_multiplier: Noise standard deviation per unit of sigma (AADP-FL: `S / B`
+      by default, `S` with `noise_scale='update'`), `>= 0`.
+    inner: Weighted or unweighted factory aggregating the noised values (AADP-FL: the
+      unweighted mean, `tff.aggregators.UnweightedMeanFactory()`).
+    noise_on: `all` or `kept`.
+
+  Raises:
+    ValueError: On mismatched tables, duplicate keys, negative sigmas or scale, or an
+      unknown `noise_on`.
+  """
+
+  def __init__(self, weight_keys, noise_multipliers, stddev_per_multiplier: float,
+               inner: tff.aggregators.AggregationFactory, noise_on: str = 'all'):
+    keys = np.asarray(weight_keys, np.float32).ravel()
+    sigmas = np.asarray(noise_multipliers, np.float32).ravel()
+    if keys.shape != sigmas.shape or keys.size == 0:
+      raise ValueError(f'weight_keys and noise_multipliers must be non-empty and of one '
+                       f'length. Found {keys.size} and {sigmas.size}.')
+    if len(np.unique(keys)) != keys.size:
+      raise ValueError(f'weight_keys must be distinct. Found {keys.tolist()}.')
+    if np.any(sigmas < 0) or stddev_per_multiplier < 0:
+      raise ValueError('noise multipliers and stddev_per_multiplier must be >= 0. Found '
+                       f'{sigmas.tolist()} and {stddev_per_multiplier}.')
+    if noise_on not in NOISE_ON:
+      raise ValueError(f'noise_on must be one of {", ".join(NOISE_ON)}. Found {noise_on!r}.')
+    self._keys, self._sigmas = keys, sigmas
+    self._scale = float(stddev_per_multiplier)
+    self._inner, self._noise_on = inner, noise_on
+
+  def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
+    weighted_inner = isinstance(self._inner, tff.aggregators.WeightedAggregationFactory)
+    inner = (self._inner.create(value_type, weight_type) if weighted_inner
+             else self._inner.create(value_type))
+    keys, initial, scale, kept_only = self._keys, self._sigmas, self._scale, (
+        self._noise_on == 'kept')
+
+    @tff.tensorflow.computation
+    def initial_table():
+      return collections.OrderedDict(noise_multipliers=tf.constant(initial))
+
+    table_type = initial_table.type_signature.result
+
+    @tff.federated_computation
+    def init_fn():
+      return tff.federated_zip(collections.OrderedDict(
+          per_client_noise=tff.federated_eval(initial_table, tff.SERVER),
+          inner=inner.initialize()))
+
+    @tff.tensorflow.computation(value_type, weight_type, table_type.noise_multipliers)
+    def add_noise(value, weight, table):
+      distance = tf.abs(tf.constant(keys) - tf.cast(weight, tf.float32))
+      j = tf.argmin(distance)
+      sigma = tf.where(tf.equal(distance[j], 0.0), table[j], float('nan'))
+      leaves = tf.nest.flatten(value)
+      noised, nonzero, total = [], 0.0, 0
+      for v in leaves:
+        noise = tf.random.normal(tf.shape(v), dtype=v.dtype) * tf.cast(sigma * scale, v.dtype)
+        is_kept = tf.cast(tf.not_equal(v, 0), v.dtype)
+        noised.append(v + noise * is_kept if kept_only else v + noise)
+        nonzero += tf.reduce_sum(tf.cast(is_kept, tf.float32))
+        total += int(np.prod(v.shape))
+      return (tf.nest.pack_sequence_as(value, noised), sigma,
+              nonzero / float(max(total, 1)))
+
+    @tff.federated_computation(init_fn.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS),
+                               tff.FederatedType(weight_type, tff.CLIENTS))
+    def next_fn(state, value, weight):
+      table = tff.federated_broadcast(
+          tff.federated_map(_table_of(table_type), state.per_client_noise))
+      noised, sigma, kept = tff.federated_map(add_noise, (value, weight, table))
+      out = (inner.next(state.inner, noised, weight) if weighted_inner
+             else inner.next(state.inner, noised))
+      measured = tff.federated_zip(collections.OrderedDict(
+          noise_multiplier_sum=tff.federated_sum(sigma),
+          nonzero_fraction=tff.federated_mean(kept),
+          clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS))))
+      return tff.templates.MeasuredProcessOutput(
+          state=tff.federated_zip(collections.OrderedDict(
+              per_client_noise=state.per_client_noise, inner=out.state)),
+          result=out.result,
+          measurements=tff.federated_zip(collections.OrderedDict(
+              per_client_noise=measured, inner=out.measurements)))
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def _table_of(table_type):
+  @tff.tensorflow.computation(table_type)
+  def table(state):
+    return state['noise_multipliers']
+  return table
+
+
+def with_noise_multipliers(aggregator_state, noise_multipliers: np.ndarray):
+  """`PerClientGaussianFactory` state (found anywhere in `aggregator_state`) with a new table.
+
+  Python-side (between rounds): returns a copy of the nested state structure in which
+  every `per_client_noise.noise_multipliers` is replaced by `noise_multipliers` (float32).
+  """
+  table = np.asarray(noise_multipliers, np.float32)
+
+  def replace(node):
+    if isinstance(node, collections.OrderedDict) or isinstance(node, dict):
+      out = type(node)()
+      for k, v in node.items():
+        if k == 'per_client_noise' and isinstance(v, dict) and 'noise_multipliers' in v:
+          if np.shape(v['noise_multipliers']) != table.shape:
+            raise ValueError(f'noise multiplier table has shape {table.shape}; the '
+                             f'aggregator holds {np.shape(v["noise_multipliers"])}.')
+          out[k] = type(v)(v, noise_multipliers=table)
+        else:
+          out[k] = replace(v)
+      return out
+    if hasattr(node, '_fields'):  # namedtuple
+      return type(node)(*(replace(v) for v in node))
+    return node
+  return replace(aggregator_state)

@@ -68,13 +68,57 @@ def subsampled_gaussian_event(noise_multiplier: float, sampling_rate: float,
   return event if steps == 1 else dp_accounting.SelfComposedDpEvent(event, steps)
 
 
-def epsilon_from_rdp(orders: Sequence[float], rdp: np.ndarray, delta: float) -> float:
-  """Epsilon at `delta` of an RDP curve (dp_accounting's conversion)."""
+# RDP -> (epsilon, delta) conversions: dp_accounting's (the tighter one its
+# `compute_epsilon` implements) and the classic one of Mironov 2017, Prop. 3,
+# `epsilon = min_alpha RDP(alpha) + log(1/delta) / (alpha - 1)`, which some papers'
+# theorems use (e.g. AADP-FL's Def. 4).
+DP_ACCOUNTING_CONVERSION = 'dp_accounting'
+CLASSIC_CONVERSION = 'classic'
+CONVERSIONS = (DP_ACCOUNTING_CONVERSION, CLASSIC_CONVERSION)
+
+
+def _check_conversion(conversion: str) -> str:
+  if conversion not in CONVERSIONS:
+    raise ValueError(f'conversion must be one of {", ".join(CONVERSIONS)}. '
+                     f'Found {conversion!r}.')
+  return conversion
+
+
+def epsilon_from_rdp(orders: Sequence[float], rdp: np.ndarray, delta: float,
+                     conversion: str = DP_ACCOUNTING_CONVERSION) -> float:
+  """Epsilon at `delta` of an RDP curve.
+
+  Args:
+    orders: RDP orders `[k]` (> 1).
+    rdp: RDP at each order `[k]`.
+    delta: Target delta in `(0, 1)`.
+    conversion: `dp_accounting` (its `compute_epsilon`) or `classic`
+      (`min RDP + log(1/delta) / (alpha - 1)`, Mironov 2017 Prop. 3).
+
+  Raises:
+    ValueError: On an unknown `conversion`.
+  """
+  _check_conversion(conversion)
+  rdp = np.asarray(rdp, dtype=np.float64)
   if np.all(rdp == 0):
     return 0.0
   if np.all(np.isinf(rdp)):
     return math.inf
+  if conversion == CLASSIC_CONVERSION:
+    orders = np.asarray(orders, dtype=np.float64)
+    return float(np.min(rdp + math.log(1.0 / delta) / (orders - 1.0)))
   return float(rdp_privacy_accountant.compute_epsilon(orders, rdp, delta)[0])
+
+
+class ClassicRdpAccountant(dp_accounting.rdp.RdpAccountant):
+  """`dp_accounting`'s `RdpAccountant` with the classic conversion (`epsilon_from_rdp`).
+
+  For calibrating noise the way a paper whose theorem uses Mironov's conversion does
+  (`dp_accounting.calibrate_dp_mechanism(lambda: ClassicRdpAccountant(orders), ...)`).
+  """
+
+  def get_epsilon(self, target_delta: float) -> float:
+    return epsilon_from_rdp(self._orders, self._rdp, target_delta, CLASSIC_CONVERSION)
 
 
 @dataclasses.dataclass
@@ -102,18 +146,22 @@ class PrivacyLedger:
     delta: Target delta in `(0, 1)`.
     unit: `sample-level` or `client-level`.
     orders: RDP orders; default `DEFAULT_ORDERS`.
+    conversion: RDP to epsilon conversion (`epsilon_from_rdp`); default dp_accounting's.
 
   Raises:
-    ValueError: On a non-positive `num_clients` or `delta` outside `(0, 1)`.
+    ValueError: On a non-positive `num_clients`, `delta` outside `(0, 1)` or an unknown
+      `conversion`.
   """
 
   def __init__(self, num_clients: int, delta: float, unit: str = SAMPLE_LEVEL,
-               orders: Optional[Sequence[float]] = None):
+               orders: Optional[Sequence[float]] = None,
+               conversion: str = DP_ACCOUNTING_CONVERSION):
     if num_clients <= 0:
       raise ValueError(f'num_clients must be positive. Found {num_clients}.')
     self.num_clients = int(num_clients)
     self.delta = check_delta(delta)
     self.unit = unit
+    self.conversion = _check_conversion(conversion)
     self.orders = np.asarray(orders if orders is not None else DEFAULT_ORDERS,
                              dtype=np.float64)
     self._rdp = np.zeros((self.num_clients, len(self.orders)))
@@ -153,20 +201,22 @@ class PrivacyLedger:
     return self._rdp[client].copy()
 
   def epsilon(self, client: int, delta: Optional[float] = None) -> float:
-    return epsilon_from_rdp(self.orders, self._rdp[client], delta or self.delta)
+    return epsilon_from_rdp(self.orders, self._rdp[client], delta or self.delta,
+                            self.conversion)
 
   def report(self, delta: Optional[float] = None) -> PrivacyReport:
     """Epsilon of every client at `delta` (default: the ledger's)."""
     d = delta or self.delta
     # Clients with identical curves (e.g. never sampled) share one conversion.
     uniq, inverse = np.unique(self._rdp, axis=0, return_inverse=True)
-    eps = np.array([epsilon_from_rdp(self.orders, r, d) for r in uniq])[inverse.ravel()]
+    eps = np.array([epsilon_from_rdp(self.orders, r, d, self.conversion) for r in uniq])[inverse.ravel()]
     return PrivacyReport(eps, d, self.unit, sorted(set(self._reasons.values())))
 
   def epsilon_if(self, clients: Iterable[int], event: dp_accounting.DpEvent) -> np.ndarray:
     """Epsilon each of `clients` would have after also composing `event` (no change)."""
     add = self.event_rdp(event)
-    return np.array([epsilon_from_rdp(self.orders, self._rdp[c] + add, self.delta)
+    return np.array([epsilon_from_rdp(self.orders, self._rdp[c] + add, self.delta,
+                                     self.conversion)
                      for c in clients])
 
   def rounds_within(self, clients: Iterable[int], event: dp_accounting.DpEvent,
@@ -188,7 +238,8 @@ class PrivacyLedger:
     """
     add = self.event_rdp(event)
     def within(c, t):
-      return epsilon_from_rdp(self.orders, self._rdp[c] + t * add, self.delta) <= budget
+      return epsilon_from_rdp(self.orders, self._rdp[c] + t * add, self.delta,
+                              self.conversion) <= budget
     out = []
     for c in clients:
       if not within(c, 0):
@@ -221,7 +272,8 @@ class PrivacyLedger:
 
 def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rate: float,
                                steps: int,
-                               orders: Optional[Sequence[float]] = None) -> float:
+                               orders: Optional[Sequence[float]] = None,
+                               conversion: str = DP_ACCOUNTING_CONVERSION) -> float:
   """Smallest noise multiplier whose `steps` subsampled Gaussian releases meet epsilon.
 
   Uses `dp_accounting.calibrate_dp_mechanism` with the RDP accountant.
@@ -232,6 +284,8 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rat
     sampling_rate: q in `(0, 1]`.
     steps: Number of releases, `>= 1`.
     orders: RDP orders; default `DEFAULT_ORDERS`.
+    conversion: RDP to epsilon conversion (`epsilon_from_rdp`): `dp_accounting`
+      (`RdpAccountant`) or `classic` (`ClassicRdpAccountant`).
 
   Returns:
     sigma (float) such that epsilon(sigma) <= target_epsilon (tolerance 1e-4 in sigma).
@@ -247,8 +301,10 @@ def calibrate_noise_multiplier(target_epsilon: float, delta: float, sampling_rat
   if not 0.0 < sampling_rate <= 1.0:
     raise ValueError(f'sampling_rate must be in (0, 1]. Found {sampling_rate}.')
   orders = list(orders if orders is not None else DEFAULT_ORDERS)
+  accountant = (ClassicRdpAccountant if _check_conversion(conversion) == CLASSIC_CONVERSION
+                else dp_accounting.rdp.RdpAccountant)
   return float(dp_accounting.calibrate_dp_mechanism(
-      lambda: dp_accounting.rdp.RdpAccountant(orders),
+      lambda: accountant(orders),
       lambda s: subsampled_gaussian_event(s, sampling_rate, steps),
       target_epsilon, delta,
       dp_accounting.LowerEndpointAndGuess(1e-3, 1.0), tol=1e-4))

@@ -346,7 +346,7 @@ class Runner:
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
     self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                         method.rdp_orders)
+                                         method.rdp_orders, method.claimed_conversion)
     self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
                                             method.rdp_orders)
     self.state = method.initialize()

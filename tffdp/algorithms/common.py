@@ -62,11 +62,15 @@ def server_split_metric(keras_builder: KerasBuilder, data: FederatedData, name: 
 
 
 def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_factory,
-                         seed: int) -> tff.learning.templates.LearningProcess:
-  """Broadcast, client work, weighted aggregator, `w <- w - aggregated delta`.
+                         seed: int,
+                         server_optimizer: Optional[tff.learning.optimizers.Optimizer] = None
+                         ) -> tff.learning.templates.LearningProcess:
+  """Broadcast, client work, weighted aggregator, server optimizer step.
 
   `aggregator_factory` may be weighted or unweighted (then applied via
-  `tff.aggregators.factory_utils.as_weighted_aggregator`).
+  `tff.aggregators.factory_utils.as_weighted_aggregator`). The aggregated client delta
+  (`initial - trained`) is the server optimizer's pseudo-gradient; the default,
+  SGD with learning rate 1, gives FedAvg's `w <- w - aggregated delta`.
   """
   init = initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
@@ -78,7 +82,7 @@ def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_fa
         aggregator_factory)
   aggregator = aggregator_factory.create(update_type, tff.TensorType(np.float32))
   finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
-      tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type)
+      server_optimizer or tff.learning.optimizers.build_sgdm(learning_rate=1.0), weights_type)
   return tff.learning.templates.compose_learning_process(
       init, distributor, client_work, aggregator, finalizer)
 
@@ -207,6 +211,9 @@ class Method:
       run ends when every client has stopped).
     budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
     rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
+    claimed_conversion: RDP to epsilon conversion of the claimed ledger
+      (`privacy.CONVERSIONS`): dp_accounting's by default, `classic` where the paper's
+      theorem uses it. The guaranteed ledger always uses dp_accounting's.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
   """
@@ -232,6 +239,7 @@ class Method:
   budget_rule: str = 'run'
   budget_ledger: str = 'guaranteed'
   rdp_orders: Optional[Sequence[float]] = None
+  claimed_conversion: str = 'dp_accounting'
   clients_per_slice: Optional[int] = None
 
   def __post_init__(self):

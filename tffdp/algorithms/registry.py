@@ -30,6 +30,7 @@ BUILTIN_MODULES = (
     'tffdp.algorithms.baselines',   # fedavg, dpfl, dp_fedavg
     'tffdp.algorithms.a_dpfl',      # a_dpfl
     'tffdp.algorithms.adap_dp_fl',  # adap_dp_fl
+    'tffdp.algorithms.aadp_fl',     # aadp_fl
 )
 
 

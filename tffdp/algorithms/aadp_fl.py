@@ -1,0 +1,469 @@
+"""AADP-FL: budget by data volume, longitudinal clipping, Nadam-moment budget increase.
+
+Paper: "AADP-FL" (`../shared/papers/001_eb1ccabc0a8cbe35.txt`, Sec. 4.1 steps 1-8,
+Sec. 4.3, eqs. 2-3, Theorem 1); spec `aadp_fl.md`, whose Amendments override its body.
+Per round:
+
+1. every client joins with probability `q_user` (Poisson; default 1: everyone);
+2. a client runs non-private local SGD from the broadcast model (learning rate 0.01,
+   batch `B`, `local_epochs`) and uploads its delta;
+3. the aggregator (`aggregators.longitudinal_clipping_factory` around
+   `aggregators.PerClientGaussianFactory` around the unweighted mean) zeroes the
+   smallest-magnitude coordinates of each delta until its L2 norm is `<= S` (Sec. 4.3),
+   adds `N(0, (sigma_i S / B)^2)` per coordinate (Amendment 1; `noise_scale='update'`:
+   `sigma_i S`) and averages;
+4. the server applies Nadam (beta 0.9 / 0.999, lr 0.01) with the mean as its
+   pseudo-gradient (`optimizers.build_nadam`);
+5. the convergence test (eq. 3): if the root mean square of the change of both Nadam
+   moments is below `l`, every client whose budget is below `epsilon_max` has it raised
+   to `epsilon_i / (1 - rho)`.
+
+Budgets start at eq. 2, `epsilon_i = n d_i / sum_j d_j * epsilon`. `sigma_i` is the
+smallest noise multiplier whose `T` rounds of the Poisson-subsampled Gaussian with
+`q_i = B / d_i` meet `(epsilon_i, delta)` by Theorem 1 (integer RDP orders 2-256, the
+classic conversion of the paper's Def. 4; Amendment 2); it is recalibrated whenever a
+budget changes. A client's budget and sigma depend on its sample count only, so they are
+kept per distinct sample count.
+
+The process state is `<learning=LearningAlgorithmState, budget=<budgets float32[u],
+rms_first_moment_change, rms_second_moment_change, increases int32>>@SERVER` with `u`
+distinct client sizes; the sigma table is in the aggregator state
+(`learning.aggregator.inner_agg.per_client_noise.noise_multipliers`). The budget step
+runs inside the TFF process (server placement); the recalibration of sigma from a changed
+budget runs between rounds (`dp_accounting` is Python) and writes the table back into the
+state, so a checkpoint holds both and a resumed run continues exactly.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import typing
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import aggregators, optimizers, privacy, seeds
+from tffdp.algorithms import common, registry
+from tffdp.algorithms.baselines import client_work as dp_sgd_client_work
+from tffdp.data.federated import FederatedData, ShuffleBatch
+
+# Theorem 1 / Def. 4: integer RDP orders 2..256 (Amendment 2).
+THEOREM1_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
+NOISE_SCALES = ('batch', 'update')
+NOISE_ON = aggregators.NOISE_ON
+KEPT_REASON = ('noise_on=kept adds noise only to the coordinates longitudinal clipping '
+               'kept: the support of each update is released without noise')
+
+
+def data_volume_budgets(sizes, epsilon: float) -> np.ndarray:
+  """Eq. 2: `epsilon_i = n d_i / sum_j d_j * epsilon` (mean budget `epsilon`).
+
+  Args:
+    sizes: `[n]` client sample counts `d_i` (positive).
+    epsilon: The mean budget, `> 0`.
+
+  Returns:
+    float64 `[n]` budgets summing to `n * epsilon`.
+
+  Raises:
+    ValueError: On an empty or non-positive `sizes` or `epsilon <= 0`.
+  """
+  d = np.asarray(sizes, dtype=np.float64)
+  if d.size == 0 or np.any(d <= 0):
+    raise ValueError(f'client sizes must be positive. Found {d.tolist()[:10]}.')
+  if epsilon <= 0:
+    raise ValueError(f'epsilon must be positive. Found epsilon={epsilon!r}.')
+  return d.size * d / d.sum() * epsilon
+
+
+@functools.lru_cache(maxsize=4096)
+def theorem1_noise_multiplier(epsilon: float, delta: float, sampling_rate: float,
+                              rounds: int) -> float:
+  """Theorem 1: the smallest sigma giving `(epsilon, delta)` after `rounds` releases.
+
+  Each release is a Poisson-subsampled Gaussian with rate `q_i = B / d_i`, composed by
+  RDP at integer orders 2-256 and converted with Def. 4 (`privacy.CLASSIC_CONVERSION`);
+  `dp_accounting.calibrate_dp_mechanism` bisects (tolerance 1e-4 in sigma). Cached.
+
+  Raises:
+    ValueError: On invalid arguments (see `privacy.calibrate_noise_multiplier`).
+  """
+  return privacy.calibrate_noise_multiplier(
+      float(epsilon), delta, float(sampling_rate), int(rounds), THEOREM1_ORDERS,
+      privacy.CLASSIC_CONVERSION)
+
+
+def _rms(a, b) -> tf.Tensor:
+  a, b = tf.nest.flatten(a), tf.nest.flatten(b)
+  sq = tf.add_n([tf.reduce_sum(tf.square(x - y)) for x, y in zip(a, b)])
+  n = sum(int(np.prod(x.shape)) for x in a)
+  return tf.sqrt(sq / float(max(n, 1)))
+
+
+def budget_increase_step(budgets, rms_first, rms_second, *, l: float, rho: float,
+                         epsilon_max: float, cap_at_max: bool):
+  """Eq. 3: raise every budget below `epsilon_max` by `1 / (1 - rho)` if both moments settled.
+
+  The test fires when `rms(m_t - m_{t-1}) < l` and `rms(n_t - n_{t-1}) < l`. The paper
+  checks `epsilon_i^{t-1} < epsilon_max`, so a budget may overshoot `epsilon_max` by up
+  to a factor `1 / (1 - rho)` (Amendment 3); `cap_at_max` clips it at `epsilon_max`.
+
+  Args:
+    budgets: float32 `[u]` budgets `epsilon_i^{t-1}`.
+    rms_first, rms_second: float32 scalars, rms change of the Nadam moments.
+    l, rho, epsilon_max, cap_at_max: As `AADPFLHparams`.
+
+  Returns:
+    `(new budgets float32 [u], fired bool)`.
+  """
+  fired = tf.logical_and(rms_first < l, rms_second < l)
+  raised = budgets / (1.0 - rho)
+  if cap_at_max:
+    raised = tf.minimum(raised, epsilon_max)
+  new = tf.where(tf.logical_and(fired, budgets < epsilon_max), raised, budgets)
+  return new, fired
+
+
+def with_budget_increase(inner: tff.learning.templates.LearningProcess, initial_budgets,
+                         *, l: float, rho: float, epsilon_max: float,
+                         cap_at_max: bool) -> tff.learning.templates.LearningProcess:
+  """Eq. 3 around a learning process whose finalizer is `optimizers.build_nadam`.
+
+  State `<learning=inner state, budget=<budgets, rms_first_moment_change,
+  rms_second_moment_change, increases>>@SERVER`; each round runs `inner.next`, compares
+  the Nadam moments (`accumulator` m, `preconditioner` n) of the finalizer state before
+  and after, and applies `budget_increase_step`. Metrics `<learning=..., budget=...>`.
+  """
+  initial = np.asarray(initial_budgets, np.float32)
+  inner_state_type = inner.initialize.type_signature.result.member
+
+  @tff.tensorflow.computation
+  def initial_budget():
+    return collections.OrderedDict(budgets=tf.constant(initial),
+                                   rms_first_moment_change=tf.constant(0.0),
+                                   rms_second_moment_change=tf.constant(0.0),
+                                   increases=tf.constant(0, tf.int32))
+
+  budget_type = initial_budget.type_signature.result
+
+  @tff.tensorflow.computation(inner_state_type, inner_state_type, budget_type)
+  def test(before, after, budget):
+    m0, m1 = before.finalizer[optimizers.ACCUMULATOR], after.finalizer[optimizers.ACCUMULATOR]
+    n0 = before.finalizer[optimizers.PRECONDITIONER]
+    n1 = after.finalizer[optimizers.PRECONDITIONER]
+    rms_m, rms_n = _rms(m1, m0), _rms(n1, n0)
+    new, fired = budget_increase_step(budget['budgets'], rms_m, rms_n, l=l, rho=rho,
+                                      epsilon_max=epsilon_max, cap_at_max=cap_at_max)
+    return collections.OrderedDict(
+        budgets=new, rms_first_moment_change=rms_m, rms_second_moment_change=rms_n,
+        increases=budget['increases'] + tf.cast(
+            tf.reduce_any(tf.not_equal(new, budget['budgets'])), tf.int32))
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_zip(collections.OrderedDict(
+        learning=inner.initialize(), budget=tff.federated_eval(initial_budget, tff.SERVER)))
+
+  state_type = init_fn.type_signature.result
+  data_type = inner.next.type_signature.parameter[1]
+
+  @tff.federated_computation(state_type, data_type)
+  def next_fn(state, client_data):
+    out = inner.next(state.learning, client_data)
+    budget = tff.federated_map(test, (state.learning, out.state, state.budget))
+    return tff.learning.templates.LearningProcessOutput(
+        tff.federated_zip(collections.OrderedDict(learning=out.state, budget=budget)),
+        tff.federated_zip(collections.OrderedDict(learning=out.metrics, budget=budget)))
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['learning'].global_model_weights
+
+  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
+  def set_model_weights(state, weights):
+    return collections.OrderedDict(
+        learning=state['learning']._replace(global_model_weights=weights),
+        budget=state['budget'])
+
+  return tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
+                                                set_model_weights)
+
+
+def _aggregator_path(state):
+  return state['learning'].aggregator['inner_agg']['per_client_noise']
+
+
+def noise_multipliers_of(state) -> np.ndarray:
+  """The sigma table (`[u]`, per distinct client size) the next round adds noise with."""
+  return np.asarray(_aggregator_path(state)['noise_multipliers'], np.float64)
+
+
+def budgets_of(state) -> np.ndarray:
+  return np.asarray(state['budget']['budgets'], np.float64)
+
+
+def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 4.0,
+                  delta: float = 1e-5, learning_rate: float = 0.01,
+                  server_learning_rate: float = 0.01, batch_size: int = 32,
+                  clip_norm: float = 0.25, local_epochs: int = 1, q_user: float = 1.0,
+                  rho: float = 0.1, l: float = 1e-4, epsilon_max: float = 20.0,
+                  cap_at_max: bool = False, noise_scale: str = 'batch',
+                  noise_on: str = 'all', seed: int = 0) -> common.Method:
+  """Builds AADP-FL (see the module docstring).
+
+  Args:
+    keras_builder: No-arg callable returning the model (logits out).
+    data: The clients' data; `data.client_sizes` are the `d_i` of eq. 2.
+    rounds: `T` of Theorem 1 (the calibration horizon; the run's rounds).
+    epsilon: Mean budget of eq. 2 (Table 2: 4).
+    delta: Target delta (Sec. 6: 1e-5).
+    learning_rate: Local SGD learning rate (Sec. 6: 0.01).
+    server_learning_rate: Nadam learning rate (Sec. 6: 0.01).
+    batch_size: `B` (Sec. 6: 32 MNIST/FMNIST, 50 CIFAR-10), also the divisor of the
+      noise (Amendment 1).
+    clip_norm: `S` of longitudinal clipping (Fig. 5: 0.25 MNIST MLP, 0.2 CIFAR-10 CNN).
+    local_epochs: Passes over the client data per round (not given: 1).
+    q_user: Probability that a client joins a round (not given: 1).
+    rho: Budget increase rate of eq. 3, in `(0, 1)` (Sec. 6: 0.1).
+    l: Threshold of the convergence test (not given: 1e-4).
+    epsilon_max: Budget ceiling (Sec. 6: 20).
+    cap_at_max: Clip raised budgets at `epsilon_max` (Amendment 3; paper: overshoot).
+    noise_scale: `batch` (`sigma_i S / B`, Amendment 1) or `update` (`sigma_i S`).
+    noise_on: `all` or `kept` (only the kept coordinates; no finite guarantee).
+    seed: Model-initialisation and client-sampling seed.
+
+  Returns:
+    A `common.Method`.
+
+  Raises:
+    ValueError: On invalid hyperparameters.
+  """
+  AADPFLHparams(epsilon=epsilon, q_user=q_user, rho=rho, l=l, epsilon_max=epsilon_max,
+                cap_at_max=cap_at_max, noise_scale=noise_scale, noise_on=noise_on,
+                server_learning_rate=server_learning_rate)  # one set of checks
+  if clip_norm <= 0:
+    raise ValueError(f'clip_norm S must be positive. Found clip_norm={clip_norm!r}.')
+  if rounds <= 0:
+    raise ValueError(f'rounds must be positive. Found rounds={rounds!r}.')
+  privacy.check_delta(delta)
+  sizes = np.asarray(data.client_sizes, np.int64)
+  client_budgets = data_volume_budgets(sizes, epsilon)
+  unique_sizes, client_key = np.unique(sizes, return_inverse=True)
+  initial_budgets = client_budgets[  # eq. 2 depends on d_i only: one per distinct size
+      [np.flatnonzero(client_key == j)[0] for j in range(len(unique_sizes))]]
+  rates = np.minimum(1.0, batch_size / unique_sizes)
+
+  def calibrate(budgets) -> np.ndarray:
+    """Theorem 1's sigma per distinct size, as float32 (what the clients use)."""
+    return np.array([theorem1_noise_multiplier(float(np.float32(b)), delta, float(q), rounds)
+                     for b, q in zip(budgets, rates)], np.float32)
+
+  initial_sigmas = calibrate(initial_budgets)
+  per_multiplier = clip_norm / batch_size if noise_scale == 'batch' else clip_norm
+  aggregator = aggregators.longitudinal_clipping_factory(
+      aggregators.norm_recording_constant(clip_norm),
+      aggregators.PerClientGaussianFactory(
+          local_epochs * unique_sizes, initial_sigmas, per_multiplier,
+          tff.aggregators.UnweightedMeanFactory(), noise_on=noise_on))
+  batching = ShuffleBatch(batch_size, local_epochs)
+  inner = common.compose_fedavg_style(
+      keras_builder,
+      dp_sgd_client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
+                         batching=batching),
+      aggregator, seed, server_optimizer=optimizers.build_nadam(server_learning_rate))
+  process = with_budget_increase(inner, initial_budgets, l=l, rho=rho,
+                                 epsilon_max=epsilon_max, cap_at_max=cap_at_max)
+  cohort_run_round, round_computation = common.cohort_round(process, data, batching)
+
+  def recalibrated(state):
+    """The state with sigma recomputed from its budgets (cached: only changes cost)."""
+    table = calibrate(budgets_of(state))
+    if np.array_equal(table, noise_multipliers_of(state).astype(np.float32)):
+      return state
+    learning = state['learning']
+    return collections.OrderedDict(
+        learning=learning._replace(aggregator=aggregators.with_noise_multipliers(
+            learning.aggregator, table)),
+        budget=state['budget'])
+
+  def run_round(state, cohort, round_num, run_seed):
+    state, metrics = cohort_run_round(state, cohort, round_num, run_seed)
+    metrics = collections.OrderedDict(metrics)
+    metrics['update_norm'] = float(state['learning'].aggregator['longitudinal_clipping_norm'])
+    return recalibrated(state), metrics
+
+  def select(round_num: int) -> np.ndarray:
+    if q_user >= 1.0:
+      return np.arange(data.num_clients)
+    rng = seeds.round_rng(seed, round_num, seeds.COHORT)
+    return np.flatnonzero(rng.random(data.num_clients) < q_user)
+
+  everyone = np.arange(data.num_clients)
+  accounted = {}
+
+  def claimed(cohort, state):
+    """Theorem 1: every client, every round, `q_i = B / d_i`, the initial sigma_i."""
+    del cohort, state
+    return [(everyone[client_key == j],
+             privacy.subsampled_gaussian_event(float(s), float(q)), '')
+            for j, (s, q) in enumerate(zip(initial_sigmas, rates))]
+
+  def guaranteed(cohort, state):
+    """Per round and client: the Gaussian on an update of L2 sensitivity S, noise std
+    `sigma_i^t * per_multiplier`, amplified only by the Poisson draw `q_user`."""
+    table = noise_multipliers_of(state)
+    accounted['sigma_sum'] = float(np.sum(table[client_key[cohort]]))
+    if noise_on == 'kept':
+      return [(everyone, None, KEPT_REASON)]
+    out = []
+    for j, sigma in enumerate(table):
+      members = everyone[client_key == j]
+      z = float(sigma) * per_multiplier / clip_norm
+      if z == 0:
+        out.append((members, None, 'noise multiplier is 0: no noise'))
+      else:
+        out.append((members, privacy.subsampled_gaussian_event(z, q_user), ''))
+    return out
+
+  def check_round(cohort, state, metrics) -> Optional[str]:
+    noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
+    if int(noise['clients']) != len(cohort):
+      return f'{int(noise["clients"])} clients added noise, the cohort has {len(cohort)}'
+    used, expected = float(noise['noise_multiplier_sum']), accounted.get('sigma_sum')
+    if expected is not None and not np.isclose(used, expected, rtol=1e-5, atol=1e-6):
+      return (f'the clients added noise with sigmas summing to {used}; the ledger '
+              f'accounted {expected}')
+    return None
+
+  def quantities(state) -> dict:
+    table, budgets = noise_multipliers_of(state), budgets_of(state)
+    per_client_sigma, per_client_budget = table[client_key], budgets[client_key]
+    return {'noise_multiplier_min': float(per_client_sigma.min()),
+            'noise_multiplier_max': float(per_client_sigma.max()),
+            'epsilon_budget_min': float(per_client_budget.min()),
+            'epsilon_budget_max': float(per_client_budget.max()),
+            'clip_norm': clip_norm}
+
+  def round_metrics(metrics) -> dict:
+    agg = metrics['learning']['aggregator']
+    noise = agg['longitudinal_clipping']['per_client_noise']
+    budget = metrics['budget']
+    return {'rms_first_moment_change': float(budget['rms_first_moment_change']),
+            'rms_second_moment_change': float(budget['rms_second_moment_change']),
+            'budget_increases': int(budget['increases']),
+            'nonzero_fraction_after_clip': float(noise['nonzero_fraction']),
+            'clipped_clients': int(agg['longitudinal_clipped_count']),
+            'update_norm': float(metrics.get('update_norm', float('nan')))}
+
+  not_given = 'not given in the paper; chosen because '
+  return common.Method(
+      name='aadp_fl', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
+      run_round=run_round, round_computation=round_computation, check_round=check_round,
+      cohort_sampling='poisson', select_cohort=select,
+      claimed_releases=claimed, guaranteed_releases=guaranteed,
+      claimed_conversion=privacy.CLASSIC_CONVERSION, rdp_orders=THEOREM1_ORDERS,
+      adaptive_quantities=quantities, round_metrics=round_metrics,
+      hyperparameters=dict(
+          rounds=rounds, epsilon=epsilon, delta=delta, learning_rate=learning_rate,
+          server_learning_rate=server_learning_rate, batch_size=batch_size,
+          clip_norm=clip_norm, local_epochs=local_epochs, q_user=q_user, rho=rho, l=l,
+          epsilon_max=epsilon_max, cap_at_max=cap_at_max, noise_scale=noise_scale,
+          noise_on=noise_on,
+          initial_budgets=[float(b) for b in client_budgets],
+          initial_noise_multipliers=[float(initial_sigmas[k]) for k in client_key]),
+      notes=dict(
+          local_epochs=not_given + 'one pass over the client data is the FedAvg default',
+          epsilon_claimed='Theorem 1 as the paper reads it: every client every round, '
+          'q_i = B / d_i, the initial sigma_i (budget increases ignored), integer RDP '
+          'orders 2-256, Def. 4 conversion; the paper states it per sample',
+          epsilon_guaranteed='client-level (an update of L2 norm <= S after longitudinal '
+          'clipping; sample-level is bounded by the same): per round the Gaussian with '
+          'noise multiplier sigma_i^t * (S/B) / S (noise_scale=batch) or sigma_i^t '
+          '(update), amplified only by q_user; dp_accounting conversion',
+          rdp_orders='integer orders 2-256 (Theorem 1, Amendment 2), both ledgers',
+          noise_rng='per-client noise from TF\'s stateful RNG: runs are not bit-reproducible'))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+_NOT_GIVEN = 'not given in the paper; chosen because '
+
+
+@dataclasses.dataclass(frozen=True)
+class AADPFLHparams(registry.MethodHparams):
+  """AADP-FL's own options (Sec. 4.1, eqs. 2-3; Sec. 6 where the paper gives them)."""
+  default_cohort_sampling: typing.ClassVar[str] = 'poisson'
+  cohort_sampling_note: typing.ClassVar[str] = (
+      'poisson: each client joins with probability q_user (AADP-FL step 8)')
+
+  epsilon: float = registry.option(4.0, 'mean privacy budget epsilon of eq. 2 (Table 2: 4)')
+  q_user: float = registry.option(
+      1.0, 'probability q_user that a client joins a round, in (0, 1]',
+      note=_NOT_GIVEN + 'Sec. 4.1 samples users but gives no rate outside Fig. 7; 1 '
+      'makes Theorem 1 (which ignores it) and the executed rounds agree')
+  rho: float = registry.option(0.1, 'budget increase rate rho of eq. 3, in (0, 1) '
+                               '(Sec. 6: 0.1)')
+  l: float = registry.option(  # pylint: disable=invalid-name
+      1e-4, 'threshold l of the convergence test (eq. 3) on the rms change of the Nadam '
+      'moments', note=_NOT_GIVEN + 'small enough that the test fires only when both '
+      'Nadam moments have settled (Amendment 4: it measures noise; see the figures README)')
+  epsilon_max: float = registry.option(20.0, 'budget ceiling epsilon_max (Sec. 6: 20)')
+  cap_at_max: bool = registry.option(
+      False, 'clip raised budgets at epsilon_max (the paper tests epsilon^{t-1} < '
+      'epsilon_max, so a budget may overshoot it; Amendment 3)')
+  noise_scale: str = registry.option(
+      'batch', 'noise std per coordinate: batch (sigma_i S / B, Amendment 1) or update '
+      '(sigma_i S)', choices=NOISE_SCALES)
+  noise_on: str = registry.option(
+      'all', 'noise on all coordinates, or only the kept ones (kept: support leaked, '
+      'epsilon_guaranteed = inf)', choices=NOISE_ON)
+  server_learning_rate: float = registry.option(0.01, 'Nadam learning rate (Sec. 6: 0.01)')
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.epsilon <= 0:
+      raise ValueError(f'epsilon must be positive. Found epsilon={self.epsilon!r}.')
+    if not 0 < self.q_user <= 1:
+      raise ValueError(f'q_user must be in (0, 1]. Found q_user={self.q_user!r}.')
+    if not 0 < self.rho < 1:
+      raise ValueError(f'rho must be in (0, 1). Found rho={self.rho!r}.')
+    if self.l <= 0:
+      raise ValueError(f'l must be positive. Found l={self.l!r}.')
+    if self.epsilon_max < self.epsilon:
+      raise ValueError(f'epsilon_max must be >= epsilon={self.epsilon!r}. '
+                       f'Found epsilon_max={self.epsilon_max!r}.')
+    if self.server_learning_rate <= 0:
+      raise ValueError('server_learning_rate must be positive. Found '
+                       f'server_learning_rate={self.server_learning_rate!r}.')
+
+  def check_run(self, config) -> None:
+    if config.clients_per_slice is not None:
+      raise ValueError('clients_per_slice must be unset for aadp_fl (its aggregator clips '
+                       'and noises each client\'s update). Found clients_per_slice='
+                       f'{config.clients_per_slice!r}.')
+
+
+def _build(ctx: registry.BuildContext, hp: AADPFLHparams) -> common.Method:
+  c = ctx.config
+  return build_aadp_fl(
+      ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon, delta=c.delta,
+      learning_rate=c.learning_rate, server_learning_rate=hp.server_learning_rate,
+      batch_size=c.batch_size, clip_norm=c.clip_norm, local_epochs=c.local_epochs,
+      q_user=hp.q_user, rho=hp.rho, l=hp.l, epsilon_max=hp.epsilon_max,
+      cap_at_max=hp.cap_at_max, noise_scale=hp.noise_scale, noise_on=hp.noise_on,
+      seed=c.seed)
+
+
+METHODS = (registry.MethodSpec(
+    'aadp_fl', _build, AADPFLHparams,
+    'AADP-FL (spec aadp_fl.md): budget by data volume, longitudinal clipping, per-client '
+    'Gaussian noise, Nadam, budget increase on converged moments',
+    shared_meanings=dict(clip_norm='longitudinal clipping norm S',
+                         learning_rate='local SGD learning rate (Sec. 6: 0.01)',
+                         batch_size='B: local batch, sampling rate B/d_i, noise divisor',
+                         noise_multiplier='unused: sigma_i is calibrated from the budget',
+                         clients_per_round='unused: each client joins with q_user')),)
