@@ -6,6 +6,8 @@
 #               on 2 cores; finished runs in RUNS_DIR are reused, interrupted ones resumed)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
+#   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MLP) + report (about 1 h on 2
+#               cores; finished runs in RUNS_DIR are reused)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -14,7 +16,7 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures
+.PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures
 
 RUNS_DIR ?= runs
 
@@ -60,3 +62,11 @@ adap_dp_fl_figures: venv
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
+
+# Table 2 first: Fig. 4 and Fig. 6 reuse its AADP-FL and FedAvg runs.
+aadp_fl_figures: venv
+	$(PY) -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/aadp_fl
+	for f in 4 5 6 7; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/aadp_fl || exit 1; done
+	$(PY) -m experiments.aadp_fl_report

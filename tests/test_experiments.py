@@ -4,6 +4,8 @@ import csv
 import json
 import os
 
+import pytest
+
 from experiments import demo
 
 
@@ -193,3 +195,32 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
   lines = []
   assert not check_reproduces.check(str(out), 2, None, 1e-4, 1e-6, log=lines.append)
   assert any(line.startswith('  round 2 test_accuracy: committed') for line in lines)
+
+
+def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7,
+                           aadp_fl_report, aadp_fl_table2)
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
+            '--figures-dir', str(figs)]
+  assert aadp_fl_table2.main(['--datasets', 'mnist'] + common) == 0
+  with open(figs / 'table2.csv') as f:
+    rows = {r['curve']: r for r in csv.DictReader(f)}
+  assert rows['FedAvg (non-private)']['epsilon_guaranteed'] == 'inf'
+  aadp = rows['AADP-FL']
+  assert 0 < float(aadp['epsilon_claimed']) <= 4.0 + 1e-6
+  assert float(aadp['epsilon_guaranteed']) > float(aadp['epsilon_claimed'])
+  assert float(rows['DP-FedAvg (own accountant, epsilon 4)']['epsilon_guaranteed']) == \
+      pytest.approx(4.0, abs=1e-3)
+  for module in (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7):
+    assert module.main(common) == 0
+  with open(figs / 'fig5.csv') as f:
+    assert all(r['epsilon_guaranteed'] == 'inf' for r in csv.DictReader(f))  # no noise
+  for f in ('table2_mnist.png', 'table2_mnist_loss.png', 'fig4_mnist_sweep.png',
+            'fig5_mnist_sweep.png', 'fig6_mnist_sweep.png', 'fig7_mnist_sweep.png'):
+    assert (figs / f).stat().st_size > 0
+  assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
+  report = (figs / 'README.md').read_text()
+  assert '## Pilot: the adaptive quantities' in report and 'Not regenerated yet' not in report
+  assert str(tmp_path) not in report

@@ -53,7 +53,7 @@ from tffdp.data.federated import FederatedData, ShuffleBatch
 
 # Theorem 1 / Def. 4: integer RDP orders 2..256 (Amendment 2).
 THEOREM1_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
-NOISE_SCALES = ('batch', 'update')
+NOISE_SCALES = ('batch', 'update', 'none')
 NOISE_ON = aggregators.NOISE_ON
 KEPT_REASON = ('noise_on=kept adds noise only to the coordinates longitudinal clipping '
                'kept: the support of each update is released without noise')
@@ -232,7 +232,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
     l: Threshold of the convergence test (not given: 1e-4).
     epsilon_max: Budget ceiling (Sec. 6: 20).
     cap_at_max: Clip raised budgets at `epsilon_max` (Amendment 3; paper: overshoot).
-    noise_scale: `batch` (`sigma_i S / B`, Amendment 1) or `update` (`sigma_i S`).
+    noise_scale: `batch` (`sigma_i S / B`, Amendment 1), `update` (`sigma_i S`) or
+      `none` (no noise: Fig. 5's clipping sweep; no finite guarantee).
     noise_on: `all` or `kept` (only the kept coordinates; no finite guarantee).
     seed: Model-initialisation and client-sampling seed.
 
@@ -263,7 +264,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
                      for b, q in zip(budgets, rates)], np.float32)
 
   initial_sigmas = calibrate(initial_budgets)
-  per_multiplier = clip_norm / batch_size if noise_scale == 'batch' else clip_norm
+  per_multiplier = {'batch': clip_norm / batch_size, 'update': clip_norm, 'none': 0.0}[
+      noise_scale]
   aggregator = aggregators.longitudinal_clipping_factory(
       aggregators.norm_recording_constant(clip_norm),
       aggregators.PerClientGaussianFactory(
@@ -308,6 +310,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   def claimed(cohort, state):
     """Theorem 1: every client, every round, `q_i = B / d_i`, the initial sigma_i."""
     del cohort, state
+    if noise_scale == 'none':
+      return [(everyone, None, 'noise_scale=none: no noise')]
     return [(everyone[client_key == j],
              privacy.subsampled_gaussian_event(float(s), float(q)), '')
             for j, (s, q) in enumerate(zip(initial_sigmas, rates))]
@@ -324,7 +328,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
       members = everyone[client_key == j]
       z = float(sigma) * per_multiplier / clip_norm
       if z == 0:
-        out.append((members, None, 'noise multiplier is 0: no noise'))
+        out.append((members, None, 'noise_scale=none: no noise' if noise_scale == 'none'
+                    else 'noise multiplier is 0: no noise'))
       else:
         out.append((members, privacy.subsampled_gaussian_event(z, q_user), ''))
     return out
@@ -416,8 +421,8 @@ class AADPFLHparams(registry.MethodHparams):
       False, 'clip raised budgets at epsilon_max (the paper tests epsilon^{t-1} < '
       'epsilon_max, so a budget may overshoot it; Amendment 3)')
   noise_scale: str = registry.option(
-      'batch', 'noise std per coordinate: batch (sigma_i S / B, Amendment 1) or update '
-      '(sigma_i S)', choices=NOISE_SCALES)
+      'batch', 'noise std per coordinate: batch (sigma_i S / B, Amendment 1), update '
+      '(sigma_i S) or none (Fig. 5: clipping without noise)', choices=NOISE_SCALES)
   noise_on: str = registry.option(
       'all', 'noise on all coordinates, or only the kept ones (kept: support leaked, '
       'epsilon_guaranteed = inf)', choices=NOISE_ON)

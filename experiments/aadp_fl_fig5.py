@@ -1,0 +1,32 @@
+"""AADP-FL Fig. 5: longitudinal clipping threshold S without noise (MNIST MLP).
+
+    python -m experiments.aadp_fl_fig5 [--datasets mnist cifar10] [--data-dir DIR] [--quick]
+
+AADP-FL with `noise_scale=none` (clipping only; no privacy) for S in {0.15, 0.2, 0.25,
+0.3}. Paper: best S = 0.25 for the MNIST MLP, 0.2 for the CIFAR-10 CNN (range 0.15-0.3).
+Writes `fig5.csv`, `fig5_<dataset>.png` and `fig5_<dataset>_sweep.png`.
+"""
+
+from __future__ import annotations
+
+from experiments import aadp_fl_common as common
+
+CLIPS = (0.15, 0.2, 0.25, 0.3)
+PAPER_BEST = {'mnist': 0.25, 'fashion_mnist': None, 'cifar10': 0.2}
+
+
+def curves(dataset: str, args):
+  return [(f'S = {s:g}', *common.config(dataset, args, f'aadp_fl_noiseless_S{s:g}',
+                                        clip_norm=s, noise_scale='none'),
+           dict(clip_norm=s, paper_best_clip=PAPER_BEST[dataset] or ''))
+          for s in common.sweep_values(CLIPS, args)]
+
+
+def main(argv=None) -> int:
+  return common.run_figure('fig5', __doc__, curves, argv, title='Fig. 5 (S, no noise)',
+                           plots=(('test_accuracy', 'test accuracy', ''),),
+                           sweep=('clip_norm', 'clipping threshold S'))
+
+
+if __name__ == '__main__':
+  common.entry(main)

@@ -1,0 +1,41 @@
+"""AADP-FL Fig. 7: accuracy against the user sampling probability, vs DP-FedAvg (MNIST MLP).
+
+    python -m experiments.aadp_fl_fig7 [--datasets mnist] [--data-dir DIR] [--quick]
+
+q_user in {0.2, 0.4, 0.6, 0.8, 1.0}, S = 0.3 for both methods (Amendment 5: Fig. 7b).
+DP-FedAvg samples each client with the same probability (Poisson cohort, rate q) at the
+sigma of AADP-FL's Theorem 1 (Amendment 6). Fig. 7a (CIFAR-10 AlexNet) is not run.
+Writes `fig7.csv`, `fig7_<dataset>.png` and `fig7_<dataset>_sweep.png`.
+"""
+
+from __future__ import annotations
+
+from experiments import aadp_fl_common as common
+
+Q_USER = (0.2, 0.4, 0.6, 0.8, 1.0)
+CLIP = 0.3
+
+
+def curves(dataset: str, args):
+  out = []
+  clients = 4 if args.quick else 20
+  for q in common.sweep_values(Q_USER, args):
+    out.append((f'AADP-FL, q = {q:g}',
+                *common.config(dataset, args, f'aadp_fl_S0.3_q{q:g}', clip_norm=CLIP,
+                               q_user=q), dict(q_user=q, series='AADP-FL')))
+    out.append((f'DP-FedAvg, q = {q:g}',
+                *common.config(dataset, args, f'dp_fedavg_theorem1_S0.3_q{q:g}',
+                               'dp_fedavg_theorem1', clip_norm=CLIP,
+                               clients_per_round=max(1, round(q * clients))),
+                dict(q_user=q, series='DP-FedAvg (Theorem 1 sigma)')))
+  return out
+
+
+def main(argv=None) -> int:
+  return common.run_figure('fig7', __doc__, curves, argv, title='Fig. 7 (q_user)',
+                           plots=(('test_accuracy', 'test accuracy', ''),),
+                           sweep=('q_user', 'user sampling probability q'))
+
+
+if __name__ == '__main__':
+  common.entry(main)

@@ -1,0 +1,229 @@
+"""Writes `figures/aadp_fl/README.md` from the committed results (no numbers typed).
+
+    python -m experiments.aadp_fl_report [--figures-dir figures/aadp_fl]
+
+Reads `table2.csv`, `fig4.csv` ... `fig7.csv` and the runs' copies in `runs/` (config,
+metrics, summary); what was not regenerated is listed as such, with its command.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import statistics
+
+from experiments import aadp_fl_common as common
+from experiments.common import fmt, read_rows, report_main
+
+COMMANDS = {
+    'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
+    'fig4': 'python -m experiments.aadp_fl_fig4',
+    'fig5': 'python -m experiments.aadp_fl_fig5',
+    'fig6': 'python -m experiments.aadp_fl_fig6',
+    'fig7': 'python -m experiments.aadp_fl_fig7',
+}
+PAPER = {
+    'table2': 'MNIST within 1 point of FedAvg; Fashion-MNIST and CIFAR-10 within 2; ahead '
+              'of DP-FedAvg, DDGauss and DP-SCAFFOLD at epsilon = 4 (Table 2 is an image: '
+              'only these claims are in the text)',
+    'fig4': 'accuracy falls as the non-IID percentage grows (plot only)',
+    'fig5': 'best S = 0.25 for the MNIST MLP, 0.2 for the CIFAR-10 CNN (plot only)',
+    'fig6': 'accuracy rises with the budget towards the non-private model (plot only)',
+    'fig7': 'AADP-FL ahead of DP-FedAvg at every user sampling probability (plot only)',
+}
+NOT_RUN = [
+    ('DDGauss and DP-SCAFFOLD rows of Table 2 / curves of Fig. 3', 'not built yet '
+     '(issue 12 stays open for them)'),
+    ('Fig. 3 AlexNet-style panel, Fig. 6 CNN panel, Fig. 7a (CIFAR-10 AlexNet)',
+     'not run in this pass: `--datasets` / model flags exist for the MLP only'),
+    ('CIFAR-10 rows (Table 2, Fig. 4b, Fig. 5 CIFAR-10)',
+     'not run in this pass; `python -m experiments.aadp_fl_table2 --datasets cifar10` '
+     '(300 rounds of the LeNet-style CNN)'),
+]
+
+
+def _f(v, digits=4):
+  return fmt(v, digits, empty='-')
+
+
+def _run_file(figs, row, name):
+  path = os.path.join(figs, 'runs', os.path.basename(row['run']), name)
+  return path if os.path.exists(path) else None
+
+
+def _metrics(figs, row):
+  path = _run_file(figs, row, 'metrics.csv')
+  return read_rows(path) if path else []
+
+
+def _profile(rows) -> str:
+  def med(k):
+    vals = [float(r[k]) for r in rows if r.get(k) not in (None, '')]
+    return statistics.median(vals) if vals else math.nan
+  return (f"{_f(med('train_seconds'), 3)} / {_f(med('accounting_seconds'), 2)} / "
+          f"{_f(med('eval_seconds'), 2)}")
+
+
+def _table(figs, rows, extra_cols=()) -> list[str]:
+  head = ['dataset', 'curve', *extra_cols, 'final test acc (%)', 'best (%)',
+          'final test loss', 'rounds', 'epsilon_claimed', 'epsilon_guaranteed',
+          'budget max (end)', 'sigma max (end)', 'budget increases', 'wall s',
+          's/round: TFF round / accounting / evaluation (median)']
+  out = ['| ' + ' | '.join(head) + ' |', '|' + '---|' * len(head)]
+  for r in rows:
+    cells = [common.LABEL.get(r['dataset'], r['dataset']), r['curve'],
+             *(_f(r.get(c)) for c in extra_cols), _f(r['final_test_accuracy']),
+             _f(r['best_test_accuracy']), _f(r['final_test_loss']), r['rounds'],
+             _f(r['epsilon_claimed']), _f(r['epsilon_guaranteed']), _f(r['final_budget_max']),
+             _f(r['final_noise_multiplier_max']), _f(r['budget_increases']),
+             _f(r['wall_seconds'], 6), _profile(_metrics(figs, r))]
+    out.append('| ' + ' | '.join(str(c) for c in cells) + ' |')
+  return out
+
+
+def _pilot(figs, table2) -> list[str]:
+  rows = [r for r in (table2 or []) if r['dataset'] == 'mnist' and r['curve'] == 'AADP-FL']
+  if not rows:
+    return ['Not regenerated yet.']
+  metrics = _metrics(figs, rows[0])
+  with open(_run_file(figs, rows[0], 'config.json')) as f:
+    cfg = json.load(f)
+  opts = cfg['method_options']
+  hp = cfg['method_hyperparameters']
+  s, b, k = cfg['clip_norm'], cfg['batch_size'], cfg['clients']
+  sigma = hp['initial_noise_multipliers'][0]
+  predicted = 0.1 * sigma * s / b / math.sqrt(k)
+  out = [f"MNIST MLP, {k} clients, non-IID percentage 0.5, S = {s:g}, B = {b}, epsilon = "
+         f"{opts['epsilon']:g}, T = {cfg['rounds']}, l = {opts['l']:g} (the Table 2 run). "
+         'Per round (values the round used; rms columns are the changes of the Nadam '
+         'moments that eq. 3 compares with l):', '',
+         '| round | sigma_i | budget | rms(m_t - m_{t-1}) | rms(n_t - n_{t-1}) | '
+         'non-zero fraction after clip | clients clipped | mean update norm (pre-clip) | '
+         'test acc |', '|---|---|---|---|---|---|---|---|---|']
+  picks = sorted({1, 2, 5, 10, 15, 20, 25, 30, 40, len(metrics)} & set(range(1, len(metrics) + 1)))
+  for i in picks:
+    m = metrics[i - 1]
+    out.append(f"| {m['round']} | {_f(m['noise_multiplier_max'])} | "
+               f"{_f(m['epsilon_budget_max'])} | {_f(m['rms_first_moment_change'], 3)} | "
+               f"{_f(m['rms_second_moment_change'], 3)} | "
+               f"{_f(m['nonzero_fraction_after_clip'], 3)} | {m['clipped_clients']} | "
+               f"{_f(m['update_norm'], 3)} | {_f(m['test_accuracy'])} |")
+  rms = [float(m['rms_first_moment_change']) for m in metrics]
+  zeroed = [int(m['round']) for m in metrics if float(m['nonzero_fraction_after_clip']) < 0.01]
+  out += ['', f"- **Convergence test (eq. 3).** The rms change of the first moment stays at "
+          f"{_f(min(rms), 3)}-{_f(max(rms), 3)} over all {len(metrics)} rounds; Amendment 4 "
+          f"predicts 0.1 sigma S / B / sqrt(K) = {_f(predicted, 3)} from the noise alone. It "
+          f"does not fall as the model converges, so with l = {opts['l']:g} the test never "
+          'fires (budget increases: '
+          f"{metrics[-1]['budget_increases']}). {_l_ablation(figs, table2, opts)} The test "
+          'measures the noise, not convergence.',
+          f"- **Longitudinal clipping.** While the update norm is above S, the largest "
+          'coordinate often exceeds S by itself and the whole update is zeroed, or only a '
+          'handful of coordinates survive: the non-zero fraction stays below 1% in rounds '
+          f"{_range(zeroed)}. Nadam's per-coordinate normalisation still moves the model "
+          'along the few kept coordinates, and once the norms fall under S (about round '
+          '25) the updates pass unclipped. Nothing collapses permanently; no reading change '
+          'was needed.',
+          f"- **Noise.** sigma_i = {_f(sigma)} from Theorem 1 (Def. 4 conversion); the noise "
+          f"std on a client's update is sigma S / B = {_f(sigma * s / b, 3)} (Amendment 1). "
+          'As a client-level Gaussian mechanism on an update of norm <= S that is noise '
+          f"multiplier {_f(sigma / b, 3)} per round, which is why epsilon_guaranteed is in "
+          'the tens of thousands while epsilon_claimed (the paper\'s sample-level Theorem 1) '
+          'is 4.']
+  return out
+
+
+def _l_ablation(figs, table2, opts) -> str:
+  rows = [r for r in table2 if r['dataset'] == 'mnist' and r['curve'] == 'AADP-FL, l = 2e-4']
+  metrics = _metrics(figs, rows[0]) if rows else []
+  if not metrics:
+    return 'The l = 2e-4 run is not regenerated yet.'
+  fired = sum(float(m['rms_first_moment_change']) < 2e-4 and
+              float(m['rms_second_moment_change']) < 2e-4 for m in metrics)
+  budgets = [float(m['epsilon_budget_max']) for m in metrics]
+  reached = next((i + 1 for i, v in enumerate(budgets) if v >= opts['epsilon_max']), None)
+  return (f'With l = 2e-4 (Table 2 row `AADP-FL, l = 2e-4`) the test fires in {fired} of '
+          f'{len(metrics)} rounds and the budget the round uses reaches epsilon_max = '
+          f"{opts['epsilon_max']:g} at round {reached} (final budget "
+          f'{_f(rows[0]["final_budget_max"])}; test accuracy {_f(rows[0]["final_test_accuracy"])}%'
+          ' against the paper-literal run above).')
+
+
+def _range(rounds: list[int]) -> str:
+  if not rounds:
+    return 'none'
+  return f'{rounds[0]}-{rounds[-1]}' if rounds == list(range(rounds[0], rounds[-1] + 1)) else \
+      ', '.join(map(str, rounds))
+
+
+def _verdicts(table2) -> list[str]:
+  out = []
+  for dataset in ('mnist', 'fashion_mnist', 'cifar10'):
+    rows = {r['curve']: r for r in table2 if r['dataset'] == dataset}
+    if common.LABELS['aadp_fl'] not in rows or common.LABELS['fedavg'] not in rows:
+      continue
+    a, f = rows[common.LABELS['aadp_fl']], rows[common.LABELS['fedavg']]
+    gap = float(f['final_test_accuracy']) - float(a['final_test_accuracy'])
+    allowed = 1.0 if dataset == 'mnist' else 2.0
+    verdict = 'holds' if gap <= allowed else '**does not hold**'
+    line = (f"- {common.LABEL[dataset]}: AADP-FL {_f(a['final_test_accuracy'])}% vs FedAvg "
+            f"{_f(f['final_test_accuracy'])}% (gap {gap:+.2f} points; paper: within "
+            f"{allowed:g}) — the claim {verdict} in this run.")
+    for key in ('dp_fedavg_theorem1', 'dp_fedavg_own'):
+      d = rows.get(common.LABELS[key])
+      if d:
+        ahead = float(a['final_test_accuracy']) > float(d['final_test_accuracy'])
+        line += (f" {common.LABELS[key]}: {_f(d['final_test_accuracy'])}% "
+                 f"(AADP-FL {'ahead' if ahead else '**behind**'}).")
+    out.append(line)
+  return out or ['Not regenerated yet.']
+
+
+def build(figs: str) -> str:
+  tables = {name: read_rows(os.path.join(figs, f'{name}.csv')) for name in COMMANDS}
+  out = ['# AADP-FL: regenerated results', '',
+         'Paper: `../shared/papers/001_eb1ccabc0a8cbe35.txt`; spec '
+         '`../shared/specs/aadp_fl.md` (its Amendments apply: noise sigma S / B, Theorem 1 '
+         'with the Def. 4 conversion, budget overshoot, DP-FedAvg at the Theorem 1 sigma). '
+         'Every number below is read from the CSVs and run copies in this folder, written by '
+         'the commands given (seed 0, one run per configuration; the paper reports the '
+         'median of 5). Settings: `experiments/aadp_fl_common.py` docstring; each run\'s '
+         '`runs/<name>/config.json` holds its full configuration, notes on what the paper '
+         'does not give, versions and machine.', '',
+         'All at once: `make aadp_fl_figures` (reuses finished runs in `RUNS_DIR`, resumes '
+         'interrupted ones).', '',
+         '**Two epsilons.** `epsilon_claimed` is the paper\'s Theorem 1 (per sample, '
+         'q = B / d_i, budget increases ignored); `epsilon_guaranteed` is what the executed '
+         'mechanism guarantees per client (client-level: one Gaussian release of an update '
+         'of L2 norm <= S per round with noise std sigma_i^t S / B, amplified by q_user '
+         'only), from dp_accounting. `inf` where no noise is added.', '',
+         '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '']
+  sections = [('table2', 'Table 2 and Fig. 3 (MLP): accuracy at epsilon = 4', (), 'paper'),
+              ('fig4', 'Fig. 4: non-IID percentage', ('non_iid_percentage',), None),
+              ('fig5', 'Fig. 5: clipping threshold S without noise', ('clip_norm',), None),
+              ('fig6', 'Fig. 6: privacy budget', ('epsilon',), None),
+              ('fig7', 'Fig. 7: user sampling probability (S = 0.3)', ('q_user',), None)]
+  for name, title, extra, _ in sections:
+    out += [f'## {title}', '', f'Paper: {PAPER[name]}.', '', f'Command: `{COMMANDS[name]}`', '']
+    rows = tables[name]
+    if not rows:
+      out += ['Not regenerated yet.', '']
+      continue
+    if name == 'table2':
+      out += ['Verdicts (final test accuracy):', '', *_verdicts(rows), '']
+    out += _table(figs, rows, extra) + ['']
+    images = sorted(f for f in os.listdir(figs) if f.startswith(name + '_') and f.endswith('.png'))
+    out += [f'![{f}]({f})' for f in images] + ['']
+  out += ['## Not run or not built', '']
+  out += [f'- {what}: {why}.' for what, why in NOT_RUN]
+  return '\n'.join(out) + '\n'
+
+
+def main(argv=None) -> int:
+  return report_main('python -m experiments.aadp_fl_report', __doc__, 'figures/aadp_fl',
+                     build, argv)
+
+
+if __name__ == '__main__':
+  common.entry(main)
