@@ -145,18 +145,7 @@ def with_noise_adjustment(inner: tff.learning.templates.LearningProcess,
         learning=out.metrics, noise_adjustment=adj))
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['learning'].global_model_weights
-
-  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
-  def set_model_weights(state, weights):
-    return collections.OrderedDict(
-        learning=state['learning']._replace(global_model_weights=weights),
-        noise_adjustment=state['noise_adjustment'])
-
-  return tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
-                                                set_model_weights)
+  return common.wrapped_learning_process(init_fn, next_fn, 'noise_adjustment')
 
 
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],

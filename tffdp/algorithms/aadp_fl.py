@@ -179,18 +179,7 @@ def with_budget_increase(inner: tff.learning.templates.LearningProcess, initial_
         tff.federated_zip(collections.OrderedDict(learning=out.state, budget=budget)),
         tff.federated_zip(collections.OrderedDict(learning=out.metrics, budget=budget)))
 
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['learning'].global_model_weights
-
-  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
-  def set_model_weights(state, weights):
-    return collections.OrderedDict(
-        learning=state['learning']._replace(global_model_weights=weights),
-        budget=state['budget'])
-
-  return tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
-                                                set_model_weights)
+  return common.wrapped_learning_process(init_fn, next_fn, 'budget')
 
 
 def _aggregator_path(state):

@@ -87,6 +87,30 @@ def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_fa
       init, distributor, client_work, aggregator, finalizer)
 
 
+def wrapped_learning_process(init_fn: tff.Computation, next_fn: tff.Computation,
+                             extra: str) -> tff.learning.templates.LearningProcess:
+  """A `LearningProcess` whose state is `<learning=inner state, <extra>=...>@SERVER`.
+
+  For components that wrap an inner learning process with server state of their own
+  (A-DPFL's Alg. 4, AADP-FL's eq. 3): the model weights are the inner state's
+  `global_model_weights`; `set_model_weights` keeps the `extra` part unchanged.
+  """
+  state_type = init_fn.type_signature.result
+
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['learning'].global_model_weights
+
+  @tff.tensorflow.computation(state_type.member, state_type.member.learning.global_model_weights)
+  def set_model_weights(state, weights):
+    return collections.OrderedDict(
+        [('learning', state['learning']._replace(global_model_weights=weights)),
+         (extra, state[extra])])
+
+  return tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
+                                                set_model_weights)
+
+
 Releases = list[tuple[np.ndarray, Optional[dp_accounting.DpEvent], str]]
 RunRound = Callable[[Any, np.ndarray, int, int], tuple[Any, Any]]
 
