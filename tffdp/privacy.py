@@ -68,6 +68,67 @@ def subsampled_gaussian_event(noise_multiplier: float, sampling_rate: float,
   return event if steps == 1 else dp_accounting.SelfComposedDpEvent(event, steps)
 
 
+@dataclasses.dataclass(frozen=True)
+class DistributedDiscreteGaussianDpEvent(dp_accounting.DpEvent):
+  """One sum of `n` clients' discretised, rotated vectors, each with its own discrete
+  Gaussian noise share (DDGauss: Kairouz, Liu & Steinke 2021, Algorithms 1-2).
+
+  dp_accounting has no event for it: the RDP curve is the paper's. The sum of `n`
+  independent discrete Gaussians of variance `s^2` each is `tau`-close to one of
+  variance `n s^2` (their Theorem 1, `tau = 10 sum_{k=1}^{n-1} exp(-2 pi^2 s^2 k / (k+1))`),
+  and the discrete Gaussian mechanism with that slack satisfies at order `alpha`
+  (their Proposition 14, eq. 17), with `sigma = sqrt(n) s`:
+
+      min(alpha D2^2 / (2 sigma^2) + tau d,
+          alpha / 2 (D2^2 / sigma^2 + 2 D1 tau / sigma + tau^2 d),
+          alpha / 2 (D2 / sigma + tau sqrt(d))^2).
+
+  All quantities are in the scaled, integer domain of the mechanism (what TFF's
+  `DistributedDpSumFactory` states in its DP query: `scaled_inflated_l2`,
+  `scaled_local_stddev`, `padded_dim`). With `tau -> 0` the curve is the continuous
+  Gaussian's, `alpha D2^2 / (2 sigma^2)`.
+
+  Attributes:
+    l2_sensitivity: `D2`, the L2 norm bound of one client's scaled, rounded vector.
+    local_stddev: `s`, each client's noise share's standard deviation (scaled).
+    num_clients: `n`, the number of noise shares in the sum (`>= 1`).
+    dim: `d`, the padded dimension of the vector.
+    l1_sensitivity: `D1`; default `D2 min(sqrt(d), D2)` (integer vectors: `L1 <= L2^2`).
+  """
+  l2_sensitivity: float
+  local_stddev: float
+  num_clients: int
+  dim: int
+  l1_sensitivity: Optional[float] = None
+
+  def __post_init__(self):
+    if self.l2_sensitivity <= 0 or self.local_stddev <= 0:
+      raise ValueError('l2_sensitivity and local_stddev must be positive. Found '
+                       f'{self.l2_sensitivity}, {self.local_stddev}.')
+    if self.num_clients < 1 or self.dim < 1:
+      raise ValueError(f'num_clients and dim must be >= 1. Found {self.num_clients}, '
+                       f'{self.dim}.')
+
+  @property
+  def tau(self) -> float:
+    """The slack of Kairouz et al. 2021, Theorem 1."""
+    s2 = self.local_stddev ** 2
+    return 10.0 * sum(math.exp(-2.0 * math.pi ** 2 * s2 * k / (k + 1))
+                      for k in range(1, self.num_clients))
+
+  def rdp(self, orders: Sequence[float]) -> np.ndarray:
+    """RDP at each of `orders` (`> 1`), float64 `[len(orders)]`."""
+    a = np.asarray(orders, dtype=np.float64)
+    sigma = math.sqrt(self.num_clients) * self.local_stddev
+    d2, d, tau = self.l2_sensitivity, float(self.dim), self.tau
+    d1 = (self.l1_sensitivity if self.l1_sensitivity is not None
+          else d2 * min(math.sqrt(d), d2))
+    return np.minimum.reduce([
+        a * d2 ** 2 / (2 * sigma ** 2) + tau * d,
+        a / 2 * (d2 ** 2 / sigma ** 2 + 2 * d1 * tau / sigma + tau ** 2 * d),
+        a / 2 * (d2 / sigma + tau * math.sqrt(d)) ** 2])
+
+
 # RDP -> (epsilon, delta) conversions: dp_accounting's (the tighter one its
 # `compute_epsilon` implements) and the classic one of Mironov 2017, Prop. 3,
 # `epsilon = min_alpha RDP(alpha) + log(1/delta) / (alpha - 1)`, which some papers'
@@ -170,8 +231,11 @@ class PrivacyLedger:
     self.num_events = 0
 
   def event_rdp(self, event: dp_accounting.DpEvent) -> np.ndarray:
-    """RDP curve of one event at `self.orders`, computed by `RdpAccountant`."""
+    """RDP curve of one event at `self.orders`, computed by `RdpAccountant` (a
+    `DistributedDiscreteGaussianDpEvent`: its own `rdp`)."""
     key = repr(event)
+    if key not in self._cache and isinstance(event, DistributedDiscreteGaussianDpEvent):
+      self._cache[key] = event.rdp(self.orders)  # the paper's curve (no dp_accounting event)
     if key not in self._cache:
       acc = dp_accounting.rdp.RdpAccountant(list(self.orders))
       acc.compose(event)

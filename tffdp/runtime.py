@@ -121,8 +121,34 @@ def _on_sigterm(signum, frame):
   raise SystemExit(128 + signum)
 
 
+def allow_deep_protos() -> None:
+  """Lifts protobuf's nesting limit (100) on parsing, for deeply composed aggregators.
+
+  TFF serialises each computation as nested building-block protos; a learning process
+  around TFF's `DistributedDpSumFactory` (about ten nested aggregators) nests past
+  protobuf's default depth and fails with `DecodeError: Error parsing message`. This
+  calls the Python protobuf runtime's `SetAllowOversizeProtos(True)` (upb or cpp; the
+  pure-Python runtime has no such limit), which also lifts the 64 MiB size limit.
+  """
+  from google.protobuf.internal import api_implementation  # pylint: disable=g-import-not-at-top
+  kind = api_implementation.Type()
+  if kind == 'upb':
+    from google._upb import _message  # pylint: disable=g-import-not-at-top
+  elif kind == 'cpp':
+    from google.protobuf.pyext import _message  # pylint: disable=g-import-not-at-top
+  else:
+    return
+  _message.SetAllowOversizeProtos(True)
+
+
 def use_local_context(**kwargs) -> None:
   """Sets TFF's sync local C++ execution context (once) and installs worker clean-up.
+
+  The context is TFF's test variant of the local one
+  (`tff.backends.test.create_sync_test_cpp_execution_context`): the same C++ executor,
+  with secure-sum intrinsics (SecAgg) compiled to their plain-sum bodies first, so
+  aggregators built on secure aggregation (DDGauss's `DistributedDpSumFactory`) run in
+  simulation; a computation without them compiles exactly as in the native context.
 
   Calling it again with the same arguments while its context is still TFF's default
   does nothing, so library code, tests and entry points may each call it. With other
@@ -131,14 +157,14 @@ def use_local_context(**kwargs) -> None:
   SIGINT).
 
   Args:
-    **kwargs: Passed to `tff.backends.native.create_sync_local_cpp_execution_context`.
+    **kwargs: Passed to `tff.backends.test.create_sync_test_cpp_execution_context`.
   """
   global _installed, _local_context, _local_kwargs
   with _lock:
     if _local_context is not None and _local_kwargs == kwargs and \
         _default_context() is _local_context:
       return
-    context = tff.backends.native.create_sync_local_cpp_execution_context(**kwargs)
+    context = tff.backends.test.create_sync_test_cpp_execution_context(**kwargs)
     _set_default_context(context)
     _local_context, _local_kwargs = context, dict(kwargs)
     if not _installed:

@@ -31,6 +31,7 @@ BUILTIN_MODULES = (
     'tffdp.algorithms.a_dpfl',      # a_dpfl
     'tffdp.algorithms.adap_dp_fl',  # adap_dp_fl
     'tffdp.algorithms.aadp_fl',     # aadp_fl
+    'tffdp.algorithms.ddgauss',     # ddgauss (AADP-FL's baseline)
 )
 
 

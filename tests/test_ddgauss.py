@@ -1,0 +1,142 @@
+"""DDGauss (AADP-FL's baseline): the Kairouz et al. 2021 RDP curve against dp_accounting's
+Gaussian and by hand, TFF's distributed discrete Gaussian mean (simulated SecAgg) in
+value and noise scale, the method's ledgers against the DP query TFF states."""
+
+import functools
+import json
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import tensorflow_federated as tff
+
+from tffdp import config as config_lib, models, privacy, runner
+from tffdp.algorithms import ddgauss
+
+SHAPE = (28, 28, 1)
+BUILDER = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+ORDERS = [1.5, 2.0, 8.0, 32.0, 256.0]
+
+
+def test_rdp_is_the_gaussian_when_the_noise_shares_are_wide():
+  # s = 50 (scaled units): tau = 10 sum exp(-2 pi^2 2500 k/(k+1)) underflows to 0, so the
+  # curve is the continuous Gaussian's with z = sqrt(n) s / D2.
+  event = privacy.DistributedDiscreteGaussianDpEvent(l2_sensitivity=120.0,
+                                                     local_stddev=50.0, num_clients=9,
+                                                     dim=4096)
+  assert event.tau == 0.0
+  acc = dp_accounting.rdp.RdpAccountant(ORDERS)
+  acc.compose(dp_accounting.GaussianDpEvent(3 * 50.0 / 120.0))
+  np.testing.assert_allclose(event.rdp(ORDERS), acc._rdp, rtol=1e-12)
+  ledger = privacy.PrivacyLedger(2, 1e-5, privacy.CLIENT_LEVEL)
+  for _ in range(7):
+    ledger.record([0], event)
+  acc = dp_accounting.rdp.RdpAccountant(list(ledger.orders))
+  acc.compose(dp_accounting.GaussianDpEvent(1.25), 7)
+  assert ledger.epsilon(0) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-9)
+  assert ledger.epsilon(1) == 0.0
+
+
+def test_rdp_with_narrow_shares_by_hand():
+  d2, s, n, d = 3.0, 0.4, 3, 64
+  event = privacy.DistributedDiscreteGaussianDpEvent(d2, s, n, d)
+  tau = 10 * (math.exp(-2 * math.pi ** 2 * s * s / 2) +
+              math.exp(-2 * math.pi ** 2 * s * s * 2 / 3))
+  assert event.tau == pytest.approx(tau, rel=1e-12)
+  sigma, d1 = math.sqrt(n) * s, d2 * min(8.0, d2)
+  for a, got in zip(ORDERS, event.rdp(ORDERS)):
+    expected = min(a * d2 ** 2 / (2 * sigma ** 2) + tau * d,
+                   a / 2 * (d2 ** 2 / sigma ** 2 + 2 * d1 * tau / sigma + tau ** 2 * d),
+                   a / 2 * (d2 / sigma + tau * 8.0) ** 2)
+    assert got == pytest.approx(expected, rel=1e-12)
+  with pytest.raises(ValueError, match='positive'):
+    privacy.DistributedDiscreteGaussianDpEvent(0.0, 1.0, 2, 4)
+
+
+def _mean_process(noise_multiplier, clip, n, dim=64):
+  factory = ddgauss.ddgauss_factory(noise_multiplier, clip, n, bits=20)
+  return factory.create(tff.TensorType(np.float32, [dim]))
+
+
+def test_factory_returns_the_mean_of_clipped_updates():
+  rng = np.random.default_rng(0)
+  values = [rng.normal(size=64).astype(np.float32) * s for s in (0.01, 0.05, 10.0)]
+  clip = 0.5
+  proc = _mean_process(1e-4, clip, 3)
+  out = proc.next(proc.initialize(), values)
+  clipped = [v * min(1.0, clip / np.linalg.norm(v)) for v in values]
+  np.testing.assert_allclose(out.result, np.mean(clipped, axis=0), atol=2e-4)
+  m = out.measurements['mean_value']
+  assert int(m['actual_num_clients']) == 3 and int(m['padded_dim']) == 64
+  assert float(m['l2_clip']) == clip
+
+
+def test_factory_noise_scale():
+  # Zero updates: the mean carries only the summed shares, std sigma S / n per coordinate.
+  sigma, clip, n, dim = 1.5, 0.2, 4, 4096
+  proc = _mean_process(sigma, clip, n, dim)
+  out = proc.next(proc.initialize(), [np.zeros(dim, np.float32)] * n)
+  assert np.std(out.result) == pytest.approx(sigma * clip / n, rel=0.05)
+  assert abs(np.mean(out.result)) < 0.1 * sigma * clip / n
+
+
+@pytest.fixture()
+def tiny(tmp_path):
+  from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (24, *SHAPE), dtype=np.uint8)
+  y = np.arange(24) % 10
+  parts = [np.arange(0, 8), np.arange(8, 16), np.arange(16, 24)]
+  return FederatedData(x, y, parts, cache_dir=str(tmp_path))
+
+
+def test_method_accounts_the_query_tff_states(tiny):
+  kw = dict(learning_rate=0.1, batch_size=4, clip_norm=0.5, clients_per_round=3)
+  m = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=1.0, **kw)
+  cohort = np.arange(3)
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  assert m.check_round(cohort, state, metrics) is None
+  q = ddgauss.ddgauss_measurements(metrics)
+  (clients, event, _), = m.guaranteed_releases(cohort, state)
+  np.testing.assert_array_equal(clients, cohort)
+  assert event == privacy.DistributedDiscreteGaussianDpEvent(
+      float(q['scaled_inflated_l2']), float(q['scaled_local_stddev']), 3,
+      ddgauss.padded_dim(7850, 'hd'))
+  # The sensitivity is the scaled clip, inflated by the rounding: S gamma^-1 + sqrt(d).
+  scale = float(q['scale_factor'])
+  assert event.l2_sensitivity == pytest.approx(0.5 * scale + math.sqrt(8192), rel=1e-4)
+  # Sigma S / sqrt(n) per share, in scaled units.
+  assert event.local_stddev == pytest.approx(0.5 / math.sqrt(3) * scale, rel=1e-5)
+  # Two clients sent shares: the guaranteed event has n = 2, the claimed one keeps 3.
+  assert m.guaranteed_releases(cohort[:2], state)[0][1].num_clients == 2
+  assert m.claimed_releases(cohort[:2], state)[0][1].num_clients == 3
+  other = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=2.0, **kw)
+  assert 'the ledger accounted' in other.check_round(cohort, state, metrics)
+  with pytest.raises(ValueError, match='noise_multiplier must be positive'):
+    ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=0.0, **kw)
+
+
+def test_run_reports_both_epsilons(tmp_path):
+  cfg = config_lib.RunConfig.create(
+      method='ddgauss', dataset='synthetic', clients=4, clients_per_round=4,
+      partition='iid', model='logistic_regression', batch_size=50, rounds=2,
+      noise_multiplier=1.2, clip_norm=0.3, num_validation=500, out=str(tmp_path / 'r'),
+      client_cache_dir=str(tmp_path / 'c'))
+  summary = runner.run(cfg, log=lambda s: None)
+  with open(tmp_path / 'r' / 'config.json') as f:
+    hp = json.load(f)['method_hyperparameters']
+  event = privacy.DistributedDiscreteGaussianDpEvent(
+      hp['scaled_l2_sensitivity'], hp['scaled_local_stddev'], 4, hp['padded_dim'])
+  ledger = privacy.PrivacyLedger(1, 1e-5, privacy.CLIENT_LEVEL)
+  ledger.record([0], event)
+  ledger.record([0], event)
+  assert summary['epsilon_claimed'] == pytest.approx(summary['epsilon_guaranteed'])
+  assert summary['epsilon_guaranteed'] == pytest.approx(ledger.epsilon(0), rel=1e-9)
+
+
+@pytest.mark.parametrize('kw, match', [(dict(bits=23), 'bits'), (dict(beta=1.0), 'beta'),
+                                       (dict(rotation_type='fft'), 'rotation_type')])
+def test_bad_options_are_named(kw, match):
+  with pytest.raises(ValueError, match=match):
+    ddgauss.DDGaussHparams(**kw)

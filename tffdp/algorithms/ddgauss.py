@@ -1,0 +1,250 @@
+"""DDGauss: FedAvg with the distributed discrete Gaussian mechanism and secure aggregation.
+
+Kairouz, Liu & Steinke 2021 ("The Distributed Discrete Gaussian Mechanism for Federated
+Learning with Secure Aggregation", ICML), one of AADP-FL's baselines (spec
+`../shared/specs/baselines.md`). Nothing of the mechanism is written here: the
+aggregator is TFF's own `DistributedDpSumFactory(mechanism='distributed_dgauss')`
+(clip to L2 norm `S`, random rotation, scaling and randomised rounding to integers,
+a discrete Gaussian noise share per client, modular SecAgg sum, the inverse steps on the
+server) inside `tff.aggregators.UnweightedMeanFactory` with a secure count, as
+`tff.learning.ddp_secure_aggregator` composes it, but with a fixed clip `S` (no adaptive
+clipping, no zeroing) so the run's clip is the paper's.
+
+Secure aggregation is simulated: `tffdp.runtime.use_local_context` compiles TFF's secure
+sum intrinsics to their plain-sum bodies, as TFF's own test context does (there is one
+process, no adversary to hide the client values from).
+
+Accounting (client-level, the paper's: `privacy.DistributedDiscreteGaussianDpEvent`,
+Theorem 1 + Proposition 14) uses the parameters the DP query of TFF's aggregator states:
+the scaled, rounding-inflated L2 bound, the scaled local noise std and the padded
+dimension; `check_round` compares them with the round's measurements. Both ledgers
+compose one such release per round for every client: `epsilon_claimed` with `n` the
+expected cohort size (how the paper accounts), `epsilon_guaranteed` with `n` the number
+of noise shares that went into the sum (the cohort actually drawn). Neither applies
+amplification by sampling: with `q < 1` the curves are upper bounds (their subsampled
+analysis, Zhu & Wang 2019, is not implemented).
+"""
+
+from __future__ import annotations
+
+import collections.abc
+import dataclasses
+import math
+import typing
+from typing import Optional
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+from tensorflow_federated.python.aggregators import distributed_dp
+
+from tffdp import privacy, runtime
+from tffdp.algorithms import common, registry
+from tffdp.algorithms.baselines import client_work
+from tffdp.data.federated import FederatedData, ShuffleBatch
+
+ROTATIONS = ('hd', 'dft')
+
+
+def padded_dim(dim: int, rotation_type: str) -> int:
+  """The dimension TFF's rotation pads `dim` to: a power of 2 (`hd`) or even (`dft`)."""
+  if rotation_type == 'hd':
+    return 2 ** math.ceil(math.log2(max(1, dim)))
+  return math.ceil(max(1, dim) / 2) * 2
+
+
+def ddgauss_factory(noise_multiplier: float, clip_norm: float, clients_per_round: int,
+                    bits: int = 20, rotation_type: str = 'hd', beta: float = 0.0,
+                    modclip_prob: float = 1e-4) -> tff.aggregators.UnweightedAggregationFactory:
+  """TFF's distributed discrete Gaussian mean with a fixed clip.
+
+  Args:
+    noise_multiplier: Central sigma: the noise shares sum to std `sigma S` (before
+      scaling); `>= 0`.
+    clip_norm: `S`, the L2 clip of each client update (`> 0`).
+    clients_per_round: `n`, the expected cohort size: each client adds a share of std
+      `sigma S / sqrt(n)`.
+    bits: SecAgg bit-width (1-22; TFF's `ddp_secure_aggregator` uses 20).
+    rotation_type: `hd` (randomised Hadamard, TFF's learning default) or `dft`.
+    beta: Conditional randomised rounding bias in `[0, 1)` (0: unconditional).
+    modclip_prob: Target probability of modular wrap-around.
+
+  Returns:
+    An unweighted factory (`UnweightedMeanFactory(DistributedDpSumFactory, secure count)`).
+
+  Raises:
+    ValueError: As `DistributedDpSumFactory` (bits too small for `n`, bad ranges).
+  """
+  return tff.aggregators.UnweightedMeanFactory(
+      value_sum_factory=distributed_dp.DistributedDpSumFactory(
+          noise_multiplier=noise_multiplier, expected_clients_per_round=clients_per_round,
+          bits=bits, l2_clip=clip_norm, modclip_prob=modclip_prob, beta=beta,
+          mechanism='distributed_dgauss', rotation_type=rotation_type, auto_l2_clip=False),
+      count_sum_factory=tff.aggregators.SecureSumFactory(
+          upper_bound_threshold=1, lower_bound_threshold=0))
+
+
+def ddgauss_measurements(metrics) -> dict:
+  """The DDP sum's measurements in a round's metrics (`l2_clip`, `scale_factor`,
+  `scaled_inflated_l2`, `scaled_local_stddev`, `actual_num_clients`, `padded_dim`)."""
+  return metrics['aggregator']['mean_value']
+
+
+def _update_type(keras_builder) -> tff.Type:
+  return tff.types.tensorflow_to_type(
+      [tf.TensorSpec(t.shape, t.dtype) for t in common.weights_type_of(keras_builder).trainable])
+
+
+def _query_state(state):
+  """The DP query state (`l2_norm_bound`, `local_stddev`) nested in a DDP aggregator state."""
+  if hasattr(state, 'l2_norm_bound') and hasattr(state, 'local_stddev'):
+    return state
+  children = (state.values() if isinstance(state, collections.abc.Mapping) else
+              state if isinstance(state, (tuple, list)) else ())
+  for child in children:
+    found = _query_state(child)
+    if found is not None:
+      return found
+  return None
+
+
+def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
+                  batch_size: int, noise_multiplier: float, clip_norm: float,
+                  clients_per_round: int, local_epochs: int = 1, seed: int = 0,
+                  cohort_sampling: str = 'uniform', bits: int = 20,
+                  rotation_type: str = 'hd', beta: float = 0.0,
+                  modclip_prob: float = 1e-4) -> common.Method:
+  """DDGauss FedAvg (see module doc): local SGD, then `ddgauss_factory`, then `w -= mean`.
+
+  Raises:
+    ValueError: On `noise_multiplier <= 0` (the event needs noise; use `fedavg`), or as
+      `ddgauss_factory`.
+  """
+  if noise_multiplier <= 0:
+    raise ValueError(f'noise_multiplier must be positive for ddgauss (without noise it is '
+                     f'quantised FedAvg). Found {noise_multiplier}.')
+  runtime.allow_deep_protos()
+  factory = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
+                            rotation_type, beta, modclip_prob)
+  process = common.compose_fedavg_style(
+      keras_builder,
+      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      factory, seed)
+  dim = sum(int(np.prod(t.shape)) for t in common.weights_type_of(keras_builder).trainable)
+  # The DP query's parameters, as TFF's factory derives them in `create` (in Python, from
+  # the clip, sigma, n, bits and dim): read once from a fresh aggregator's state.
+  probe = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
+                          rotation_type, beta, modclip_prob).create(
+      _update_type(keras_builder))
+  query = _query_state(probe.initialize())
+  stated = dict(l2_sensitivity=float(query.l2_norm_bound),
+                local_stddev=float(query.local_stddev), dim=padded_dim(dim, rotation_type))
+  everyone = np.arange(data.num_clients)
+
+  def event(n: int) -> privacy.DistributedDiscreteGaussianDpEvent:
+    return privacy.DistributedDiscreteGaussianDpEvent(num_clients=int(n), **stated)
+
+  def claimed(cohort, state=None):
+    return [(everyone, event(clients_per_round), '')]
+
+  def guaranteed(cohort, state=None):
+    if len(cohort) == 0:
+      return []
+    return [(everyone, event(len(cohort)), '')]
+
+  def check_round(cohort, state, metrics) -> Optional[str]:
+    m = ddgauss_measurements(metrics)
+    used = dict(l2_sensitivity=float(m['scaled_inflated_l2']),
+                local_stddev=float(m['scaled_local_stddev']), dim=int(m['padded_dim']),
+                clients=int(m['actual_num_clients']))
+    expected = dict(stated, clients=len(cohort))
+    if any(not np.isclose(used[k], expected[k], rtol=1e-6) for k in used):
+      return f'the DDGauss aggregator ran with {used}; the ledger accounted {expected}'
+    return None
+
+  def round_metrics(metrics) -> dict:
+    m = ddgauss_measurements(metrics)
+    return {'scale_factor': float(m['scale_factor']),
+            'scaled_inflated_l2': float(m['scaled_inflated_l2']),
+            'scaled_local_stddev': float(m['scaled_local_stddev'])}
+
+  batching = ShuffleBatch(batch_size, local_epochs)
+  run_round, round_computation = common.cohort_round(process, data, batching)
+  return common.Method(
+      name='ddgauss', process=process, batching=batching,
+      run_round=run_round, round_computation=None, check_round=check_round,
+      dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
+      claimed_releases=claimed, guaranteed_releases=guaranteed,
+      round_metrics=round_metrics,
+      adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,
+                                         'clip_norm': clip_norm},
+      hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
+                           local_epochs=local_epochs, noise_multiplier=noise_multiplier,
+                           clip_norm=clip_norm, clients_per_round=clients_per_round,
+                           bits=bits, rotation_type=rotation_type, beta=beta,
+                           modclip_prob=modclip_prob, padded_dim=stated['dim'],
+                           scaled_l2_sensitivity=stated['l2_sensitivity'],
+                           scaled_local_stddev=stated['local_stddev']),
+      notes=dict(accounting='client-level, Kairouz et al. 2021 Theorem 1 + Prop. 14 on '
+                 'the DP query TFF states; no amplification by sampling (upper bound '
+                 'when q < 1)',
+                 secure_aggregation='simulated: secure sums compiled to plain sums'))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DDGaussHparams(registry.MethodHparams):
+  """DDGauss's own options (TFF's `DistributedDpSumFactory` arguments)."""
+  default_cohort_sampling: typing.ClassVar[str] = 'uniform'
+  cohort_sampling_note: typing.ClassVar[str] = (
+      'uniform: a fixed cohort of n clients, the n noise shares the mechanism expects')
+
+  bits: int = registry.option(
+      20, 'SecAgg bit-width of the aggregate, 1-22',
+      note='TFF\'s ddp_secure_aggregator default (Kairouz et al. 2021 use 12-20)')
+  rotation_type: str = registry.option(
+      'hd', 'random rotation before quantisation: hd (Hadamard) or dft', choices=ROTATIONS,
+      note='TFF\'s ddp_secure_aggregator default')
+  beta: float = registry.option(0.0, 'conditional randomised rounding bias, in [0, 1)',
+                                note='TFF default (unconditional rounding)')
+  modclip_prob: float = registry.option(1e-4, 'target modular wrap-around probability',
+                                        note='TFF default')
+
+  def __post_init__(self):
+    super().__post_init__()
+    if not 1 <= self.bits <= 22:
+      raise ValueError(f'bits must be in 1-22. Found bits={self.bits!r}.')
+    if not 0 <= self.beta < 1:
+      raise ValueError(f'beta must be in [0, 1). Found beta={self.beta!r}.')
+    if not 0 < self.modclip_prob < 1:
+      raise ValueError(f'modclip_prob must be in (0, 1). Found {self.modclip_prob!r}.')
+
+  def check_run(self, config) -> None:
+    if config.clients_per_slice is not None:
+      raise ValueError('clients_per_slice must be unset for ddgauss (its aggregator '
+                       'clips and noises each client\'s update). Found clients_per_slice='
+                       f'{config.clients_per_slice!r}.')
+    if config.workers is not None:
+      raise ValueError('ddgauss runs in the local context only: its secure sums are '
+                       'simulated there (tffdp.runtime.use_local_context). Unset workers.')
+
+
+def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
+  c = ctx.config
+  return build_ddgauss(
+      ctx.keras_builder, ctx.data, learning_rate=c.learning_rate, batch_size=c.batch_size,
+      noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm,
+      clients_per_round=c.clients_per_round, local_epochs=c.local_epochs, seed=c.seed,
+      cohort_sampling=c.cohort_sampling, bits=hp.bits, rotation_type=hp.rotation_type,
+      beta=hp.beta, modclip_prob=hp.modclip_prob)
+
+
+METHODS = (registry.MethodSpec(
+    'ddgauss', _build, DDGaussHparams,
+    'DDGauss (Kairouz et al. 2021): FedAvg with TFF\'s distributed discrete Gaussian '
+    'mechanism and (simulated) secure aggregation, client-level',
+    shared_meanings=dict(clip_norm='per-update L2 clip S',
+                         noise_multiplier='central sigma (shares sum to std sigma S)',
+                         clients_per_round='n: expected cohort, the number of noise '
+                         'shares')),)
