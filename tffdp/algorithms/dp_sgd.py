@@ -1,6 +1,6 @@
 """Reusable DP-SGD client work (Abadi et al. 2016) as a TFF `ClientWorkProcess`.
 
-Used by DPFL, and meant for A-DPFL, Adap DP-FL and DP-SCAFFOLD. Type signature:
+Used by DPFL, A-DPFL and DP-SCAFFOLD (whose step adds a control-variate correction). Type signature:
 
     init:  ( -> S@SERVER)
     next:  (<S@SERVER, ModelWeights@CLIENTS, <batches=D*, seed=int64[2]*>@CLIENTS>
@@ -47,14 +47,17 @@ gaussian_noise_like = queries.gaussian_noise_like
 
 
 def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
-  """Returns `step(x, y, seed, step_index, noise_multiplier, clip_norm) -> losses [B]`.
+  """Returns `step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None)
+  -> losses [B]`.
 
   One local update of `model`'s variables on a batch (see the module docstring); the
-  noise seed of the step is `stateless_fold_in(seed, step_index)`.
+  noise seed of the step is `stateless_fold_in(seed, step_index)`. `correction` (a list
+  shaped like the trainable variables, e.g. SCAFFOLD's `c - c_i`) is added to the step
+  direction after the DP-SGD release: `w <- w - learning_rate * (direction + correction)`.
   """
   lr = tf.constant(learning_rate, tf.float32)
 
-  def step(x, y, seed, step_index, noise_multiplier, clip_norm):
+  def step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None):
     bf = tf.maximum(tf.cast(tf.shape(y)[0], tf.float32), 1.0)
     step_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step_index, tf.int64))
     # The step's release; `common.dp_sgd_releases` states its event from the same query.
@@ -74,6 +77,8 @@ def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
         g = [t / bf for t in query.add_noise(summed, step_seed)]
         scale = tf.minimum(1.0, clip_norm / tf.maximum(tf.linalg.global_norm(g), 1e-12))
         direction = [t * scale for t in g]
+    if correction is not None:
+      direction = [d + c for d, c in zip(direction, correction)]
     for v, d in zip(model.trainable_variables, direction):
       v.assign_sub(lr * d)
     return losses

@@ -32,6 +32,7 @@ BUILTIN_MODULES = (
     'tffdp.algorithms.adap_dp_fl',  # adap_dp_fl
     'tffdp.algorithms.aadp_fl',     # aadp_fl
     'tffdp.algorithms.ddgauss',     # ddgauss (AADP-FL's baseline)
+    'tffdp.algorithms.dp_scaffold',  # dp_scaffold (AADP-FL's baseline)
 )
 
 

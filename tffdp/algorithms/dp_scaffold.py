@@ -1,0 +1,252 @@
+"""DP-SCAFFOLD (Noble, Bellet & Dieuleveut 2022, AISTATS, Alg. 1): SCAFFOLD's control
+variates with DP-SGD clients. One of AADP-FL's baselines (spec
+`../shared/specs/baselines.md`); sample-level DP.
+
+Round `t` on cohort `S` of `N` clients, server model `x` and control `c`, client `i`'s
+control `c_i` (client state kept between rounds, zero at the start: the paper's cold
+start, not DP-SCAFFOLD-warm):
+
+    y <- x;  K DP-SGD steps  y <- y - eta_l (g~(y) + c - c_i)
+    c_i+ = c_i - c + (x - y) / (K eta_l)          (SCAFFOLD option II)
+    upload  dy_i = y - x,  dc_i = c_i+ - c_i
+    x <- x + eta_g mean_S(dy_i);   c <- c + (1 / N) sum_S(dc_i)
+
+where `g~` is DP-SGD's release (`dp_sgd.build_local_step`, `clip_then_noise`: per-example
+clip `C`, `N(0, sigma^2 C^2)` on the sum, divided by the batch size). `c` and `c_i` are
+functions of earlier noisy releases only, so each round's privacy cost is that of its
+DP-SGD steps, accounted exactly as DPFL (`common.dp_sgd_releases`): `epsilon_claimed`
+with the usual amplification by sampling `q = B / n_i` per step, `epsilon_guaranteed`
+one Gaussian release per shuffled epoch.
+
+As TFF pieces: a `tff.templates.IterativeProcess`-style round computation
+
+    (server_state@SERVER, client_ids@CLIENTS, seeds@CLIENTS, controls@CLIENTS)
+      -> <state@SERVER, controls@CLIENTS, metrics@SERVER>
+
+with the cohort's controls coming in and going out as CLIENTS-placed values; the
+runner's state is `{'server': ..., 'controls': [c_i for every client]}`, so a
+checkpoint holds every client's control.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import typing
+
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import privacy
+from tffdp.algorithms import common, registry
+from tffdp.algorithms.dp_sgd import build_local_step
+from tffdp.data.federated import FederatedData, ShuffleBatch
+
+
+def build_client_update(keras_builder, learning_rate: float):
+  """The per-client `tf.function` of DP-SCAFFOLD (see module doc).
+
+  `client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm)` with `x`, `c`,
+  `c_i` lists of float32 tensors shaped like the trainable weights returns
+  `(dy, dc, c_i+, OrderedDict(loss_sum, num_examples, num_steps))`. A client with no
+  batch (`K = 0`) keeps its control.
+  """
+  model = keras_builder()
+  step = build_local_step(model, learning_rate, 'clip_then_noise')
+  lr = tf.constant(learning_rate, tf.float32)
+
+  @tf.function
+  def client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm):
+    for v, w in zip(model.trainable_variables, x):
+      v.assign(w)
+    correction = [a - b for a, b in zip(c, c_i)]
+
+    def reduce_fn(acc, batch):
+      n_steps, n_examples, loss_sum = acc
+      losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm,
+                    correction)
+      return (n_steps + 1, n_examples + tf.cast(tf.shape(batch['y'])[0], tf.int64),
+              loss_sum + tf.reduce_sum(losses))
+
+    n_steps, n_examples, loss_sum = batches.reduce(
+        (tf.constant(0, tf.int32), tf.constant(0, tf.int64), tf.constant(0.0)), reduce_fn)
+    y = list(model.trainable_variables)
+    k_lr = tf.maximum(tf.cast(n_steps, tf.float32), 1.0) * lr
+    ran = n_steps > 0
+    new_c_i = [tf.where(ran, ci - cc + (xx - yy) / k_lr, ci)
+               for ci, cc, xx, yy in zip(c_i, c, x, y)]
+    dy = [yy - xx for yy, xx in zip(y, x)]
+    dc = [a - b for a, b in zip(new_c_i, c_i)]
+    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
+                                      num_steps=n_steps)
+    return dy, dc, new_c_i, metrics
+
+  return client_update
+
+
+def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: float,
+                      batch_size: int, noise_multiplier: float, clip_norm: float,
+                      local_epochs: int = 1, server_learning_rate: float = 1.0,
+                      seed: int = 0, cohort_sampling: str = 'uniform') -> common.Method:
+  """DP-SCAFFOLD (see module doc).
+
+  Args:
+    keras_builder: No-arg callable returning a fresh `tf.keras.Model` (logits out).
+    data: The federated data.
+    learning_rate: Local learning rate `eta_l` (`> 0`).
+    batch_size: DP-SGD batch size `B` (shuffled batches, `local_epochs` passes).
+    noise_multiplier: DP-SGD sigma (`>= 0`; 0: no noise, no finite guarantee).
+    clip_norm: Per-example clip `C` (`> 0`).
+    local_epochs: Passes over the client data per round (`K = E ceil(n_i / B)` steps).
+    server_learning_rate: Global step `eta_g` (`> 0`; SCAFFOLD's default 1).
+    seed: Initial-model seed.
+    cohort_sampling: The runner's cohort draw (`uniform` or `poisson`).
+
+  Returns:
+    A `common.Method`.
+
+  Raises:
+    ValueError: On a non-positive learning rate, `clip_norm`, or a negative sigma.
+  """
+  for name, value in (('learning_rate', learning_rate), ('clip_norm', clip_norm),
+                      ('server_learning_rate', server_learning_rate)):
+    if value <= 0:
+      raise ValueError(f'{name} must be positive. Found {value}.')
+  if noise_multiplier < 0:
+    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier}.')
+  batching = ShuffleBatch(batch_size, local_epochs)
+  init_weights = common.initial_weights_computation(keras_builder, seed)
+  weights_type = init_weights.type_signature.result
+  control_spec = [tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable]
+  control_type = tff.types.tensorflow_to_type(control_spec)
+  num_clients = data.num_clients
+
+  @tff.tensorflow.computation
+  def initial_server_state():
+    weights = init_weights()
+    return collections.OrderedDict(
+        model=weights, control=[tf.zeros_like(w) for w in weights.trainable],
+        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
+        clip_norm=tf.constant(clip_norm, tf.float32))
+
+  server_state_type = initial_server_state.type_signature.result
+  client_data_comp = data.client_data_computation(batching)
+  client_data_type = client_data_comp.type_signature.result
+
+  @tff.tensorflow.computation(server_state_type, control_type, client_data_type)
+  def client_fn(state, c_i, client_data):
+    client_update = build_client_update(keras_builder, learning_rate)
+    dy, dc, new_c_i, metrics = client_update(
+        list(state['model'].trainable), list(state['control']), list(c_i),
+        client_data['batches'], client_data['seed'].get_single_element(),
+        state['noise_multiplier'], state['clip_norm'])
+    return collections.OrderedDict(dy=dy, dc=dc, control=new_c_i, train=metrics)
+
+  @tff.tensorflow.computation(server_state_type, control_type, control_type)
+  def server_update(state, mean_dy, sum_dc):
+    trainable = [w + server_learning_rate * d
+                 for w, d in zip(state['model'].trainable, mean_dy)]
+    control = [c + d / num_clients for c, d in zip(state['control'], sum_dc)]
+    return collections.OrderedDict(
+        model=tff.learning.models.ModelWeights(
+            trainable=trainable, non_trainable=list(state['model'].non_trainable)),
+        control=control, noise_multiplier=state['noise_multiplier'],
+        clip_norm=state['clip_norm'])
+
+  @tff.federated_computation
+  def init_fn():
+    return tff.federated_eval(initial_server_state, tff.SERVER)
+
+  @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
+                             tff.FederatedType(np.str_, tff.CLIENTS),
+                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS),
+                             tff.FederatedType(control_type, tff.CLIENTS))
+  def round_fn(state, client_ids, client_seeds, controls):
+    client_data = tff.federated_map(client_data_comp, (client_ids, client_seeds))
+    out = tff.federated_map(client_fn, (tff.federated_broadcast(state), controls,
+                                        client_data))
+    new_state = tff.federated_map(server_update, (
+        state, tff.federated_mean(out.dy), tff.federated_sum(out.dc)))
+    metrics = tff.federated_zip(collections.OrderedDict(client_work=tff.federated_zip(
+        collections.OrderedDict(train=tff.federated_sum(out.train)))))
+    return new_state, out.control, metrics
+
+  zeros = [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in control_spec]
+
+  def initialize() -> dict:
+    return {'server': init_fn(), 'controls': [list(zeros) for _ in range(num_clients)]}
+
+  def run_round(state: dict, cohort: np.ndarray, round_num: int, run_seed: int):
+    seeds = common.client_seeds(run_seed, round_num, cohort)
+    server, controls, metrics = round_fn(
+        state['server'], [str(c) for c in cohort], seeds,
+        [state['controls'][c] for c in cohort])
+    new_controls = list(state['controls'])
+    for c, ci in zip(cohort, controls):
+      new_controls[c] = [np.asarray(t) for t in ci]
+    return {'server': server, 'controls': new_controls}, metrics
+
+  executed_sigma = float(np.float32(noise_multiplier))
+
+  def control_norm(state) -> float:
+    return float(np.sqrt(sum(np.sum(np.square(t)) for t in state['server']['control'])))
+
+  return common.Method(
+      name='dp_scaffold', process=None, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
+      cohort_sampling=cohort_sampling, initialize=initialize, run_round=run_round,
+      round_computation=None, model_weights=lambda state: state['server']['model'],
+      check_round=common.dp_sgd_step_check(data, batching),
+      claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
+                                                               executed_sigma, True),
+      guaranteed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
+                                                                  executed_sigma, False),
+      adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,
+                                         'clip_norm': clip_norm,
+                                         'server_control_norm': control_norm(state)},
+      hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
+                           local_epochs=local_epochs, noise_multiplier=noise_multiplier,
+                           clip_norm=clip_norm, server_learning_rate=server_learning_rate),
+      notes=dict(control_variates='SCAFFOLD option II; client controls start at 0 (cold '
+                 'start, not DP-SCAFFOLD-warm)'))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DPScaffoldHparams(registry.MethodHparams):
+  """DP-SCAFFOLD's own options."""
+  default_cohort_sampling: typing.ClassVar[str] = 'uniform'
+  cohort_sampling_note: typing.ClassVar[str] = 'uniform (fixed K) as in SCAFFOLD'
+
+  server_learning_rate: float = registry.option(
+      1.0, 'global step size eta_g of SCAFFOLD (Karimireddy et al. 2020 use 1)')
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.server_learning_rate <= 0:
+      raise ValueError('server_learning_rate must be positive. Found '
+                       f'server_learning_rate={self.server_learning_rate!r}.')
+
+  def check_run(self, config) -> None:
+    if config.clients_per_slice is not None or config.workers is not None:
+      raise ValueError('dp_scaffold runs per client in the local context: unset '
+                       'clients_per_slice and workers.')
+
+
+def _build(ctx: registry.BuildContext, hp: DPScaffoldHparams) -> common.Method:
+  c = ctx.config
+  return build_dp_scaffold(
+      ctx.keras_builder, ctx.data, learning_rate=c.learning_rate, batch_size=c.batch_size,
+      noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm,
+      local_epochs=c.local_epochs, server_learning_rate=hp.server_learning_rate,
+      seed=c.seed, cohort_sampling=c.cohort_sampling)
+
+
+METHODS = (registry.MethodSpec(
+    'dp_scaffold', _build, DPScaffoldHparams,
+    'DP-SCAFFOLD (Noble et al. 2022): SCAFFOLD control variates with DP-SGD clients, '
+    'sample-level',
+    shared_meanings=dict(clip_norm='per-example clipping norm C',
+                         noise_multiplier='DP-SGD sigma',
+                         learning_rate='local learning rate eta_l')),)
