@@ -10,20 +10,23 @@ their checkpoints (`experiments.common.run_cached`): rerun a command to continue
 Baselines (spec Amendment 6): DP-FedAvg at the sigma of AADP-FL's Theorem 1 for the
 same (epsilon, delta, q = B / d_i, T) (`dp_fedavg_theorem1`, labelled: what the paper
 appears to do), and at the sigma its own client-level accountant needs for epsilon
-(`dp_fedavg_own`). DDGauss and DP-SCAFFOLD are not built yet (issue 12 remains open).
+(`dp_fedavg_own`); the same pair for DDGauss (`ddgauss_*`: TFF's distributed discrete
+Gaussian, client-level) and DP-SCAFFOLD (`dp_scaffold_*`: DP-SGD clients, sample-level,
+per-example clip 1.0).
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 from typing import Callable, Optional
 
 from experiments.common import copy_results, entry, portable, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
-from tffdp import plotting, privacy
-from tffdp.algorithms import aadp_fl
+from tffdp import models, plotting, privacy
+from tffdp.algorithms import aadp_fl, ddgauss
 
 DATASETS = ('mnist', 'fashion_mnist', 'cifar10')
 LABEL = {'mnist': 'MNIST', 'fashion_mnist': 'Fashion-MNIST', 'cifar10': 'CIFAR-10'}
@@ -42,13 +45,31 @@ NOT_GIVEN = {
     'num_validation': 'the server-side validation split (spec README): 5,000 held out of '
                       'the training set; AADP-FL reads none of it',
     'seed': 'one seed per configuration (the paper reports the median of 5 runs)',
-    'dp_fedavg_sigma': 'Amendment 6: the paper appears to give DP-FedAvg the sigma of its '
-                       'own Theorem 1 (dp_fedavg_theorem1); dp_fedavg_own uses the sigma '
-                       'DP-FedAvg\'s own client-level accountant needs for epsilon',
+    'baseline_sigma': 'Amendment 6: the paper appears to give DP-FedAvg, DDGauss and '
+                      'DP-SCAFFOLD the sigma of its own Theorem 1 (*_theorem1); *_own use '
+                      'the sigma each baseline\'s own accountant needs for epsilon 4 '
+                      '(DP-FedAvg: client-level Gaussian, q = 1; DDGauss: Kairouz et al. '
+                      '2021 RDP of the query TFF states; DP-SCAFFOLD: sample-level DP-SGD, '
+                      'q = B / d_i, E ceil(d_i / B) steps per round)',
+    'dp_scaffold_clip': 'DP-SCAFFOLD\'s per-example clip C is not given in the paper: '
+                        '1.0, the usual DP-SGD choice (the update clip S of AADP-FL bounds '
+                        'a whole update, not one example\'s gradient)',
 }
+DP_SCAFFOLD_CLIP = 1.0
+
+
+def model_dim(dataset: str, model: str) -> int:
+  """Number of trainable parameters of `model` on `dataset` (DDGauss's vector length)."""
+  shape, classes = {'mnist': ((28, 28, 1), 10), 'fashion_mnist': ((28, 28, 1), 10),
+                    'cifar10': ((32, 32, 3), 10)}[dataset]
+  return models.count_params(model, shape, classes)
 LABELS = {'fedavg': 'FedAvg (non-private)', 'aadp_fl': 'AADP-FL',
           'dp_fedavg_theorem1': 'DP-FedAvg (sigma of AADP-FL Theorem 1)',
-          'dp_fedavg_own': 'DP-FedAvg (own accountant, epsilon 4)'}
+          'dp_fedavg_own': 'DP-FedAvg (own accountant, epsilon 4)',
+          'ddgauss_theorem1': 'DDGauss (sigma of AADP-FL Theorem 1)',
+          'ddgauss_own': 'DDGauss (own accountant, epsilon 4)',
+          'dp_scaffold_theorem1': 'DP-SCAFFOLD (sigma of AADP-FL Theorem 1)',
+          'dp_scaffold_own': 'DP-SCAFFOLD (own accountant, epsilon 4)'}
 
 
 def add_common_flags(p: argparse.ArgumentParser, datasets=('mnist',)) -> None:
@@ -87,8 +108,8 @@ def settings(dataset: str, args) -> dict:
 
 def config(dataset: str, args, tag: str, method: str = 'aadp_fl',
            **overrides) -> tuple[config_lib.RunConfig, str]:
-  """The run configuration of one curve (`method`: fedavg, aadp_fl, dp_fedavg_theorem1,
-  dp_fedavg_own) and its run directory."""
+  """The run configuration of one curve (`method`: fedavg, aadp_fl, or a key of `LABELS`
+  for a baseline) and its run directory."""
   kw = dict(dataset=dataset, data_dir=args.data_dir, seed=args.seed, clients=20,
             clients_per_round=20, partition='noniid_fraction',
             partition_options={'fraction': NON_IID}, learning_rate=0.01, delta=1e-5,
@@ -106,12 +127,28 @@ def config(dataset: str, args, tag: str, method: str = 'aadp_fl',
     sigma = (theorem1_sigma(dataset, args, eps) if method == 'dp_fedavg_theorem1' else
              privacy.calibrate_noise_multiplier(eps, 1e-5, 1.0, rounds))
     kw.update(method='dp_fedavg', noise_multiplier=round(sigma, 6))
+  elif method in ('ddgauss_theorem1', 'ddgauss_own'):
+    sigma = (theorem1_sigma(dataset, args) if method == 'ddgauss_theorem1' else
+             ddgauss.calibrate_noise_multiplier(EPSILON, 1e-5, rounds, kw['clip_norm'],
+                                                kw['clients_per_round'],
+                                                model_dim(dataset, kw['model'])))
+    kw.update(method='ddgauss', noise_multiplier=round(sigma, 6))
+  elif method in ('dp_scaffold_theorem1', 'dp_scaffold_own'):
+    d_i = client_size(dataset, args)
+    q, steps = min(1.0, kw['batch_size'] / d_i), math.ceil(d_i / kw['batch_size']) * rounds
+    sigma = (theorem1_sigma(dataset, args) if method == 'dp_scaffold_theorem1' else
+             privacy.calibrate_noise_multiplier(EPSILON, 1e-5, q, steps))
+    kw.update(method='dp_scaffold', noise_multiplier=round(sigma, 6),
+              clip_norm=DP_SCAFFOLD_CLIP)
   else:
     raise ValueError(f'unknown curve method {method!r}')
   kw.update(overrides)
   cfg = config_lib.RunConfig.create(**kw)
+  baseline = method.endswith(('_theorem1', '_own'))
   cfg.notes.update({k: v for k, v in NOT_GIVEN.items()
-                    if k != 'dp_fedavg_sigma' or method.startswith('dp_fedavg')})
+                    if k not in ('baseline_sigma', 'dp_scaffold_clip') or baseline})
+  if not method.startswith('dp_scaffold'):
+    cfg.notes.pop('dp_scaffold_clip', None)
   out = os.path.join(args.runs_dir, f'{dataset}_{tag}_seed{args.seed}' +
                      ('_quick' if args.quick else ''))
   return cfg, out
@@ -159,7 +196,9 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
                argv=None, plots=(('test_accuracy', 'test accuracy', ''),
                                  ('test_loss', 'test loss', '_loss')),
                title: str = '', default_datasets=('mnist',),
-               sweep: Optional[tuple[str, str]] = None) -> int:
+               sweep: Optional[tuple[str, str]] = None,
+               extra_flags: Optional[Callable[[argparse.ArgumentParser], None]] = None
+               ) -> int:
   """Runs (or reuses) every curve of one figure per dataset; writes plots and a table.
 
   Args:
@@ -172,6 +211,7 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
     default_datasets: Datasets run when `--datasets` is not given.
     sweep: `(extra column, axis label)`: also plot the final and best test accuracy
       against that column (`<name>_<dataset>_sweep.png`).
+    extra_flags: Adds the module's own flags to the parser.
 
   Writes `<name>_<dataset><suffix>.png`, `<name>.csv` (one row per curve, see
   `summary_row`) and each run's results under `--figures-dir/runs/`.
@@ -180,6 +220,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   p = argparse.ArgumentParser(prog=f'python -m {module}', description=doc,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   add_common_flags(p, default_datasets)
+  if extra_flags:
+    extra_flags(p)
   args = p.parse_args(argv)
   command = ['python', '-m', module] + list(argv if argv is not None else sys.argv[1:])
   table = []

@@ -34,7 +34,6 @@ import typing
 from typing import Optional
 
 import numpy as np
-import tensorflow as tf
 import tensorflow_federated as tff
 from tensorflow_federated.python.aggregators import distributed_dp
 
@@ -90,9 +89,56 @@ def ddgauss_measurements(metrics) -> dict:
   return metrics['aggregator']['mean_value']
 
 
-def _update_type(keras_builder) -> tff.Type:
-  return tff.types.tensorflow_to_type(
-      [tf.TensorSpec(t.shape, t.dtype) for t in common.weights_type_of(keras_builder).trainable])
+def stated_event(noise_multiplier: float, clip_norm: float, clients_per_round: int,
+                 dim: int, bits: int = 20, rotation_type: str = 'hd', beta: float = 0.0,
+                 modclip_prob: float = 1e-4) -> privacy.DistributedDiscreteGaussianDpEvent:
+  """The DP event of one release of `ddgauss_factory(...)` on a `dim`-vector, `n` shares.
+
+  TFF's factory derives its DP query in Python when it is created (scale factor from the
+  bit-width, rounding-inflated L2 bound, scaled local std): this creates it on a float32
+  `[dim]` vector (the factory flattens any structure to one vector first) and reads the
+  query from the initial state (in `runtime.use_local_context()`'s context).
+  """
+  runtime.use_local_context()
+  proc = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
+                         rotation_type, beta, modclip_prob).create(
+      tff.TensorType(np.float32, [dim]))
+  query = _query_state(proc.initialize())
+  return privacy.DistributedDiscreteGaussianDpEvent(
+      l2_sensitivity=float(query.l2_norm_bound), local_stddev=float(query.local_stddev),
+      num_clients=int(clients_per_round), dim=padded_dim(dim, rotation_type))
+
+
+def calibrate_noise_multiplier(epsilon: float, delta: float, rounds: int, clip_norm: float,
+                               clients_per_round: int, dim: int, bits: int = 20,
+                               rotation_type: str = 'hd', tol: float = 1e-4,
+                               **kwargs) -> float:
+  """The smallest central sigma whose DDGauss accountant gives `epsilon` after `rounds`.
+
+  Client-level, every client in every round (`q = 1`), `stated_event` composed `rounds`
+  times by `privacy.PrivacyLedger`; bisection from the continuous Gaussian's sigma
+  (the rounding inflation only raises the sigma needed), to relative `tol`.
+
+  Raises:
+    ValueError: If even 4x the Gaussian sigma does not reach `epsilon`.
+  """
+  ledger = privacy.PrivacyLedger(1, delta, privacy.CLIENT_LEVEL)
+
+  def eps(sigma):
+    e = stated_event(sigma, clip_norm, clients_per_round, dim, bits, rotation_type,
+                     **kwargs)
+    return privacy.epsilon_from_rdp(ledger.orders, rounds * ledger.event_rdp(e), delta)
+
+  lo = privacy.calibrate_noise_multiplier(epsilon, delta, 1.0, rounds)
+  hi = lo * 1.01
+  while eps(hi) > epsilon:
+    lo, hi = hi, hi * 1.1
+    if hi > 4 * lo:
+      raise ValueError(f'no sigma up to {hi} reaches epsilon {epsilon}.')
+  while (hi - lo) / hi > tol:
+    mid = (lo + hi) / 2
+    lo, hi = (lo, mid) if eps(mid) <= epsilon else (mid, hi)
+  return hi
 
 
 def _query_state(state):
@@ -131,18 +177,12 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
       client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
       factory, seed)
   dim = sum(int(np.prod(t.shape)) for t in common.weights_type_of(keras_builder).trainable)
-  # The DP query's parameters, as TFF's factory derives them in `create` (in Python, from
-  # the clip, sigma, n, bits and dim): read once from a fresh aggregator's state.
-  probe = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
-                          rotation_type, beta, modclip_prob).create(
-      _update_type(keras_builder))
-  query = _query_state(probe.initialize())
-  stated = dict(l2_sensitivity=float(query.l2_norm_bound),
-                local_stddev=float(query.local_stddev), dim=padded_dim(dim, rotation_type))
+  stated = stated_event(noise_multiplier, clip_norm, clients_per_round, dim, bits,
+                        rotation_type, beta, modclip_prob)
   everyone = np.arange(data.num_clients)
 
   def event(n: int) -> privacy.DistributedDiscreteGaussianDpEvent:
-    return privacy.DistributedDiscreteGaussianDpEvent(num_clients=int(n), **stated)
+    return dataclasses.replace(stated, num_clients=int(n))
 
   def claimed(cohort, state=None):
     return [(everyone, event(clients_per_round), '')]
@@ -157,7 +197,8 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
     used = dict(l2_sensitivity=float(m['scaled_inflated_l2']),
                 local_stddev=float(m['scaled_local_stddev']), dim=int(m['padded_dim']),
                 clients=int(m['actual_num_clients']))
-    expected = dict(stated, clients=len(cohort))
+    expected = dict(l2_sensitivity=stated.l2_sensitivity, local_stddev=stated.local_stddev,
+                    dim=stated.dim, clients=len(cohort))
     if any(not np.isclose(used[k], expected[k], rtol=1e-6) for k in used):
       return f'the DDGauss aggregator ran with {used}; the ledger accounted {expected}'
     return None
@@ -182,9 +223,9 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
                            local_epochs=local_epochs, noise_multiplier=noise_multiplier,
                            clip_norm=clip_norm, clients_per_round=clients_per_round,
                            bits=bits, rotation_type=rotation_type, beta=beta,
-                           modclip_prob=modclip_prob, padded_dim=stated['dim'],
-                           scaled_l2_sensitivity=stated['l2_sensitivity'],
-                           scaled_local_stddev=stated['local_stddev']),
+                           modclip_prob=modclip_prob, padded_dim=stated.dim,
+                           scaled_l2_sensitivity=stated.l2_sensitivity,
+                           scaled_local_stddev=stated.local_stddev),
       notes=dict(accounting='client-level, Kairouz et al. 2021 Theorem 1 + Prop. 14 on '
                  'the DP query TFF states; no amplification by sampling (upper bound '
                  'when q < 1)',
