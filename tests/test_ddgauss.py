@@ -140,3 +140,19 @@ def test_run_reports_both_epsilons(tmp_path):
 def test_bad_options_are_named(kw, match):
   with pytest.raises(ValueError, match=match):
     ddgauss.DDGaussHparams(**kw)
+
+
+def test_calibrated_sigma_meets_epsilon_and_is_the_smallest():
+  kw = dict(clip_norm=0.5, clients_per_round=4, dim=1000)
+  sigma = ddgauss.calibrate_noise_multiplier(3.0, 1e-5, 6, tol=1e-3, **kw)
+
+  def eps(s):
+    ledger = privacy.PrivacyLedger(1, 1e-5, privacy.CLIENT_LEVEL)
+    for _ in range(6):
+      ledger.record([0], ddgauss.stated_event(s, kw['clip_norm'], kw['clients_per_round'],
+                                              kw['dim']))
+    return ledger.epsilon(0)
+
+  assert eps(sigma) <= 3.0 < eps(sigma * (1 - 2e-3))
+  # The rounding inflation (sqrt(d) in scaled units) needs more noise than the Gaussian.
+  assert sigma > privacy.calibrate_noise_multiplier(3.0, 1e-5, 1.0, 6)
