@@ -156,3 +156,14 @@ def test_calibrated_sigma_meets_epsilon_and_is_the_smallest():
   assert eps(sigma) <= 3.0 < eps(sigma * (1 - 2e-3))
   # The rounding inflation (sqrt(d) in scaled units) needs more noise than the Gaussian.
   assert sigma > privacy.calibrate_noise_multiplier(3.0, 1e-5, 1.0, 6)
+
+
+def test_only_the_cohort_is_charged(tiny):
+  m = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=1.0, learning_rate=0.1,
+                            batch_size=4, clip_norm=0.5, clients_per_round=2)
+  cohort = np.array([0, 2])
+  for releases in (m.claimed_releases(cohort, None), m.guaranteed_releases(cohort, None)):
+    (clients, event, _), = releases
+    np.testing.assert_array_equal(clients, cohort)
+    assert event.num_clients == 2
+  assert m.guaranteed_releases(np.array([], np.int64), None) == []

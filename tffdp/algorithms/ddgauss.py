@@ -18,11 +18,12 @@ Accounting (client-level, the paper's: `privacy.DistributedDiscreteGaussianDpEve
 Theorem 1 + Proposition 14) uses the parameters the DP query of TFF's aggregator states:
 the scaled, rounding-inflated L2 bound, the scaled local noise std and the padded
 dimension; `check_round` compares them with the round's measurements. Both ledgers
-compose one such release per round for every client: `epsilon_claimed` with `n` the
-expected cohort size (how the paper accounts), `epsilon_guaranteed` with `n` the number
-of noise shares that went into the sum (the cohort actually drawn). Neither applies
-amplification by sampling: with `q < 1` the curves are upper bounds (their subsampled
-analysis, Zhu & Wang 2019, is not implemented).
+compose one such release per round for each client of the cohort (the draw does not
+depend on the data): `epsilon_claimed` with `n` the expected cohort size (how the paper
+accounts), `epsilon_guaranteed` with `n` the number of noise shares that went into the
+sum (the cohort actually drawn). Neither applies amplification by sampling (their
+subsampled analysis, Zhu & Wang 2019, is not implemented): with `q < 1` both are upper
+bounds.
 """
 
 from __future__ import annotations
@@ -179,18 +180,15 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
   dim = sum(int(np.prod(t.shape)) for t in common.weights_type_of(keras_builder).trainable)
   stated = stated_event(noise_multiplier, clip_norm, clients_per_round, dim, bits,
                         rotation_type, beta, modclip_prob)
-  everyone = np.arange(data.num_clients)
 
   def event(n: int) -> privacy.DistributedDiscreteGaussianDpEvent:
     return dataclasses.replace(stated, num_clients=int(n))
 
   def claimed(cohort, state=None):
-    return [(everyone, event(clients_per_round), '')]
+    return [(cohort, event(clients_per_round), '')]
 
   def guaranteed(cohort, state=None):
-    if len(cohort) == 0:
-      return []
-    return [(everyone, event(len(cohort)), '')]
+    return [(cohort, event(len(cohort)), '')] if len(cohort) else []
 
   def check_round(cohort, state, metrics) -> Optional[str]:
     m = ddgauss_measurements(metrics)
