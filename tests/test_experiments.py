@@ -204,15 +204,25 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   figs = tmp_path / 'figs'
   common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
             '--figures-dir', str(figs)]
+  figs.mkdir()
+  (figs / 'table2.csv').write_text('dataset,curve\ncifar10,earlier row\n')
   assert aadp_fl_table2.main(['--datasets', 'mnist'] + common) == 0
   with open(figs / 'table2.csv') as f:
-    rows = {r['curve']: r for r in csv.DictReader(f)}
+    table = list(csv.DictReader(f))
+  # Rows of datasets not run now stay, after this run's.
+  assert [r['dataset'] for r in table][-2:] == ['mnist', 'cifar10']
+  rows = {r['curve']: r for r in table}
   assert rows['FedAvg (non-private)']['epsilon_guaranteed'] == 'inf'
   aadp = rows['AADP-FL']
   assert 0 < float(aadp['epsilon_claimed']) <= 4.0 + 1e-6
   assert float(aadp['epsilon_guaranteed']) > float(aadp['epsilon_claimed'])
   assert float(rows['DP-FedAvg (own accountant, epsilon 4)']['epsilon_guaranteed']) == \
       pytest.approx(4.0, abs=1e-3)
+  assert float(rows['DDGauss (own accountant, epsilon 4)']['epsilon_guaranteed']) == \
+      pytest.approx(4.0, abs=2e-3)
+  scaffold = rows['DP-SCAFFOLD (own accountant, epsilon 4)']
+  assert float(scaffold['epsilon_claimed']) == pytest.approx(4.0, abs=5e-3)
+  assert float(scaffold['epsilon_guaranteed']) > 4.0  # unamplified shuffled epochs
   for module in (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7):
     assert module.main(common) == 0
   with open(figs / 'fig5.csv') as f:
