@@ -6,8 +6,9 @@
 #               on 2 cores; finished runs in RUNS_DIR are reused, interrupted ones resumed)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
-#   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MLP) + report (about 1 h on 2
-#               cores; finished runs in RUNS_DIR are reused)
+#   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MNIST, Fashion-MNIST) + report
+#               (hours on 2 cores; finished runs in RUNS_DIR are reused, interrupted
+#               ones resumed)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -67,6 +68,6 @@ clean:
 aadp_fl_figures: venv
 	$(PY) -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl
-	for f in 4 5 6 7; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
+	for f in 4 5 6 7 3; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl || exit 1; done
 	$(PY) -m experiments.aadp_fl_report

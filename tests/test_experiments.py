@@ -198,8 +198,8 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
 
 
 def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7,
-                           aadp_fl_report, aadp_fl_table2)
+  from experiments import (aadp_fl_fig3, aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6,
+                           aadp_fl_fig7, aadp_fl_report, aadp_fl_table2)
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
   common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
@@ -225,9 +225,12 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert float(scaffold['epsilon_guaranteed']) > 4.0  # unamplified shuffled epochs
   for module in (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7):
     assert module.main(common) == 0
+  assert aadp_fl_fig3.main(common + ['--model', 'logistic_regression',
+                                     '--curves', 'fedavg', 'ddgauss_theorem1']) == 0
   with open(figs / 'fig5.csv') as f:
     assert all(r['epsilon_guaranteed'] == 'inf' for r in csv.DictReader(f))  # no noise
-  for f in ('table2_mnist.png', 'table2_mnist_loss.png', 'fig4_mnist_sweep.png',
+  for f in ('table2_mnist.png', 'table2_mnist_loss.png', 'fig3_mnist_loss.png',
+            'fig4_mnist_sweep.png',
             'fig5_mnist_sweep.png', 'fig6_mnist_sweep.png', 'fig7_mnist_sweep.png'):
     assert (figs / f).stat().st_size > 0
   assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
