@@ -39,8 +39,10 @@ NOT_RUN = [
     ('Fig. 6 CNN panel, Fig. 7a (CIFAR-10 AlexNet)',
      'not run in this pass: their modules run the MLP only'),
     ('CIFAR-10 rows (Table 2, Fig. 4b, Fig. 5 CIFAR-10)',
-     'not run in this pass; `python -m experiments.aadp_fl_table2 --datasets cifar10` '
-     '(300 rounds of the LeNet-style CNN)'),
+     'not finished in this pass (300 rounds of the LeNet-style CNN per run; they resume '
+     'from their checkpoints): `python -m experiments.aadp_fl_table2 --datasets cifar10`, '
+     '`python -m experiments.aadp_fl_fig4 --datasets cifar10`, '
+     '`python -m experiments.aadp_fl_fig5 --datasets cifar10`'),
 ]
 
 
