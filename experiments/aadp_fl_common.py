@@ -79,6 +79,10 @@ def add_common_flags(p: argparse.ArgumentParser, datasets=('mnist',)) -> None:
   p.add_argument('--runs-dir', default='runs/aadp_fl')
   p.add_argument('--figures-dir', default='figures/aadp_fl')
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  p.add_argument('--model', default=None, choices=sorted(models.MODELS),
+                 help='model of every run (default: the paper\'s per dataset, MLP for MNIST '
+                 'and Fashion-MNIST, LeNet-style CNN for CIFAR-10); the runs of another '
+                 'model, and the figure\'s CSV and plots, carry its name')
 
 
 def client_size(dataset: str, args) -> int:
@@ -101,6 +105,8 @@ def sweep_values(values: tuple, args) -> tuple:
 
 def settings(dataset: str, args) -> dict:
   s = dict(SETTINGS[dataset])
+  if getattr(args, 'model', None):
+    s['model'] = args.model
   if args.quick:
     s.update(rounds=2)
   return s
@@ -149,6 +155,8 @@ def config(dataset: str, args, tag: str, method: str = 'aadp_fl',
                     if k not in ('baseline_sigma', 'dp_scaffold_clip') or baseline})
   if not method.startswith('dp_scaffold'):
     cfg.notes.pop('dp_scaffold_clip', None)
+  if cfg.model != SETTINGS[dataset]['model']:
+    tag = f'{tag}_{cfg.model}'
   out = os.path.join(args.runs_dir, f'{dataset}_{tag}_seed{args.seed}' +
                      ('_quick' if args.quick else ''))
   return cfg, out
@@ -197,8 +205,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
                                  ('test_loss', 'test loss', '_loss')),
                title: str = '', default_datasets=('mnist',),
                sweep: Optional[tuple[str, str]] = None,
-               extra_flags: Optional[Callable[[argparse.ArgumentParser], None]] = None
-               ) -> int:
+               extra_flags: Optional[Callable[[argparse.ArgumentParser], None]] = None,
+               default_model: Optional[str] = None) -> int:
   """Runs (or reuses) every curve of one figure per dataset; writes plots and a table.
 
   Args:
@@ -212,6 +220,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
     sweep: `(extra column, axis label)`: also plot the final and best test accuracy
       against that column (`<name>_<dataset>_sweep.png`).
     extra_flags: Adds the module's own flags to the parser.
+    default_model: The module's `--model` default (None: the paper's per dataset). With
+      another `--model`, the outputs are `<name>_<model>...`.
 
   Writes `<name>_<dataset><suffix>.png`, `<name>.csv` (one row per curve, see
   `summary_row`; rows of datasets not in `--datasets` are kept) and each run's results
@@ -223,7 +233,10 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   add_common_flags(p, default_datasets)
   if extra_flags:
     extra_flags(p)
+  p.set_defaults(model=default_model)
   args = p.parse_args(argv)
+  if args.model and args.model != default_model:
+    name = f'{name}_{args.model}'
   command = ['python', '-m', module] + list(argv if argv is not None else sys.argv[1:])
   table = []
   for dataset in args.datasets:

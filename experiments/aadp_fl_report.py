@@ -37,7 +37,10 @@ PAPER = {
 }
 NOT_RUN = [
     ('Fig. 6 CNN panel, Fig. 7a (CIFAR-10 AlexNet)',
-     'not run in this pass: their modules run the MLP only'),
+     'not run in this pass: `python -m experiments.aadp_fl_fig6 --model mcmahan_cnn` '
+     '(the paper gives no CNN widths: the standard FL MNIST CNN), `python -m '
+     'experiments.aadp_fl_fig7 --datasets cifar10 --model alexnet_cnn` (narrowed widths); '
+     'they write `fig6_mcmahan_cnn*` and `fig7_alexnet_cnn*`'),
     ('CIFAR-10 rows (Table 2, Fig. 4b, Fig. 5 CIFAR-10)',
      'not finished in this pass (300 rounds of the LeNet-style CNN per run; they resume '
      'from their checkpoints): `python -m experiments.aadp_fl_table2 --datasets cifar10`, '
