@@ -302,8 +302,8 @@ class PrivacyLedger:
     """
     add = self.event_rdp(event)
     def within(c, t):
-      return epsilon_from_rdp(self.orders, self._rdp[c] + t * add, self.delta,
-                              self.conversion) <= budget
+      curve = self._rdp[c] + t * add if t else self._rdp[c]  # 0 * inf (non-private) is NaN
+      return epsilon_from_rdp(self.orders, curve, self.delta, self.conversion) <= budget
     out = []
     for c in clients:
       if not within(c, 0):
