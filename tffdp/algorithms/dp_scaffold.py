@@ -11,7 +11,7 @@ start, not DP-SCAFFOLD-warm):
     upload  dy_i = y - x,  dc_i = c_i+ - c_i
     x <- x + eta_g mean_S(dy_i);   c <- c + (1 / N) sum_S(dc_i)
 
-where `g~` is DP-SGD's release (`dp_sgd.build_local_step`, `clip_then_noise`: per-example
+where `g~` is DP-SGD's release (`dp_sgd.build_client_update`, `clip_then_noise`: per-example
 clip `C`, `N(0, sigma^2 C^2)` on the sum, divided by the batch size). `c` and `c_i` are
 functions of earlier noisy releases only, so each round's privacy cost is that of its
 DP-SGD steps, accounted exactly as DPFL (`common.dp_sgd_releases`): `epsilon_claimed`
@@ -39,8 +39,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import privacy
-from tffdp.algorithms import common, registry
-from tffdp.algorithms.dp_sgd import build_local_step
+from tffdp.algorithms import common, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 
@@ -49,37 +48,25 @@ def build_client_update(keras_builder, learning_rate: float):
 
   `client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm)` with `x`, `c`,
   `c_i` lists of float32 tensors shaped like the trainable weights returns
-  `(dy, dc, c_i+, OrderedDict(loss_sum, num_examples, num_steps))`. A client with no
-  batch (`K = 0`) keeps its control.
+  `(dy, dc, c_i+, OrderedDict(loss_sum, num_examples, num_steps))`: DP-SGD's client
+  update (`dp_sgd.build_client_update`, `clip_then_noise`) with the correction `c - c_i`
+  on every step, then option II's control. A client with no batch (`K = 0`) keeps its
+  control.
   """
-  model = keras_builder()
-  step = build_local_step(model, learning_rate, 'clip_then_noise')
+  local = dp_sgd.build_client_update(keras_builder, learning_rate, 'clip_then_noise')
   lr = tf.constant(learning_rate, tf.float32)
 
   @tf.function
   def client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm):
-    for v, w in zip(model.trainable_variables, x):
-      v.assign(w)
     correction = [a - b for a, b in zip(c, c_i)]
-
-    def reduce_fn(acc, batch):
-      n_steps, n_examples, loss_sum = acc
-      losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm,
-                    correction)
-      return (n_steps + 1, n_examples + tf.cast(tf.shape(batch['y'])[0], tf.int64),
-              loss_sum + tf.reduce_sum(losses))
-
-    n_steps, n_examples, loss_sum = batches.reduce(
-        (tf.constant(0, tf.int32), tf.constant(0, tf.int64), tf.constant(0.0)), reduce_fn)
-    y = list(model.trainable_variables)
+    update, _, metrics = local(x, batches, seed, noise_multiplier, clip_norm, correction)
+    n_steps = metrics['num_steps']
     k_lr = tf.maximum(tf.cast(n_steps, tf.float32), 1.0) * lr
-    ran = n_steps > 0
-    new_c_i = [tf.where(ran, ci - cc + (xx - yy) / k_lr, ci)
-               for ci, cc, xx, yy in zip(c_i, c, x, y)]
-    dy = [yy - xx for yy, xx in zip(y, x)]
+    # update = x - y, so c_i+ = c_i - c + update / (K eta_l) and dy = -update.
+    new_c_i = [tf.where(n_steps > 0, ci - cc + u / k_lr, ci)
+               for ci, cc, u in zip(c_i, c, update)]
+    dy = [-u for u in update]
     dc = [a - b for a, b in zip(new_c_i, c_i)]
-    metrics = collections.OrderedDict(loss_sum=loss_sum, num_examples=n_examples,
-                                      num_steps=n_steps)
     return dy, dc, new_c_i, metrics
 
   return client_update

@@ -89,10 +89,11 @@ def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
 def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sgd: str):
   """Returns the per-client `tf.function`.
 
-  `client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm)` returns
-  `(update, update_weight, metrics)`: the model delta `initial - trained` (list of
-  float32 tensors), the number of examples (float32) and
-  `OrderedDict(loss_sum, num_examples, num_steps)`.
+  `client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm,
+  correction=None)` returns `(update, update_weight, metrics)`: the model delta
+  `initial - trained` (list of float32 tensors), the number of examples (float32) and
+  `OrderedDict(loss_sum, num_examples, num_steps)`. `correction` is added to every
+  step's direction (`build_local_step`; DP-SCAFFOLD's `c - c_i`).
   """
   model = keras_builder()
   step = build_local_step(model, learning_rate, dp_sgd)
@@ -109,12 +110,14 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
     return update, tf.cast(n_examples, tf.float32), metrics
 
   @tf.function
-  def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm):
+  def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm,
+                    correction=None):
     start(initial_trainable)
 
     def reduce_fn(acc, batch):
       n_steps, n_examples, loss_sum = acc
-      losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm)
+      losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm,
+                    correction)
       return (n_steps + 1, n_examples + tf.cast(tf.shape(batch['y'])[0], tf.int64),
               loss_sum + tf.reduce_sum(losses))
 
