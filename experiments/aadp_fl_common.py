@@ -63,6 +63,8 @@ def model_dim(dataset: str, model: str) -> int:
   shape, classes = {'mnist': ((28, 28, 1), 10), 'fashion_mnist': ((28, 28, 1), 10),
                     'cifar10': ((32, 32, 3), 10)}[dataset]
   return models.count_params(model, shape, classes)
+
+
 LABELS = {'fedavg': 'FedAvg (non-private)', 'aadp_fl': 'AADP-FL',
           'dp_fedavg_theorem1': 'DP-FedAvg (sigma of AADP-FL Theorem 1)',
           'dp_fedavg_own': 'DP-FedAvg (own accountant, epsilon 4)',
