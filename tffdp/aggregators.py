@@ -286,3 +286,119 @@ def with_noise_multipliers(aggregator_state, noise_multipliers: np.ndarray):
       return type(node)(*(replace(v) for v in node))
     return node
   return replace(aggregator_state)
+
+
+def laplace_noise(shape, scale: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
+  """`Lap(0, scale)` per coordinate: the difference of two `Exp(1)` draws, times `scale`.
+
+  Variance `2 scale^2`. TF's stateful RNG (fresh per call), like TFF's DP factories.
+  """
+  u = tf.random.uniform([2] + list(shape), minval=np.finfo(np.float32).tiny, maxval=1.0,
+                        dtype=dtype)
+  return tf.cast(scale, dtype) * (tf.math.log(u[0]) - tf.math.log(u[1]))
+
+
+def l1_clip(values: Sequence[tf.Tensor], clip_norm: tf.Tensor
+            ) -> tuple[list[tf.Tensor], tf.Tensor]:
+  """Scales `values` so that their global L1 norm is at most `clip_norm`.
+
+  Returns:
+    `(clipped values (same shapes and dtypes), global L1 norm before clipping float32)`.
+  """
+  norm = tf.add_n([tf.reduce_sum(tf.abs(tf.cast(v, tf.float32))) for v in values])
+  factor = tf.minimum(1.0, clip_norm / tf.maximum(norm, 1e-30))
+  return [v * tf.cast(factor, v.dtype) for v in values], norm
+
+
+class LaplaceUploadFactory(tff.aggregators.UnweightedAggregationFactory):
+  """cosAFed's upload perturbation: per client `d * update (+ L1 clip) + Lap(Delta_f / epsilon')`.
+
+  Formula 7 of `../shared/papers/002_...` (Alg. 1 lines 7-9; spec `cosafed.md`): each
+  client's value is a structure `<update=model delta, cosine=float32, epsilon=float32>`
+  (the client work computes the cosine `d = cos(A^{t-1}, B_i^t)` and its budget
+  `epsilon'`, e.g. `tffdp.algorithms.cosafed`). The factory scales the update by `d`
+  (`scale_by_cosine`; LAPFed, ADPFL and cosFed upload the update unscaled), optionally
+  scales it down to L1 norm `l1_clip`, adds `Lap(0, sensitivity / epsilon')` to every
+  coordinate, and hands the noised updates to `inner` (default the unweighted mean).
+
+  Without `l1_clip` the L1 sensitivity of the upload is unbounded (the paper's reading:
+  no DP guarantee holds). With `l1_clip = sensitivity` each upload is an
+  `epsilon'`-DP Laplace release (client-level: any two updates differ by at most
+  `2 * l1_clip` in L1 under replacement, `l1_clip` under add/remove adjacency).
+
+  A client whose `epsilon'` is 0 gets infinite noise (its upload is not finite); the
+  measurement `zero_budget_clients` counts them. The noise uses TF's stateful RNG.
+
+  Measurements: `<epsilon_sum, epsilon_min, epsilon_max, clients, zero_budget_clients,
+  l1_clipped, mean_l1_norm (after scaling, before clipping), mean_cosine>` and `inner`.
+
+  Args:
+    sensitivity: `Delta_f > 0` (the Laplace scale is `Delta_f / epsilon'`).
+    l1_clip: None (paper-literal) or the L1 bound `> 0` of each scaled update.
+    scale_by_cosine: Multiply the update by the client's cosine first (cosAFed).
+    inner: Unweighted factory of the noised updates (default `UnweightedMeanFactory`).
+
+  Raises:
+    ValueError: On a non-positive `sensitivity` or `l1_clip`.
+  """
+
+  def __init__(self, sensitivity: float, l1_clip: Optional[float] = None,
+               scale_by_cosine: bool = True,
+               inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
+    if sensitivity <= 0:
+      raise ValueError(f'sensitivity must be positive. Found {sensitivity!r}.')
+    if l1_clip is not None and l1_clip <= 0:
+      raise ValueError(f'l1_clip must be positive or None. Found {l1_clip!r}.')
+    self._sensitivity, self._l1_clip = float(sensitivity), l1_clip
+    self._scale, self._inner = scale_by_cosine, inner or tff.aggregators.UnweightedMeanFactory()
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    names = [n for n, _ in tff.structure.iter_elements(value_type)]
+    if names != ['update', 'cosine', 'epsilon']:
+      raise TypeError('LaplaceUploadFactory expects values <update, cosine, epsilon>. '
+                      f'Found {value_type}.')
+    update_type = value_type.update
+    inner = self._inner.create(update_type)
+    sensitivity, clip, scale_by_cosine = self._sensitivity, self._l1_clip, self._scale
+
+    @tff.tensorflow.computation(value_type)
+    def perturb(value):
+      leaves = tf.nest.flatten(value['update'])
+      if scale_by_cosine:
+        leaves = [v * tf.cast(value['cosine'], v.dtype) for v in leaves]
+      if clip is not None:
+        leaves, norm = l1_clip(leaves, tf.constant(clip, tf.float32))
+        clipped = tf.cast(norm > clip, tf.int32)
+      else:
+        norm = tf.add_n([tf.reduce_sum(tf.abs(v)) for v in leaves])
+        clipped = tf.constant(0, tf.int32)
+      epsilon = tf.cast(value['epsilon'], tf.float32)
+      b = tf.math.divide_no_nan(sensitivity, epsilon) + tf.where(epsilon > 0, 0.0, np.inf)
+      noised = [v + laplace_noise(v.shape, b, v.dtype) for v in leaves]
+      return (tf.nest.pack_sequence_as(value['update'], noised), epsilon, clipped, norm,
+              tf.cast(epsilon <= 0, tf.int32))
+
+    @tff.federated_computation
+    def init_fn():
+      return inner.initialize()
+
+    @tff.federated_computation(init_fn.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      noised, epsilon, clipped, norm, zero = tff.federated_map(perturb, value)
+      out = inner.next(state, noised)
+      measured = tff.federated_zip(collections.OrderedDict(
+          epsilon_sum=tff.federated_sum(epsilon),
+          epsilon_min=tff.federated_min(epsilon),
+          epsilon_max=tff.federated_max(epsilon),
+          clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)),
+          zero_budget_clients=tff.federated_sum(zero),
+          l1_clipped=tff.federated_sum(clipped),
+          mean_l1_norm=tff.federated_mean(norm),
+          mean_cosine=tff.federated_mean(value.cosine)))
+      return tff.templates.MeasuredProcessOutput(
+          state=out.state, result=out.result,
+          measurements=tff.federated_zip(collections.OrderedDict(
+              laplace_upload=measured, inner=out.measurements)))
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)

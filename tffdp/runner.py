@@ -345,10 +345,21 @@ class Runner:
     self.config, self.exp, self.method = config, exp, exp.method
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
-    self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                         method.rdp_orders, method.claimed_conversion)
-    self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                            method.rdp_orders)
+    if method.ledger == 'laplace':
+      self.claimed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
+                                           privacy.BASIC_COMPOSITION, method.rdp_orders)
+      self.guaranteed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
+                                              privacy.BEST_COMPOSITION, method.rdp_orders)
+    else:
+      self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                           method.rdp_orders, method.claimed_conversion)
+      self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
+                                              method.rdp_orders)
+    if method.releases_from_round is not None and config.epsilon_budget is not None:
+      raise ValueError(f'--epsilon-budget cannot stop {method.name}: its DP events are '
+                       'known only after each round (Method.releases_from_round). '
+                       f'Found epsilon_budget={config.epsilon_budget!r}.')
+    self.last_metrics = None
     self.state = method.initialize()
     self.per_client_budget = (method.budget_rule == 'per_client'
                               and config.epsilon_budget is not None)
@@ -429,6 +440,7 @@ class Runner:
       raise DeclaredEventError(f'{method.name}, round {r + 1}: {problem}. The run stops '
                                'before accounting this round.')
     self.state = state
+    self.last_metrics = metrics
     quantities.update(method.round_metrics(metrics))
     return quantities, method.train_loss(metrics)
 
@@ -466,9 +478,11 @@ class Runner:
     cohort = self.choose_cohort(r)
     if cohort is None:
       return False
-    rel_claimed = method.claimed_releases(cohort, self.state)
-    rel_guaranteed = method.guaranteed_releases(cohort, self.state)
-    if not self.per_client_budget and config.epsilon_budget is not None and _would_exceed(
+    after = method.releases_from_round is not None
+    if not after:
+      rel_claimed = method.claimed_releases(cohort, self.state)
+      rel_guaranteed = method.guaranteed_releases(cohort, self.state)
+    if not after and not self.per_client_budget and config.epsilon_budget is not None and _would_exceed(
         self.guaranteed, rel_guaranteed, config.epsilon_budget):
       self.stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
                           f'{config.epsilon_budget}')
@@ -478,6 +492,10 @@ class Runner:
     quantities, train_loss = self.train(cohort, r)
     t_train = time.perf_counter() - t_train
     t_account = time.perf_counter()
+    if after:
+      rel_claimed, rel_guaranteed = (
+          method.releases_from_round(cohort, self.state, self.last_metrics)
+          if len(cohort) else ([], []))
     rep_c, rep_g = self.account(rel_claimed, rel_guaranteed)
     t_account = time.perf_counter() - t_account
     row = dict(round=r + 1)

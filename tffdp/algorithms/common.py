@@ -240,6 +240,15 @@ class Method:
       theorem uses it. The guaranteed ledger always uses dp_accounting's.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
+    ledger: `rdp` (`privacy.PrivacyLedger` for both ledgers) or `laplace`
+      (`privacy.LaplaceLedger`: basic composition for the claimed ledger, the best of
+      basic, RDP and PLD for the guaranteed one).
+    releases_from_round: For methods whose DP events are known only once the round has
+      run (a budget the client work computes, e.g. cosAFed's `epsilon'`): `(cohort, new
+      state, metrics) -> (claimed releases, guaranteed releases)` of that round. The
+      runner then calls it instead of `claimed_releases` / `guaranteed_releases`, and
+      such a method cannot run with an `--epsilon-budget` (the cost of a round is not
+      known before it).
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -265,8 +274,13 @@ class Method:
   rdp_orders: Optional[Sequence[float]] = None
   claimed_conversion: str = 'dp_accounting'
   clients_per_slice: Optional[int] = None
+  ledger: str = 'rdp'
+  releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
+                                         tuple[Releases, Releases]]] = None
 
   def __post_init__(self):
+    if self.ledger not in ('rdp', 'laplace'):
+      raise ValueError(f'ledger must be rdp or laplace. Found {self.ledger!r}.')
     if self.initialize is None:
       self.initialize = self.process.initialize
     if self.model_weights is None:

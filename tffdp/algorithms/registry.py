@@ -33,6 +33,7 @@ BUILTIN_MODULES = (
     'tffdp.algorithms.aadp_fl',     # aadp_fl
     'tffdp.algorithms.ddgauss',     # ddgauss (AADP-FL's baseline)
     'tffdp.algorithms.dp_scaffold',  # dp_scaffold (AADP-FL's baseline)
+    'tffdp.algorithms.cosafed',     # cosafed, lapfed, adpfl, cosfed
 )
 
 

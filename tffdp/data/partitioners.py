@@ -12,8 +12,10 @@ the method specs (`../shared/specs/`):
 | `shards` | Adap DP-FL (Sec. V-A) | sort by label, cut into `S` shards, `m` random shards per client |
 | `dirichlet` | DP-FedAGS (Sec. V-A) | per-label client proportions from Dirichlet(`alpha`) |
 | `noniid_fraction` | AADP-FL (Sec. 6) | a fraction `p` of samples sorted by label and dealt as 2 shards per client, the rest IID |
-| `equal` | cosAFed (Sec. 5) | IID labels, equal sizes |
-| `random_size` | cosAFed (Sec. 5) | IID labels, sizes from Dirichlet(1.0) proportions, at least `min_size` each |
+| `label_shards_equal` | cosAFed (Sec. 5 "Equal", ref. [18]; Amendment 1) | every label cut to the same count, `k` shards per label, 2 shards of different labels per client |
+| `label_shards` | cosAFed (Sec. 5 "Random", ref. [18]; Amendment 1) | the same without the cut: shard sizes follow the label counts |
+| `equal` | cosAFed (spec body, superseded by Amendment 1) | IID labels, equal sizes |
+| `random_size` | cosAFed (spec body, superseded by Amendment 1) | IID labels, sizes from Dirichlet(1.0) proportions, at least `min_size` each |
 """
 
 from __future__ import annotations
@@ -241,6 +243,65 @@ def noniid_fraction(labels: np.ndarray, num_clients: int, seed: int = 0,
   return _finish(np.concatenate(p) for p in parts)
 
 
+def label_shards(labels: np.ndarray, num_clients: int, seed: int = 0,
+                 shards_per_client: int = 2, equal_sizes: bool = False) -> Partition:
+  """cosAFed's partitions after ref. [18] (Li et al. 2019, FedProx's MNIST; Amendment 1).
+
+  Each label's examples (shuffled) are cut into `k = num_clients * shards_per_client /
+  num_labels` contiguous shards; each client gets `shards_per_client` shards of
+  distinct labels. "Random" (`equal_sizes=False`): shard sizes follow the label counts
+  (MNIST, 100 clients: 271-337 with the full training set). "Equal" (`equal_sizes=True`,
+  `label_shards_equal`): every label is first cut to the smallest label count rounded
+  down to a multiple of `k` (the paper: 5,420 per digit, 542 per client, from all 60,000
+  examples; with tffdp's 5,000-example validation split held out, the smallest digit
+  leaves fewer).
+
+  Raises:
+    ValueError: If the shards cannot be dealt evenly, or `shards_per_client` exceeds
+      the number of labels.
+  """
+  labels = _check_common(labels, num_clients)
+  classes = np.unique(labels)
+  total_shards = num_clients * shards_per_client
+  if total_shards % len(classes) or shards_per_client > len(classes):
+    raise ValueError(f'num_clients * shards_per_client = {total_shards} must be a multiple '
+                     f'of the {len(classes)} labels, and shards_per_client <= '
+                     f'{len(classes)}.')
+  k = total_shards // len(classes)
+  rng = np.random.default_rng(seed)
+  pools = [rng.permutation(np.flatnonzero(labels == c)) for c in classes]
+  if equal_sizes:
+    keep = min(len(p) for p in pools) // k * k
+    pools = [p[:keep] for p in pools]
+  shard_list, shard_label = [], []
+  for c, pool in enumerate(pools):
+    for chunk in np.array_split(pool, k):
+      shard_list.append(chunk)
+      shard_label.append(c)
+  shard_label = np.asarray(shard_label)
+  # Deal shards so no client holds two of one label: shuffle, then repair by swaps.
+  order = rng.permutation(total_shards).reshape(num_clients, shards_per_client)
+  for _ in range(100 * total_shards):
+    bad = [i for i in range(num_clients)
+           if len(set(shard_label[order[i]])) < shards_per_client]
+    if not bad:
+      break
+    i = bad[0]
+    j, a, b = rng.integers(num_clients), rng.integers(shards_per_client), rng.integers(
+        shards_per_client)
+    order[i, a], order[j, b] = order[j, b], order[i, a]
+  else:
+    raise ValueError('could not deal shards of distinct labels to every client.')
+  return _finish(np.concatenate([shard_list[s] for s in order[i]])
+                 for i in range(num_clients))
+
+
+def label_shards_equal(labels: np.ndarray, num_clients: int, seed: int = 0,
+                       shards_per_client: int = 2) -> Partition:
+  """cosAFed's "Equal" group: `label_shards` with every label cut to one count."""
+  return label_shards(labels, num_clients, seed, shards_per_client, equal_sizes=True)
+
+
 PARTITIONERS: dict[str, Callable[..., Partition]] = {
     'iid': iid,
     'label_skew': label_skew,
@@ -249,6 +310,8 @@ PARTITIONERS: dict[str, Callable[..., Partition]] = {
     'noniid_fraction': noniid_fraction,
     'equal': equal,
     'random_size': random_size,
+    'label_shards_equal': label_shards_equal,
+    'label_shards': label_shards,
 }
 
 
