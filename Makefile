@@ -6,6 +6,7 @@
 #               on 2 cores; finished runs in RUNS_DIR are reused, interrupted ones resumed)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
+#   make cosafed_figures     cosAFed calibration, Table 3, Figs. 2-7 + report (about 1.5 h)
 #   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MNIST, Fashion-MNIST) + report
 #               (hours on 2 cores; finished runs in RUNS_DIR are reused, interrupted
 #               ones resumed)
@@ -17,7 +18,8 @@ PY := $(VENV)/bin/python
 DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
-.PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures
+.PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures \
+	cosafed_figures
 
 RUNS_DIR ?= runs
 
@@ -71,3 +73,10 @@ aadp_fl_figures: venv
 	for f in 4 5 6 7 3; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl || exit 1; done
 	$(PY) -m experiments.aadp_fl_report
+
+# Figs. 2-7 reuse Table 3's seed-0 cosAFed runs (N = 3, epsilon 100).
+cosafed_figures: venv
+	$(PY) -m experiments.cosafed_calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed_table3 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed_figs $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed_report

@@ -241,3 +241,32 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
              if not section.startswith('Fig. 3'))
   assert (runs / 'mnist_fedavg_logistic_regression_seed0_quick').is_dir()
   assert str(tmp_path) not in report
+
+
+def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import cosafed_calibrate, cosafed_figs, cosafed_report, cosafed_table3
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs, runs = tmp_path / 'figs', tmp_path / 'runs'
+  common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(runs),
+            '--figures-dir', str(figs)]
+  assert cosafed_calibrate.main(common) == 0
+  assert cosafed_table3.main(common + ['--seeds', '0', '1']) == 0
+  with open(figs / 'table3.csv') as f:
+    table = {(r['group'], r['method']): r for r in csv.DictReader(f)}
+  lap = table[('Equal', 'LAPFed (reconstructed)')]
+  assert float(lap['total_budget']) == pytest.approx(3 * 3 * 100.0)   # T x N x epsilon
+  assert lap['paper_total_budget'] == '105000.0' and lap['epsilon_guaranteed_max'] == 'inf'
+  cos = table[('Random', 'cosAFed')]
+  assert float(cos['total_budget']) < float(lap['total_budget'])
+  clipped = table[('Equal', 'cosAFed, l1_clip = Delta_f')]
+  assert 0 < float(clipped['epsilon_guaranteed_max']) <= float(clipped['epsilon_claimed_max'])
+  assert cosafed_figs.main(common) == 0
+  for f in ('fig2_equal.png', 'fig3_random_loss.png', 'fig4_equal.png', 'fig7_random.png',
+            'table3_equal_budget.png', 'calibration.png'):
+    assert (figs / f).stat().st_size > 0
+  # Fig. 2-7's N = 3, epsilon 100 run is Table 3's seed-0 cosAFed run (reused).
+  assert len([d for d in os.listdir(runs) if d.startswith('equal_cosafed_N3_eps100_seed0')]) == 1
+  assert cosafed_report.main(['--figures-dir', str(figs)]) == 0
+  report = (figs / 'README.md').read_text()
+  assert 'Not regenerated yet' not in report and '(reconstructed)' in report
+  assert str(tmp_path) not in report

@@ -444,6 +444,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     upload, signals = metrics['aggregator']['laplace_upload'], metrics['signals']
     eps = metrics['client_epsilons']
     return {'epsilon_prime_sum': float(np.sum(eps)),
+            'adjusted_clients': int(np.sum(~np.isclose(eps, epsilon, rtol=1e-6))),
             'epsilon_prime_min': float(np.min(eps)), 'epsilon_prime_max': float(np.max(eps)),
             'score': float(signals['score']), 'score_loss': float(signals['score_loss']),
             'score_acc': float(signals['score_acc']), 'score_t': float(signals['score_t']),
