@@ -73,6 +73,22 @@ def config(dataset: str, args, tag: str, **overrides) -> tuple[config_lib.RunCon
   return cfg, out
 
 
+# Issue 11: readings of the adaptive threshold's statistic run beside eq. 6 as written.
+STATISTIC_LABELS = {
+    'unclipped': 'noisy mean of the unclipped norms (no DP guarantee for C)',
+    'bounded': 'norms clipped at C_max = 1 (sensitivity C_max)',
+}
+
+
+def statistic_curves(dataset: str, args, tag: str, paper=None, **overrides) -> list:
+  """The curves of the `unclipped` and `bounded` threshold statistics (budget on the
+  paper's count, so their runs are as long as the literal one's)."""
+  return [(f'adaptive clipping, {label}, budget on the paper\'s count',
+           *config(dataset, args, f'{tag}_{statistic}_paper_count', clip_statistic=statistic,
+                   clip_norm_query='free', **overrides), paper)
+          for statistic, label in STATISTIC_LABELS.items()]
+
+
 def add_common_flags(p) -> None:
   p.add_argument('--datasets', nargs='+', default=list(DATASETS), choices=DATASETS)
   p.add_argument('--data-dir', default=None)
@@ -164,8 +180,10 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
       runs[label] = run_cached(cfg, out, command)
       publish(out, args.figures_dir)
       table.append(summary_row(dataset, label, runs[label], out, paper_acc))
-    for y, ylabel, suffix in (('test_accuracy', 'test accuracy', ''),
-                              ('test_loss', 'test loss', '_loss')):
+    plots = [('test_accuracy', 'test accuracy', ''), ('test_loss', 'test loss', '_loss')]
+    if fig in (3, 5):
+      plots.append(('clip_norm', 'mean clipping threshold C', '_threshold'))
+    for y, ylabel, suffix in plots:
       figure = plotting.plot_curves(runs, y, ylabel, f'Adap DP-FL Fig. {fig}: '
                                     f'{LABEL[dataset]}, until epsilon = {BUDGET:g}')
       plotting.save(figure, os.path.join(args.figures_dir, f'fig{fig}_{dataset}{suffix}.png'))

@@ -7,7 +7,11 @@ constant sigma = 1.1, until epsilon = 2. Paper: adaptive clipping wins on both d
 (no number given). Adaptive clipping runs twice: with the budget applied to the paper's
 count (gradient releases only, `clip_norm_query=free`: the paper's run length) and to
 `epsilon_guaranteed` (which also counts the clipping-norm query; at sigma = 1.1 the joint
-query costs epsilon 1.85 in one round, so that run stops after two rounds).
+query costs epsilon 1.85 in one round, so that run stops after two rounds). Issue 11's
+readings of the threshold statistic run beside eq. 6 as written (`clip_statistic`:
+`unclipped`, the noisy mean of the unclipped norms; `bounded`, norms clipped at C_max =
+1), both with the budget on the paper's count; `fig3_<dataset>_threshold.png` traces
+each curve's mean threshold.
 
 Writes `figures/adap_dp_fl/fig3_<dataset>.png` and `fig3.csv` (one row per curve:
 paper and tffdp test accuracy at the stop, rounds, both epsilons, final sigma, wall time).
@@ -28,7 +32,8 @@ def curves(dataset: str, args) -> list[tuple[str, object, str, object]]:
       ('adaptive clipping, budget on epsilon_guaranteed',
        *common.config(dataset, args, 'fig3_adaptive', clipping='adaptive', **common_kw), None),
       ('constant C = 1.0', *common.config(dataset, args, 'fig3_constant', clipping='constant',
-                                          **common_kw), None)]
+                                          **common_kw), None),
+      *common.statistic_curves(dataset, args, 'fig3', clipping='adaptive', **common_kw)]
 
 
 def main(argv=None) -> int:

@@ -84,6 +84,67 @@ def test_next_clip_norm_noise_scale():
   assert noise.std() == pytest.approx(c * sigma, rel=0.05)
 
 
+def test_unclipped_statistic_has_a_fixed_point_at_alpha_times_the_mean_norm():
+  """Issue 11: eq. 6's clipped statistic shrinks C; the unclipped one settles at
+  alpha x the mean norm from any start (zero noise, lot size = lot count)."""
+  norms = tf.constant([1.0, 2.0, 3.0, 6.0])
+  splits = tf.constant([0, 4], tf.int64)
+  seeds = tf.constant([[1, 2]], tf.int64)
+  step = lambda c, stat: float(adap_dp_fl.next_clip_norm(
+      norms, splits, tf.constant([c]), tf.constant(0.0), 4.0, 0.5, seeds, stat)[0])
+  for start in (0.1, 1.0, 50.0):
+    c = start
+    for _ in range(3):
+      c = step(c, 'unclipped')
+    assert c == pytest.approx(0.5 * 3.0)   # alpha * mean(1, 2, 3, 6)
+  c = 3.0
+  for _ in range(5):
+    c_next = step(c, 'clipped')
+    assert c_next <= 0.5 * c + 1e-7       # each term <= C: C_{t+1} <= alpha C_t B / L
+    c = c_next
+
+
+def test_bounded_statistic_has_sensitivity_c_max():
+  splits = tf.constant([0, 3], tf.int64)
+  seeds = tf.constant([[1, 2]], tf.int64)
+  def total(last_norm):
+    c = adap_dp_fl.next_clip_norm(tf.constant([0.2, 0.4, last_norm]), splits,
+                                  tf.constant([10.0]), tf.constant(0.0), 1.0, 1.0, seeds,
+                                  'bounded', 0.5)
+    return float(c[0])   # alpha = L = 1: the clipped-norm sum itself
+  assert total(0.0) == pytest.approx(0.2 + 0.4)
+  assert total(1e6) - total(0.0) == pytest.approx(0.5)   # one example moves it by C_max
+  # noise std sigma * C_max (not sigma * C): 2000 clients' draws
+  n = 2000
+  draws = adap_dp_fl.next_clip_norm(
+      tf.fill([n], 5.0), tf.range(0, n + 1, dtype=tf.int64), tf.fill([n], 10.0),
+      tf.constant(3.0), 1.0, 1.0,
+      tf.stack([tf.range(n, dtype=tf.int64), tf.fill([n], tf.constant(5, tf.int64))], 1),
+      'bounded', 0.5).numpy()
+  # |0.5 + N(0, 1.5^2)|: the folded normal's second moment is 0.25 + 2.25
+  assert np.mean(draws ** 2) == pytest.approx(0.25 + 1.5 ** 2, rel=0.08)
+
+
+def test_unclipped_statistic_guarantees_nothing_and_says_why():
+  assert adap_dp_fl.executed_round_event(2.0, 0.1, 'adaptive', 'unclipped') is None
+  bounded = adap_dp_fl.executed_round_event(2.0, 0.1, 'adaptive', 'bounded')
+  assert bounded == adap_dp_fl.executed_round_event(2.0, 0.1, 'adaptive', 'clipped')
+  with pytest.raises(ValueError, match='statistic must be one of'):
+    adap_dp_fl.next_clip_norm(tf.constant([1.0]), tf.constant([0, 1], tf.int64),
+                              tf.constant([1.0]), tf.constant(0.0), 1.0, 1.0,
+                              tf.constant([[1, 2]], tf.int64), 'median')
+
+
+def test_unclipped_statistic_run_reports_inf_with_the_reason(tmp_path):
+  summary = runner.run(_cfg(tmp_path, 'unclipped', None, clip_statistic='unclipped',
+                            noise_schedule='constant', rounds=2), log=lambda s: None)
+  assert summary['epsilon_guaranteed'] == 'inf'
+  assert adap_dp_fl.UNCLIPPED_REASON in summary['epsilon_reasons']
+  assert summary['epsilon_claimed'] != 'inf'   # eq. 10 counts the gradient query only
+  rows = _read(tmp_path / 'unclipped')
+  assert float(rows[-1]['clip_norm']) > 0
+
+
 @pytest.mark.parametrize('sequence,decays', [
     # J(w_1), J(w_2) are inf by definition; drops counted from J(w_3) on.
     ([9, 9, 5, 4, 3, 2, 1], [False, False, False, False, True, True, True]),

@@ -113,7 +113,9 @@ def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
                             runs_dir=str(tmp_path / 'runs'), quick=False)
   plan = adap_dp_fl_runs.planned_runs(args)
   names = [os.path.basename(out) for _, _, out in plan]
-  assert len(names) == len(set(names)) == 18  # 9 distinct curves per dataset (Figs. 3-5)
+  # 9 distinct curves per dataset (Figs. 3-5), plus the unclipped and bounded threshold
+  # statistics in Figs. 3 and 5 (issue 11)
+  assert len(names) == len(set(names)) == 26
   # sigma 6 (and the decay run from sigma_0 = 6): 37,800 rounds, the longest
   assert set(names[:2]) == {'mnist_decay_seed0', 'mnist_constant_sigma6_seed0'}
   assert names.index('mnist_constant_sigma3_seed0') < names.index('mnist_fig3_constant_seed0')

@@ -43,7 +43,8 @@ def test_label_skew_fraction_of_dominant_label():
     assert dominant == round(skew[i] * 100)
 
 
-def test_label_skew_iid_when_zero_and_validates():
+def test_label_skew_zero_lacks_the_dominant_label_and_validates():
+  # skew 0 is not IID: every client's examples come from its nine other labels.
   y = labels(20000)
   parts = P.label_skew(y, 10, examples_per_client=200, skew=0.0)
   assert all(np.sum(y[p] == i % 10) == 0 for i, p in enumerate(parts))
@@ -94,3 +95,33 @@ def test_random_size_min_and_total():
 def test_unknown_name_lists_valid():
   with pytest.raises(ValueError, match='label_skew'):
     P.partition('nope', labels(), 5)
+
+
+def _mean_tv(y, parts, k=10):
+  glob = np.bincount(y, minlength=k) / len(y)
+  return float(np.mean([0.5 * np.abs(np.bincount(y[p], minlength=k) / len(p) - glob).sum()
+                        for p in parts]))
+
+
+def test_a_dpfl_table2_iid_setting_matches_the_global_label_histogram():
+  """Issue 11: Table 2's IID rows (`a_dpfl_common.iid_overrides`) give client label
+  histograms within sampling noise of the global one; label skew 0 does not."""
+  import argparse
+  from experiments import a_dpfl_common
+  args = argparse.Namespace(quick=False)
+  iid = a_dpfl_common.iid_overrides('mnist', args)
+  assert iid['partition'] == 'iid'
+  per = iid['partition_options']['examples_per_client']
+  assert per == 52   # the label-skew runs' size: floor(0.95 * 55,000 / 1,000)
+  y = np.random.default_rng(3).integers(0, 10, 55000)
+  parts = P.partition(iid['partition'], y, 1000, seed=0, **iid['partition_options'])
+  assert {len(p) for p in parts} == {per}
+  # Sampling noise: multinomial draws of the same size from the global histogram.
+  rng = np.random.default_rng(4)
+  reference = [rng.choice(len(y), per, replace=False) for _ in range(1000)]
+  assert _mean_tv(y, parts) < 1.1 * _mean_tv(y, reference)
+  # The label-skew clients' dominant label (i mod 10): about 10% of an IID client's
+  # examples, none of a skew-0 client's.
+  own = lambda ps: float(np.mean([np.mean(y[p] == i % 10) for i, p in enumerate(ps)]))
+  assert own(parts) == pytest.approx(0.1, abs=0.01)
+  assert own(P.label_skew(y, 1000, skew=0.0, examples_per_client=per)) == 0.0

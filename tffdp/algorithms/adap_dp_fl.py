@@ -77,6 +77,9 @@ CLIPPING_MODES = ('adaptive', 'constant')
 NOISE_SCHEDULES = ('decay', 'constant')
 CLIENT_OPTIMIZER_STATES = ('keep', 'reset')
 CLIP_NORM_QUERY_MODES = ('accounted', 'free')
+CLIP_STATISTICS = ('clipped', 'unclipped', 'bounded')
+UNCLIPPED_REASON = ('clip_statistic=unclipped: the next threshold is a noisy sum of '
+                    'unclipped per-example gradient norms, a query of unbounded sensitivity')
 
 # Seeds derived from a client's round seed (stateless_fold_in), one per random draw.
 _LOT_SALT, _GRADIENT_NOISE_SALT, _NORM_NOISE_SALT, _INIT_SALT = 7, 11, 13, 17
@@ -134,8 +137,19 @@ def adam_update(gradient: Sequence[tf.Tensor], m: Sequence[tf.Tensor], v: Sequen
 
 def next_clip_norm(norms: tf.Tensor, row_splits: tf.Tensor, clip_norms: tf.Tensor,
                    noise_multiplier: tf.Tensor, lot_size: float, alpha: float,
-                   seeds: tf.Tensor) -> tf.Tensor:
-  """Eqs. 6-8 (spec reading), per client: `alpha * |(sum_i min(||g_i||, C) + N(0, (C sigma)^2)) / L|`.
+                   seeds: tf.Tensor, statistic: str = 'clipped',
+                   max_norm: float = 1.0) -> tf.Tensor:
+  """Eqs. 6-8, per client: `alpha * |(sum_i n_i + N(0, (b sigma)^2)) / L|`.
+
+  The statistic `n_i` and the noise bound `b` (`statistic`):
+  - `clipped` (eq. 6 as written, the default): `n_i = min(||g_i||, C)`, `b = C`. Each
+    term is at most `C`, so `C_{t+1} <= C_t |B/L + sigma z / L|` (alpha 1), whose
+    expected log is negative: the threshold shrinks geometrically (issue 11).
+  - `unclipped`: `n_i = ||g_i||`, `b = C`: the noisy mean of the unclipped norms, with a
+    fixed point at alpha times the mean norm (the paper's "mean l2-norm" of `C_0` and its
+    Fig. 1). Unbounded sensitivity: no DP guarantee for the threshold.
+  - `bounded`: `n_i = min(||g_i||, C_max)`, `b = C_max` (`max_norm`): the DP-safe variant,
+    sensitivity `C_max`, noise multiplier `sigma`.
 
   Args:
     norms: float32 `[B]` unclipped per-example gradient norms of the clients' lots,
@@ -146,20 +160,33 @@ def next_clip_norm(norms: tf.Tensor, row_splits: tf.Tensor, clip_norms: tf.Tenso
     lot_size: Expected lot size `L`.
     alpha: Clipping factor.
     seeds: int64 `[s, 2]` stateless seeds of each client's noise.
+    statistic: `clipped`, `unclipped` or `bounded` (above).
+    max_norm: `C_max` of `bounded`.
 
   Returns:
     float32 `[s]`, each client's next threshold.
+
+  Raises:
+    ValueError: On an unknown `statistic`.
   """
+  if statistic not in CLIP_STATISTICS:
+    raise ValueError(f'statistic must be one of {", ".join(CLIP_STATISTICS)}. '
+                     f'Found {statistic!r}.')
   num = clip_norms.shape[0]
   segment_ids = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)
-  clipped_sums = tf.math.unsorted_segment_sum(
-      tf.minimum(norms, tf.gather(clip_norms, segment_ids)), segment_ids, num)
+  if statistic == 'clipped':
+    terms, bound = tf.minimum(norms, tf.gather(clip_norms, segment_ids)), clip_norms
+  elif statistic == 'unclipped':
+    terms, bound = norms, clip_norms
+  else:
+    terms, bound = tf.minimum(norms, max_norm), tf.fill([num], float(max_norm))
+  sums = tf.math.unsorted_segment_sum(terms, segment_ids, num)
   noise = tf.stack([tf.random.stateless_normal([], seed=seeds[k]) for k in range(num)])
-  return alpha * tf.abs((clipped_sums + noise * clip_norms * noise_multiplier) / lot_size)
+  return alpha * tf.abs((sums + noise * bound * noise_multiplier) / lot_size)
 
 
 def executed_round_event(noise_multiplier: float, sampling_rate: float,
-                         clipping: str):
+                         clipping: str, statistic: str = 'clipped'):
   """The DP event of one client's round as `_build_slice_update` executes it.
 
   A client's lot (Poisson, rate `q`) is read by the gradient query, its clipped gradient
@@ -168,14 +195,19 @@ def executed_round_event(noise_multiplier: float, sampling_rate: float,
   `min(||g_i||, C)` plus `N(0, (sigma C)^2)` (sensitivity `C`). Both read the same lot
   with the same noise scale, so together they are one Gaussian query of sensitivity
   `sqrt(2) C` with noise `sigma C`: noise multiplier `sigma / sqrt(2)`. With constant
-  clipping only the gradient query runs (multiplier `sigma`).
+  clipping only the gradient query runs (multiplier `sigma`). The `bounded` statistic
+  (norms clipped at `C_max`, noise `sigma C_max`) has the same multiplier `sigma`, so
+  the same joint event; the `unclipped` one has unbounded sensitivity (None).
 
   Returns:
-    `PoissonSampledDpEvent(q, GaussianDpEvent(sigma / sqrt(2) or sigma))`.
+    `PoissonSampledDpEvent(q, GaussianDpEvent(sigma / sqrt(2) or sigma))`, or None for
+    adaptive clipping with the `unclipped` statistic.
   """
   gradient_query = queries.GaussianSumQuery(noise_multiplier, None)
   if clipping != 'adaptive':
     return gradient_query.event(sampling_rate)
+  if statistic == 'unclipped':
+    return None
   norm_query = queries.GaussianSumQuery(noise_multiplier, None)  # `next_clip_norm`
   return queries.joint_event([gradient_query, norm_query], sampling_rate)
 
@@ -221,7 +253,8 @@ def _fold(seed, salt):
 
 def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
                         learning_rate: float, alpha: float, clipping: str,
-                        client_optimizer_state: str, adam: dict):
+                        client_optimizer_state: str, adam: dict,
+                        clip_statistic: str = 'clipped', max_norm: float = 1.0):
   """Returns the tf.function running one round for a slice of clients (see module doc).
 
   Every client of the slice starts from the broadcast `w_t`, so one forward/backward
@@ -257,7 +290,7 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
       norm_seeds = tf.stack([_fold(data['seeds'][k], _NORM_NOISE_SALT)
                              for k in range(slice_size)])
       new_clip = next_clip_norm(norms, row_splits, clip, noise_multiplier, lot_size, alpha,
-                                norm_seeds)
+                                norm_seeds, clip_statistic, max_norm)
     else:
       new_clip = clip
     # A client that does not upload (budget spent) keeps its state; its lot is empty.
@@ -286,7 +319,8 @@ class _AdapDpFlBuilder:
   def __init__(self, keras_builder, data: FederatedData, validation, *, num_classes,
                lot_size, learning_rate, noise_multiplier, beta, alpha, clipping, clip_norm,
                noise_schedule, client_optimizer_state, clip_norm_query, clients_per_slice,
-               adam_beta_1, adam_beta_2, adam_epsilon, seed):
+               adam_beta_1, adam_beta_2, adam_epsilon, seed, clip_statistic='clipped',
+               max_norm=1.0):
     def bad(name, value, why):
       raise ValueError(f'{name} {why}. Found {name}={value!r}.')
     # The method's own options, by its hyperparameter class (one set of checks);
@@ -294,7 +328,8 @@ class _AdapDpFlBuilder:
     AdapDPFLHparams(lot_size=lot_size, clipping_factor=alpha, beta=beta, clipping=clipping,
                     noise_schedule=noise_schedule,
                     client_optimizer_state=client_optimizer_state,
-                    clip_norm_query=clip_norm_query)
+                    clip_norm_query=clip_norm_query, clip_statistic=clip_statistic,
+                    max_norm=max_norm)
     if alpha is None or beta is None:
       bad('clipping_factor' if alpha is None else 'beta', None, 'must be given')
     if learning_rate <= 0:
@@ -320,8 +355,8 @@ class _AdapDpFlBuilder:
         client_optimizer_state=client_optimizer_state, clip_norm_query=clip_norm_query,
         clients_per_slice=clients_per_slice, adam_beta_1=adam_beta_1,
         adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon, seed=seed,
-        num_clients=num_clients, slice_size=slice_size, num_slices=num_slices,
-        decay_on=decay_on, lot=lot, adam=adam)
+        clip_statistic=clip_statistic, max_norm=max_norm, num_clients=num_clients,
+        slice_size=slice_size, num_slices=num_slices, decay_on=decay_on, lot=lot, adam=adam)
 
   def model_weights(self) -> None:
     """The seeded initial weights and their types."""
@@ -441,6 +476,7 @@ class _AdapDpFlBuilder:
         self.lot, self.learning_rate, self.alpha, self.clipping,
         self.client_optimizer_state, self.adam, self.data, self.decay_on, self.beta,
         self.init_fn, self.initialize_clients, self.client_data_fn)
+    clip_statistic, max_norm = self.clip_statistic, self.max_norm
     broadcast_type = tff.StructType([('trainable', trainable_type),
                                      ('noise_multiplier', tff.TensorType(np.float32))])
 
@@ -453,7 +489,7 @@ class _AdapDpFlBuilder:
     def client_work(broadcast, state, client_data):
       slice_update = _build_slice_update(
           keras_builder, slice_size, lot, learning_rate, alpha, clipping,
-          client_optimizer_state, adam)
+          client_optimizer_state, adam, clip_statistic, max_norm)
       update_sum, weight_sum, new_state, loss_sum, num_examples = slice_update(
           list(broadcast['trainable']), broadcast['noise_multiplier'], state, client_data)
       uploads = collections.OrderedDict(
@@ -527,6 +563,7 @@ class _AdapDpFlBuilder:
          self.learning_rate, self.noise_multiplier, self.beta, self.alpha, self.clip_norm,
          self.noise_schedule, self.client_optimizer_state, self.adam_beta_1,
          self.adam_beta_2, self.adam_epsilon)
+    clip_statistic, max_norm = self.clip_statistic, self.max_norm
     client_ids = np.array(data.client_ids).reshape(num_slices, slice_size)
     sizes = data.client_sizes
     rates = np.minimum(1.0, lot / sizes)
@@ -567,7 +604,10 @@ class _AdapDpFlBuilder:
 
     def guaranteed(cohort, state):
       sigma = sigma_of(state)
-      return releases(cohort, sigma, lambda q: executed_round_event(sigma, q, clipping))
+      if clipping == 'adaptive' and clip_statistic == 'unclipped' and sigma != 0:
+        return [(cohort, None, UNCLIPPED_REASON)]
+      return releases(cohort, sigma,
+                      lambda q: executed_round_event(sigma, q, clipping, clip_statistic))
 
     def quantities(state) -> dict:
       clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])
@@ -605,7 +645,8 @@ class _AdapDpFlBuilder:
             beta=beta, alpha=alpha, clipping=clipping, clip_norm=clip_norm,
             noise_schedule=noise_schedule, client_optimizer_state=client_optimizer_state,
             clip_norm_query=clip_norm_query, clients_per_slice=slice_size,
-            adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon,
+            clip_statistic=clip_statistic, max_norm=max_norm, adam_beta_1=adam_beta_1,
+            adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon,
             sampling_rates=sorted(set(float(r) for r in rates))),
         notes=dict(
             adam_beta_1=not_given + 'the PyTorch Adam defaults the authors\' code uses',
@@ -637,7 +678,8 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
                      clients_per_slice: Optional[int] = None,
                      adam_beta_1: float = 0.9, adam_beta_2: float = 0.999,
                      adam_epsilon: float = 1e-8,
-                     seed: int = 0) -> common.Method:
+                     seed: int = 0, clip_statistic: str = 'clipped',
+                     max_norm: float = 1.0) -> common.Method:
   """Builds Adap DP-FL (Alg. 1) as a `common.Method` with stateful clients.
 
   Args:
@@ -660,6 +702,9 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
       (default: all clients in one slice).
     adam_beta_1, adam_beta_2, adam_epsilon: Adam's constants (PyTorch defaults).
     seed: Model-initialisation seed.
+    clip_statistic: The statistic of the adaptive threshold (`next_clip_norm`):
+      `clipped` (eq. 6 as written), `unclipped` (no DP guarantee) or `bounded`.
+    max_norm: `C_max` of `clip_statistic='bounded'` (`> 0`).
 
   Returns:
     A `common.Method` whose `process` is an `AdapDpFlProcess`; its runner state is
@@ -674,7 +719,7 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
       clipping=clipping, clip_norm=clip_norm, noise_schedule=noise_schedule,
       client_optimizer_state=client_optimizer_state, clip_norm_query=clip_norm_query,
       clients_per_slice=clients_per_slice, adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2,
-      adam_epsilon=adam_epsilon, seed=seed)
+      adam_epsilon=adam_epsilon, seed=seed, clip_statistic=clip_statistic, max_norm=max_norm)
   for section in (builder.model_weights, builder.types, builder.server, builder.client_data,
                   builder.client_initialisation, builder.one_round):
     section()
@@ -711,6 +756,12 @@ class AdapDPFLHparams(registry.MethodHparams):
   clip_norm_query: str = registry.option(
       'accounted', 'accounted (the budget applies to epsilon_guaranteed) or free (to the '
       'paper\'s eq.-10 count)', choices=CLIP_NORM_QUERY_MODES)
+  clip_statistic: str = registry.option(
+      'clipped', 'statistic of the adaptive threshold: clipped (eq. 6 as written: '
+      'min(||g_i||, C), shrinks geometrically), unclipped (the noisy mean of the '
+      'unclipped norms: fixed point alpha x mean norm, epsilon_guaranteed = inf) or '
+      'bounded (norms clipped at --max-norm, sensitivity C_max)', choices=CLIP_STATISTICS)
+  max_norm: float = registry.option(1.0, 'C_max of clip_statistic=bounded')
 
   def __post_init__(self):
     super().__post_init__()
@@ -721,6 +772,8 @@ class AdapDPFLHparams(registry.MethodHparams):
                        f'clipping_factor={self.clipping_factor!r}.')
     if self.beta is not None and not 0 < self.beta <= 1:
       raise ValueError(f'beta must be in (0, 1]. Found beta={self.beta!r}.')
+    if self.max_norm <= 0:
+      raise ValueError(f'max_norm must be positive. Found max_norm={self.max_norm!r}.')
 
   def resolved(self, dataset: str):
     paper = PAPER_DEFAULTS.get(dataset, PAPER_DEFAULTS['mnist'])
@@ -734,6 +787,12 @@ class AdapDPFLHparams(registry.MethodHparams):
     return dataclasses.replace(self, **changes), notes
 
   def check_run(self, config) -> None:
+    if (self.clipping == 'adaptive' and self.clip_statistic == 'unclipped'
+        and self.clip_norm_query == 'accounted' and config.epsilon_budget is not None):
+      raise ValueError('clip_statistic=unclipped has no finite epsilon_guaranteed, so a '
+                       'budget on it stops every client at once: use clip_norm_query=free '
+                       '(the budget on the paper\'s count). Found clip_norm_query='
+                       f'{self.clip_norm_query!r}.')
     if config.clients_per_slice is not None and config.clients % config.clients_per_slice:
       raise ValueError(f'clients_per_slice must divide clients={config.clients} for '
                        f'adap_dp_fl. Found clients_per_slice={config.clients_per_slice!r}.')
@@ -747,7 +806,8 @@ def _build(ctx: registry.BuildContext, hp: AdapDPFLHparams) -> common.Method:
       lot_size=hp.lot_size, learning_rate=c.learning_rate, noise_multiplier=c.noise_multiplier,
       beta=hp.beta, alpha=hp.clipping_factor, clipping=hp.clipping, clip_norm=c.clip_norm,
       noise_schedule=hp.noise_schedule, client_optimizer_state=hp.client_optimizer_state,
-      clip_norm_query=hp.clip_norm_query, clients_per_slice=c.clients_per_slice, seed=c.seed)
+      clip_norm_query=hp.clip_norm_query, clients_per_slice=c.clients_per_slice, seed=c.seed,
+      clip_statistic=hp.clip_statistic, max_norm=hp.max_norm)
 
 
 METHODS = (registry.MethodSpec(
