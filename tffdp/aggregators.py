@@ -293,8 +293,9 @@ def laplace_noise(shape, scale: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
 
   Variance `2 scale^2`. TF's stateful RNG (fresh per call), like TFF's DP factories.
   """
-  u = tf.random.uniform([2] + list(shape), minval=np.finfo(np.float32).tiny, maxval=1.0,
-                        dtype=dtype)
+  shape = tf.reshape(tf.convert_to_tensor(shape, dtype=tf.int32), [-1])
+  u = tf.random.uniform(tf.concat([[2], shape], 0), minval=np.finfo(np.float32).tiny,
+                        maxval=1.0, dtype=dtype)
   return tf.cast(scale, dtype) * (tf.math.log(u[0]) - tf.math.log(u[1]))
 
 

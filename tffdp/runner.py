@@ -345,14 +345,16 @@ class Runner:
     self.config, self.exp, self.method = config, exp, exp.method
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
-    if method.ledger == 'laplace':
+    if method.ledger in ('laplace', 'basic_claimed'):
       self.claimed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
                                            privacy.BASIC_COMPOSITION, method.rdp_orders)
-      self.guaranteed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
-                                              privacy.BEST_COMPOSITION, method.rdp_orders)
     else:
       self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
                                            method.rdp_orders, method.claimed_conversion)
+    if method.ledger == 'laplace':
+      self.guaranteed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
+                                              privacy.BEST_COMPOSITION, method.rdp_orders)
+    else:
       self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
                                               method.rdp_orders)
     if method.releases_from_round is not None and config.epsilon_budget is not None:

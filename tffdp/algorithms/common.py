@@ -240,9 +240,10 @@ class Method:
       theorem uses it. The guaranteed ledger always uses dp_accounting's.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
-    ledger: `rdp` (`privacy.PrivacyLedger` for both ledgers) or `laplace`
+    ledger: `rdp` (`privacy.PrivacyLedger` for both ledgers), `laplace`
       (`privacy.LaplaceLedger`: basic composition for the claimed ledger, the best of
-      basic, RDP and PLD for the guaranteed one).
+      basic, RDP and PLD for the guaranteed one) or `basic_claimed` (the claimed ledger
+      a basic-composition `LaplaceLedger`, the guaranteed one a `PrivacyLedger`).
     releases_from_round: For methods whose DP events are known only once the round has
       run (a budget the client work computes, e.g. cosAFed's `epsilon'`): `(cohort, new
       state, metrics) -> (claimed releases, guaranteed releases)` of that round. The
@@ -279,8 +280,8 @@ class Method:
                                          tuple[Releases, Releases]]] = None
 
   def __post_init__(self):
-    if self.ledger not in ('rdp', 'laplace'):
-      raise ValueError(f'ledger must be rdp or laplace. Found {self.ledger!r}.')
+    if self.ledger not in ('rdp', 'laplace', 'basic_claimed'):
+      raise ValueError(f'ledger must be rdp, laplace or basic_claimed. Found {self.ledger!r}.')
     if self.initialize is None:
       self.initialize = self.process.initialize
     if self.model_weights is None:

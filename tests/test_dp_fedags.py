@@ -1,0 +1,159 @@
+"""DP-FedAGS: eq. 35 on hand arrays, the sparse-vector selection with negligible noise,
+the noise scales, eq. 37's weights, the ledgers against dp_accounting, a run."""
+
+import collections
+import math
+
+import dp_accounting
+import numpy as np
+import pytest
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import config as config_lib, runner
+from tffdp.algorithms import dp_fedags
+
+
+def test_eq35_threshold_one_indexed_ceilings():
+  g = tf.constant([0.3, 0.1, 0.2, 0.4])
+  got = [float(dp_fedags.significance_threshold(g, t, 4)) for t in (1, 2, 3, 4)]
+  # ceil(t |W| / T) = t; ceil(0.9 * 4) = 4 caps nothing here
+  assert got == pytest.approx([0.1, 0.2, 0.3, 0.4])
+  g10 = tf.constant(np.arange(1, 11, dtype=np.float32))   # sorted 1..10
+  assert float(dp_fedags.significance_threshold(g10, 1, 3)) == 4.0    # ceil(10 / 3) = 4
+  assert float(dp_fedags.significance_threshold(g10, 3, 3)) == 9.0    # capped: ceil(9) = 9
+  assert float(dp_fedags.significance_threshold(g10, 50, 3)) == 9.0   # rank > |W| capped
+
+
+def test_eq2_sigma():
+  # Amendment 1: 8.04 / 4.60 / 2.40 at epsilon 0.1 / 0.2 / 0.5 with Delta_S = 1
+  got = [dp_fedags.eq2_noise_multiplier(1.0, e) for e in (0.1, 0.2, 0.5)]
+  assert got == pytest.approx([8.04, 4.60, 2.40], abs=0.01)
+  assert got[2] == pytest.approx(math.sqrt(2 * (math.log(1.25) + 0.5)) / 0.5)
+
+
+def test_eq37_weights_sum_to_one_and_favour_the_higher_loss():
+  w = dp_fedags.loss_weights(tf.constant([100.0, 300.0]), tf.constant([1.0, 3.0])).numpy()
+  np.testing.assert_allclose(w, [0.25, 0.75])   # (100*4 + 400*1) / 3200, (1200 + 1200) / 3200
+  w = dp_fedags.loss_weights(tf.constant([100.0, 300.0]), tf.constant([3.0, 1.0])).numpy()
+  np.testing.assert_allclose(w, [(400 + 1200) / 3200, (1200 + 400) / 3200])
+  assert w.sum() == pytest.approx(1.0)
+  np.testing.assert_allclose(
+      dp_fedags.loss_weights(tf.constant([1.0, 3.0]), tf.constant([5.0, 1.0]), 'size'),
+      [0.25, 0.75])
+
+
+def _value_type(dim):
+  return tff.types.tensorflow_to_type(collections.OrderedDict(
+      update=[tf.TensorSpec([dim], tf.float32)], loss=tf.TensorSpec([], tf.float32),
+      num_examples=tf.TensorSpec([], tf.float32)))
+
+
+def _values(updates, losses, sizes):
+  return [collections.OrderedDict(update=[np.asarray(u, np.float32)], loss=np.float32(l),
+                                  num_examples=np.float32(n))
+          for u, l, n in zip(updates, losses, sizes)]
+
+
+def test_loss_weighted_mean_factory():
+  process = dp_fedags.LossWeightedMeanFactory().create(_value_type(2))
+  out = process.next(process.initialize(), _values([[1.0, 0.0], [0.0, 1.0]], [1.0, 3.0],
+                                                   [100.0, 300.0]))
+  np.testing.assert_allclose(out.result[0], [0.25, 0.75], rtol=1e-6)
+
+
+def test_svt_selection_with_negligible_noise_is_the_threshold_test():
+  # epsilon huge: every Laplace and Gaussian scale ~1e-12, so the test is |g'_j| >= lambda_t
+  g = np.array([0.05, 0.4, 0.1, 0.3, 0.2, 0.15, 0.25, 0.35, 0.01, 0.02], np.float32)
+  factory = dp_fedags.SignificantGradientFactory(1.0, 1e12, 1e12, 1e12, 1e12, rounds=10,
+                                                 delta_s='clip')
+  process = factory.create(_value_type(10))
+  state = process.initialize()
+  norm = np.linalg.norm(g)   # < 1: not clipped
+  for t in (1, 4, 9):
+    while int(state['round']) < t - 1:
+      state = process.next(state, _values([g], [1.0], [10.0])).state
+    out = process.next(state, _values([g], [1.0], [10.0]))
+    lam = np.sort(np.abs(g))[min(math.ceil(t * 10 / 10), 9) - 1]
+    m = out.measurements['significant_gradient']
+    assert float(m['threshold']) == pytest.approx(lam)
+    assert float(m['significant_fraction']) == pytest.approx(np.mean(np.abs(g) >= lam))
+    # one client: weight 1; eq. 2 noise std sqrt(2 (ln 1.25 + eps)) / eps ~ 1.4e-6
+    np.testing.assert_allclose(out.result[0], g, atol=1e-5)
+    assert norm < 1 and int(m['clipped']) == 0
+
+
+@pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
+def test_noise_scales(perturbation):
+  dim, n_k, lr = 100_000, 50.0, 0.1
+  factory = dp_fedags.SignificantGradientFactory(
+      1.0, 0.5, 0.025, 0.025, 0.45, rounds=10, learning_rate=lr, perturbation=perturbation,
+      perturb_all=True)
+  process = factory.create(_value_type(dim))
+  out = process.next(process.initialize(), _values([np.zeros(dim)], [1.0], [n_k]))
+  ds = 2 * lr * 1.0 / n_k                      # Delta_S = 2 eta C / n_k (Amendment 1)
+  noise = np.asarray(out.result[0])
+  if perturbation == 'gaussian':
+    expected = dp_fedags.eq2_noise_multiplier(ds, 0.5) * 1.0   # sigma C
+    assert noise.std() == pytest.approx(expected, rel=0.02)
+  else:
+    assert noise.var() == pytest.approx(2 * (ds / 0.45) ** 2, rel=0.03)
+  assert float(out.measurements['significant_gradient']['noise_std']) == pytest.approx(
+      expected if perturbation == 'gaussian' else math.sqrt(2) * ds / 0.45, rel=1e-5)
+
+
+def _run(tmp_path, name, **kw):
+  config = config_lib.RunConfig.create(
+      method='dp_fedags', dataset='synthetic', rounds=3, clients=6, clients_per_round=3,
+      model='logistic_regression', partition='iid', learning_rate=0.1, batch_size=32,
+      clip_norm=1.0, delta=1e-3, out=str(tmp_path / name), **kw)
+  return runner.run(config, log=lambda s: None), config
+
+
+def test_ledgers(tmp_path):
+  summary, _ = _run(tmp_path, 'literal', epsilon=0.2)
+  assert summary['epsilon_claimed'] == pytest.approx(0.2)   # the paper's per-round epsilon
+  assert summary['epsilon_guaranteed'] == 'inf'
+  assert dp_fedags.UNPERTURBED_REASON in summary['epsilon_reasons']
+  summary, _ = _run(tmp_path, 'loss', epsilon=0.2, perturb_all=True)
+  assert dp_fedags.LOSS_REASON in summary['epsilon_reasons']
+  summary, config = _run(tmp_path, 'dp', epsilon=0.2, perturb_all=True, weighting='size')
+  with open(tmp_path / 'dp' / 'metrics.csv') as f:
+    import csv
+    rows = list(csv.DictReader(f))
+  assert rows[-1]['significant_fraction'] != '' and rows[-1]['weight_min'] != ''
+  assert 0 < summary['epsilon_guaranteed'] < math.inf   # the events: see the next test
+
+
+def test_guaranteed_event_matches_dp_accounting(tmp_path):
+  from tffdp.data import FederatedData
+  rng = np.random.default_rng(0)
+  shape = (28, 28, 1)
+  x = rng.integers(0, 256, (40, *shape), dtype=np.uint8)
+  y = np.arange(40) % 10
+  parts = [np.arange(0, 10), np.arange(10, 40)]
+  data = FederatedData(x, y, parts, cache_dir=str(tmp_path))
+  import functools
+  from tffdp import models
+  builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+  m = dp_fedags.build_dp_fedags(builder, data, rounds=3, epsilon=0.5, perturb_all=True,
+                                weighting='size', learning_rate=0.1)
+  state = m.initialize()
+  releases = m.guaranteed_releases(np.array([0, 1]), state)
+  events = {int(c[0]): e for c, e, _ in releases}
+  # client 0: n = 10, Delta_S = 2 * 0.1 / 10 = 0.02, noise std eq2(0.02, 0.5) * C on C = 1
+  assert events[0] == dp_accounting.GaussianDpEvent(dp_fedags.eq2_noise_multiplier(0.02, 0.5))
+  assert events[1] == dp_accounting.GaussianDpEvent(
+      dp_fedags.eq2_noise_multiplier(2 * 0.1 / 30, 0.5))
+  claimed = m.claimed_releases(np.array([0]), state)
+  assert len(claimed) == 1 and len(claimed[0][0]) == 2   # every client charged once
+  assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 0.5)
+
+
+@pytest.mark.parametrize('kw,match', [
+    (dict(epsilon_1_fraction=0.6, epsilon_2_fraction=0.5), 'sum below 1'),
+    (dict(epsilon=0.0), 'epsilon must be positive'),
+    (dict(delta_s='both'), 'delta_s must be one of')])
+def test_bad_options_are_named(kw, match):
+  with pytest.raises(ValueError, match=match):
+    dp_fedags.DPFedAGSHparams(**kw)

@@ -1,0 +1,530 @@
+"""DP-FedAGS: sparse-vector selection of significant coordinates, loss-weighted aggregation.
+
+Paper: "DP-FedAGS" (`../shared/papers/004_fd8e6656ad8e147a.txt`, eqs. 1-3, 35, 37,
+Algorithm 1, Sec. V); spec `dp_fedags.md`, whose Amendments override its body. Round `t`:
+
+1. each of the `k` sampled clients runs `E` local epochs of minibatch SGD (lr `eta`,
+   batch `B`) from `W_t`, accumulating `g = sum_i g_i` (so `eta g` is the model delta)
+   and its mean training loss `L_k`; it uploads `<g, L_k, n_k>`;
+2. `SignificantGradientFactory` perturbs each upload (the paper runs this in
+   `clientTrain`; the factory applies it to each client's value before any sum):
+   clip `g' = g / max(1, ||g|| / C)`; the threshold `lambda_t` of eq. 35; the sparse-vector
+   test per coordinate `|g'_j| + alpha_j >= lambda_t + beta` (`alpha_j ~
+   Lap(Delta_S / epsilon_1)` fresh per coordinate, `beta ~ Lap(Delta_S / epsilon_2)` once
+   per client and round); significant coordinates get `N(0, sigma^2 C^2)` with eq. 2's
+   `sigma = (Delta_S / epsilon) sqrt(2 ln(1.25 / zeta))`, `zeta = e^{-epsilon}` (Alg. 1
+   line 26; `perturbation='laplace'`: `Lap(Delta_S / epsilon_3)`, the mechanism Theorems
+   1-2 analyse); the others are uploaded unperturbed (`perturb_all=True` noises every
+   coordinate);
+3. `LossWeightedMeanFactory` averages with eq. 37's `gamma_k = (n_k L + n L_k) / (2 n L)`
+   (`L = sum L_k`, `n = sum n_k`; `weighting='size'`: `n_k / n`); eq. 37 gives more weight
+   to the clients with the higher loss, contrary to the text (Amendment 4);
+4. `W_{t+1} = W_t - eta g` (`tff.learning.optimizers.build_sgdm(eta)`).
+
+`Delta_S` (Amendment 1): `delta_s='scaled'` (default, tffdp's reading) `2 eta C / n_k`,
+the sensitivity of a clipped gradient sum scaled by `eta / n_k`; `delta_s='clip'`: `C`
+(the paper's "global sensitivity", with which eq. 2's noise buries every gradient).
+
+Privacy (client-level): `epsilon_claimed` is the paper's `epsilon` (Theorem 2, per round;
+the paper does not compose over rounds): every client is charged one epsilon-DP release
+before the first round (basic composition, so the report is exactly `epsilon`).
+`epsilon_guaranteed` is
+`inf` unless `perturb_all` and `weighting='size'` (the loss `L_k` is uploaded in the
+clear and sets the weights, and unperturbed coordinates are released exactly; Amendment
+3); then each participation is the Gaussian mechanism with noise multiplier `sigma`
+relative to sensitivity `C` (add/remove), or the Laplace one on L1 sensitivity
+`sqrt(|W|) C` (the clip bounds the L2 norm), composed over the rounds the client took
+part in (no amplification by the uniform cohort: a valid upper bound).
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import math
+from typing import Optional
+
+import dp_accounting
+import numpy as np
+import tensorflow as tf
+import tensorflow_federated as tff
+
+from tffdp import aggregators, privacy
+from tffdp.algorithms import common, dp_sgd, registry
+from tffdp.data.federated import FederatedData, ShuffleBatch
+
+PERTURBATIONS = ('gaussian', 'laplace')
+DELTA_S_MODES = ('scaled', 'clip')
+WEIGHTINGS = ('loss', 'size')
+LOSS_REASON = ('the clients\' training losses L_k are uploaded in the clear and set the '
+               'aggregation weights (eq. 37)')
+UNPERTURBED_REASON = ('coordinates the sparse-vector test does not select are uploaded '
+                      'without noise')
+
+
+# ----- eqs. 2, 35, 37 -----------------------------------------------------------------
+
+def eq2_noise_multiplier(sensitivity, epsilon: float):
+  """Eq. 2: `sigma = (Delta_S / epsilon) sqrt(2 ln(1.25 / zeta))`, `zeta = e^{-epsilon}`.
+
+  `sensitivity` may be a float or a float32 tensor; `epsilon > 0`.
+  """
+  return sensitivity / epsilon * math.sqrt(2.0 * (math.log(1.25) + epsilon))
+
+
+def significance_threshold(abs_values: tf.Tensor, round_num, rounds: int) -> tf.Tensor:
+  """Eq. 35: `min(sort(|g'|)[ceil(t |W| / T)], sort(|g'|)[ceil(9 |W| / 10)])`.
+
+  Ascending sort, 1-indexed ranks (the index is capped at `|W|`). The paper's text says
+  the threshold shrinks over training; the formula grows it with `t` up to the 90th
+  percentile. The formula is implemented.
+
+  Args:
+    abs_values: float32 `[|W|]`, the magnitudes `|g'|`.
+    round_num: int32 `t >= 1`.
+    rounds: `T`.
+
+  Returns:
+    float32 scalar `lambda_t`.
+  """
+  w = tf.shape(abs_values)[0]
+  s = tf.sort(abs_values)
+  wf = tf.cast(w, tf.float64)
+  rank_t = tf.cast(tf.math.ceil(tf.cast(round_num, tf.float64) * wf / float(rounds)), tf.int32)
+  rank_90 = tf.cast(tf.math.ceil(9.0 * wf / 10.0), tf.int32)
+  pick = lambda rank: s[tf.clip_by_value(rank, 1, w) - 1]
+  return tf.minimum(pick(rank_t), pick(rank_90))
+
+
+def loss_weights(num_examples, losses, weighting: str = 'loss'):
+  """Eq. 37: `gamma_k = (n_k L + n L_k) / (2 n L)` (`weighting='size'`: `n_k / n`).
+
+  Args:
+    num_examples: float `[k]` `n_k`.
+    losses: float `[k]` `L_k` (positive).
+    weighting: `loss` (eq. 37) or `size`.
+
+  Returns:
+    float `[k]` weights summing to 1.
+  """
+  n = tf.reduce_sum(num_examples)
+  if weighting == 'size':
+    return num_examples / n
+  total = tf.reduce_sum(losses)
+  return (num_examples * total + n * losses) / (2.0 * n * total)
+
+
+# ----- aggregation factories ----------------------------------------------------------
+
+class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
+  """Eq. 37's loss-weighted mean of `<update, loss, num_examples>` client values.
+
+  Two federated steps: the server sums `L = sum L_k` and `n = sum n_k` and broadcasts
+  them; each client scales its update by `gamma_k` (`loss_weights`); the server sums.
+  Any method's updates can be averaged this way (the value needs only a loss and a size).
+  `weighting='size'` is FedAvg's `n_k / n`. Measurements: `<weight_min, weight_max,
+  loss_sum, num_examples>`.
+
+  Raises:
+    ValueError: On an unknown `weighting`.
+  """
+
+  def __init__(self, weighting: str = 'loss'):
+    if weighting not in WEIGHTINGS:
+      raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. '
+                       f'Found {weighting!r}.')
+    self._weighting = weighting
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    weighting = self._weighting
+    update_type = value_type.update
+
+    @tff.federated_computation
+    def init_fn():
+      return tff.federated_value((), tff.SERVER)
+
+    @tff.tensorflow.computation(value_type, np.float32, np.float32)
+    def scale(value, loss_total, n_total):
+      n_k, l_k = value['num_examples'], value['loss']
+      if weighting == 'size':
+        gamma = n_k / n_total
+      else:
+        gamma = (n_k * loss_total + n_total * l_k) / (2.0 * n_total * loss_total)
+      return tf.nest.map_structure(lambda u: u * gamma, value['update']), gamma
+
+    @tff.federated_computation(init_fn.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      loss_total = tff.federated_sum(value.loss)
+      n_total = tff.federated_sum(value.num_examples)
+      scaled, gamma = tff.federated_map(scale, (
+          value, tff.federated_broadcast(loss_total), tff.federated_broadcast(n_total)))
+      measured = tff.federated_zip(collections.OrderedDict(
+          weight_min=tff.federated_min(gamma), weight_max=tff.federated_max(gamma),
+          loss_sum=loss_total, num_examples=n_total))
+      return tff.templates.MeasuredProcessOutput(
+          state=state, result=tff.federated_sum(scaled), measurements=measured)
+
+    del update_type
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
+  """DP-FedAGS's perturbation of each client's gradient (Alg. 1 lines 21-29, eqs. 1-2, 35).
+
+  Values are `<update=g, loss=L_k, num_examples=n_k>`; the perturbed `<g_k, L_k, n_k>`
+  go to `inner` (default `LossWeightedMeanFactory()`). The state is the round counter
+  `t` (int32@SERVER, broadcast for eq. 35's threshold).
+
+  Args:
+    clip_norm: `C > 0` (the global L2 clip of `g`).
+    epsilon: The per-round budget `epsilon` (eq. 2's sigma and `zeta`).
+    epsilon_1, epsilon_2, epsilon_3: The split (SVT test noise, SVT threshold noise,
+      Laplace perturbation), each `> 0`.
+    rounds: `T` of eq. 35.
+    delta_s: `scaled` (`Delta_S = 2 eta C / n_k`, Amendment 1) or `clip` (`C`).
+    learning_rate: `eta` of `scaled`.
+    perturbation: `gaussian` (Alg. 1 line 26, std `sigma C`) or `laplace`
+      (`Lap(Delta_S / epsilon_3)`).
+    perturb_all: Noise every coordinate (the SVT still runs and is measured).
+    inner: Unweighted factory of `<update, loss, num_examples>`.
+
+  Measurements: `<significant_fraction (mean over clients), threshold (mean lambda_t),
+  threshold_max, max_abs_gradient (largest |g'_j|), noise_std (mean per-coordinate std),
+  clipped (clients whose ||g|| > C), mean_abs_gradient (mean |g'_j|), round>` and `inner`.
+
+  Raises:
+    ValueError: On an invalid argument.
+  """
+
+  def __init__(self, clip_norm: float, epsilon: float, epsilon_1: float, epsilon_2: float,
+               epsilon_3: float, rounds: int, *, delta_s: str = 'scaled',
+               learning_rate: float = 0.1, perturbation: str = 'gaussian',
+               perturb_all: bool = False,
+               inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
+    for name, v in (('clip_norm', clip_norm), ('epsilon', epsilon), ('epsilon_1', epsilon_1),
+                    ('epsilon_2', epsilon_2), ('epsilon_3', epsilon_3),
+                    ('learning_rate', learning_rate), ('rounds', rounds)):
+      if not v > 0:
+        raise ValueError(f'{name} must be positive. Found {name}={v!r}.')
+    if delta_s not in DELTA_S_MODES:
+      raise ValueError(f'delta_s must be one of {", ".join(DELTA_S_MODES)}. Found {delta_s!r}.')
+    if perturbation not in PERTURBATIONS:
+      raise ValueError(f'perturbation must be one of {", ".join(PERTURBATIONS)}. '
+                       f'Found {perturbation!r}.')
+    self._kw = dict(clip_norm=float(clip_norm), epsilon=float(epsilon),
+                    epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
+                    epsilon_3=float(epsilon_3), rounds=int(rounds), delta_s=delta_s,
+                    learning_rate=float(learning_rate), perturbation=perturbation,
+                    perturb_all=bool(perturb_all))
+    self._inner = inner or LossWeightedMeanFactory()
+
+  def create(self, value_type) -> tff.templates.AggregationProcess:
+    kw = self._kw
+    inner = self._inner.create(value_type)
+    c, eps = kw['clip_norm'], kw['epsilon']
+
+    @tff.federated_computation
+    def init_fn():
+      return tff.federated_zip(collections.OrderedDict(
+          round=tff.federated_value(np.int32(0), tff.SERVER), inner=inner.initialize()))
+
+    @tff.tensorflow.computation(value_type, np.int32)
+    def perturb(value, round_num):
+      leaves = tf.nest.flatten(value['update'])
+      flat = tf.concat([tf.reshape(v, [-1]) for v in leaves], 0)
+      norm = tf.norm(flat)
+      clipped = flat / tf.maximum(1.0, norm / c)
+      ds = (2.0 * kw['learning_rate'] * c / value['num_examples'] if kw['delta_s'] == 'scaled'
+            else tf.constant(c))
+      magnitude = tf.abs(clipped)
+      lam = significance_threshold(magnitude, round_num, kw["rounds"])
+      size = tf.shape(flat)
+      alpha = aggregators.laplace_noise(size, ds / kw['epsilon_1'])
+      beta = aggregators.laplace_noise([1], ds / kw['epsilon_2'])[0]
+      significant = magnitude + alpha >= lam + beta
+      if kw['perturbation'] == 'gaussian':
+        std = eq2_noise_multiplier(ds, eps) * c
+        noise = tf.random.normal(size) * std
+      else:
+        std = math.sqrt(2.0) * ds / kw['epsilon_3']
+        noise = aggregators.laplace_noise(size, ds / kw['epsilon_3'])
+      mask = tf.ones_like(flat) if kw['perturb_all'] else tf.cast(significant, tf.float32)
+      out_flat = clipped + noise * mask
+      out, start = [], 0
+      for v in leaves:
+        n = int(np.prod(v.shape))
+        out.append(tf.reshape(out_flat[start:start + n], tf.shape(v)))
+        start += n
+      new_value = collections.OrderedDict(
+          update=tf.nest.pack_sequence_as(value['update'], out), loss=value['loss'],
+          num_examples=value['num_examples'])
+      stats = collections.OrderedDict(
+          significant_fraction=tf.reduce_mean(tf.cast(significant, tf.float32)),
+          threshold=lam, noise_std=tf.cast(std, tf.float32),
+          clipped=tf.cast(norm > c, tf.int32), mean_abs_gradient=tf.reduce_mean(magnitude),
+          max_abs_gradient=tf.reduce_max(magnitude))
+      return new_value, stats
+
+    @tff.federated_computation(init_fn.type_signature.result,
+                               tff.FederatedType(value_type, tff.CLIENTS))
+    def next_fn(state, value):
+      round_num = tff.federated_map(_increment, state.round)
+      perturbed, stats = tff.federated_map(
+          perturb, (value, tff.federated_broadcast(round_num)))
+      out = inner.next(state.inner, perturbed)
+      measured = tff.federated_zip(collections.OrderedDict(
+          significant_fraction=tff.federated_mean(stats.significant_fraction),
+          threshold=tff.federated_mean(stats.threshold),
+          threshold_max=tff.federated_max(stats.threshold),
+          max_abs_gradient=tff.federated_max(stats.max_abs_gradient),
+          noise_std=tff.federated_mean(stats.noise_std),
+          clipped=tff.federated_sum(stats.clipped),
+          mean_abs_gradient=tff.federated_mean(stats.mean_abs_gradient),
+          round=round_num))
+      return tff.templates.MeasuredProcessOutput(
+          state=tff.federated_zip(collections.OrderedDict(round=round_num, inner=out.state)),
+          result=out.result,
+          measurements=tff.federated_zip(collections.OrderedDict(
+              significant_gradient=measured, inner=out.measurements)))
+
+    return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+@tff.tensorflow.computation(np.int32)
+def _increment(t):
+  return t + 1
+
+
+# ----- the learning process -----------------------------------------------------------
+
+def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: float,
+                         local_epochs: int) -> tff.learning.templates.ClientWorkProcess:
+  """Alg. 1 `clientTrain` before the perturbation: `E` epochs of minibatch SGD.
+
+  Each client's result is `<update=g = (W_t - W_k) / eta, loss=L_k (mean training loss),
+  num_examples=n_k>` with weight `E n_k`; measurements `train=<loss_sum, num_examples,
+  num_steps>` summed over clients.
+  """
+  weights_type = common.weights_type_of(keras_builder)
+  init_fn = dp_sgd._initial_state('none', learning_rate, 0.0, 1.0)  # pylint: disable=protected-access
+  state_type = init_fn.type_signature.result.member
+
+  @tff.tensorflow.computation(state_type, weights_type, data.client_data_type)
+  def client_fn(state, weights, client_data):
+    del state
+    client_update = dp_sgd.build_client_update(keras_builder, learning_rate, 'none')
+    seed = client_data['seed'].get_single_element()
+    update, weight, metrics = client_update(list(weights.trainable), client_data['batches'],
+                                            seed, 0.0, 1.0)
+    value = collections.OrderedDict(
+        update=[u / learning_rate for u in update],
+        loss=metrics['loss_sum'] / tf.maximum(tf.cast(metrics['num_examples'], tf.float32), 1.0),
+        num_examples=weight / float(local_epochs))
+    return tff.learning.templates.ClientResult(update=value, update_weight=weight), metrics
+
+  return dp_sgd._client_work_process(init_fn, weights_type, data.client_data_type,  # pylint: disable=protected-access
+                                     client_fn)
+
+
+def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 0.5,
+                    epsilon_split: tuple[float, float, float] = (0.05, 0.05, 0.9),
+                    clip_norm: float = 1.0, learning_rate: float = 0.1, batch_size: int = 128,
+                    local_epochs: int = 1, delta_s: str = 'scaled',
+                    perturbation: str = 'gaussian', perturb_all: bool = False,
+                    weighting: str = 'loss', clients_per_round: int = 10,
+                    delta: float = 1e-3, seed: int = 0) -> common.Method:
+  """Builds DP-FedAGS (see the module docstring).
+
+  Args:
+    keras_builder: No-arg callable returning the model (logits out).
+    data: The clients' data.
+    rounds: `T` (Sec. V-A: 200 MNIST / CIFAR-10).
+    epsilon: Per-round budget (Sec. V-A: 0.1, 0.2, 0.5).
+    epsilon_split: `(epsilon_1, epsilon_2, epsilon_3) / epsilon` (Sec. IV-A gives only
+      `epsilon_3 >> epsilon_1 + epsilon_2` and `q^{2/3} : 1` with `q` undefined: 5/5/90%).
+    clip_norm: `C` (Sec. V-A: 1).
+    learning_rate: `eta` of the local SGD and of the server step (Sec. V-A: 0.1).
+    batch_size: `B` (Sec. V-A: 128).
+    local_epochs: `E` (not given: 1).
+    delta_s: `scaled` (`2 eta C / n_k`, Amendment 1) or `clip` (`C`).
+    perturbation: `gaussian` or `laplace`.
+    perturb_all: Noise every coordinate.
+    weighting: `loss` (eq. 37) or `size` (`n_k / n`).
+    clients_per_round: `k` (Sec. V-A: 10).
+    delta: The delta of the guaranteed ledger (Sec. V-A: 0.001).
+    seed: Model-initialisation seed.
+
+  Returns:
+    A `common.Method`.
+
+  Raises:
+    ValueError: On invalid hyperparameters.
+  """
+  if len(epsilon_split) != 3 or any(s <= 0 for s in epsilon_split):
+    raise ValueError(f'epsilon_split must be three positive fractions. Found {epsilon_split}.')
+  if weighting not in WEIGHTINGS:
+    raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. Found {weighting!r}.')
+  privacy.check_delta(delta)
+  e1, e2, e3 = (epsilon * s for s in epsilon_split)
+  batching = ShuffleBatch(batch_size, local_epochs)
+  client_work = gradient_client_work(keras_builder, data, learning_rate=learning_rate,
+                                     local_epochs=local_epochs)
+  factory = SignificantGradientFactory(
+      clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, learning_rate=learning_rate,
+      perturbation=perturbation, perturb_all=perturb_all,
+      inner=LossWeightedMeanFactory(weighting))
+  init = common.initial_weights_computation(keras_builder, seed)
+  weights_type = init.type_signature.result
+  value_type = client_work.next.type_signature.result.result.member.update
+  aggregator = tff.aggregators.factory_utils.as_weighted_aggregator(factory).create(
+      value_type, tff.TensorType(np.float32))  # the weights are eq. 37's, not E n_k
+  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
+      tff.learning.optimizers.build_sgdm(learning_rate=learning_rate), weights_type)
+  process = tff.learning.templates.compose_learning_process(
+      init, tff.learning.templates.build_broadcast_process(weights_type), client_work,
+      aggregator, finalizer)
+  run_round, round_computation = common.cohort_round(process, data, batching)
+  sizes = np.asarray(data.client_sizes, np.float64)
+
+  def sensitivity(clients) -> np.ndarray:
+    return (2.0 * learning_rate * clip_norm / sizes[clients] if delta_s == 'scaled'
+            else np.full(len(clients), clip_norm))
+
+  everyone = np.arange(data.num_clients)
+  num_params = int(sum(np.prod(t.shape) for t in weights_type.trainable))
+
+  def claimed(cohort, state):
+    """Theorem 2: the run is epsilon-DP (per round; the paper does not compose): every
+    client is charged one epsilon-DP release before the first round, nothing after."""
+    del cohort
+    if int(state.aggregator['round']) == 0:
+      return [(everyone, dp_accounting.LaplaceDpEvent(1.0 / epsilon), '')]
+    return []
+
+  def guaranteed(cohort, state):
+    del state
+    if not perturb_all:
+      return [(cohort, None, UNPERTURBED_REASON)]
+    if weighting == 'loss':
+      return [(cohort, None, LOSS_REASON)]
+    out = []
+    ds = sensitivity(cohort)
+    for value in np.unique(ds):
+      members = cohort[ds == value]
+      if perturbation == 'gaussian':
+        z = float(eq2_noise_multiplier(value, epsilon))   # std sigma C on sensitivity C
+        out.append((members, dp_accounting.GaussianDpEvent(z), ''))
+      else:  # Laplace on an L2-clipped vector: L1 sensitivity sqrt(|W|) C
+        out.append((members, dp_accounting.LaplaceDpEvent(
+            float(value / e3 / (math.sqrt(num_params) * clip_norm))), ''))
+    return out
+
+  def round_metrics(metrics) -> dict:
+    agg = metrics['aggregator']
+    sig, inner = agg['significant_gradient'], agg['inner']
+    return {'significant_fraction': float(sig['significant_fraction']),
+            'threshold': float(sig['threshold']), 'threshold_max': float(sig['threshold_max']),
+            'max_abs_gradient': float(sig['max_abs_gradient']),
+            'noise_std': float(sig['noise_std']),
+            'clipped_clients': int(sig['clipped']),
+            'mean_abs_gradient': float(sig['mean_abs_gradient']),
+            'weight_min': float(inner['weight_min']), 'weight_max': float(inner['weight_max'])}
+
+  def check_round(cohort, state, metrics) -> Optional[str]:
+    del state
+    rnd = int(metrics['aggregator']['significant_gradient']['round'])
+    train = metrics['client_work']['train']
+    if int(train['num_examples']) != local_epochs * int(np.sum(sizes[cohort])):
+      return (f'the clients processed {int(train["num_examples"])} examples, not '
+              f'{local_epochs} epochs of their {int(np.sum(sizes[cohort]))}')
+    return None if rnd >= 1 else 'the aggregator did not count the round'
+
+  not_given = 'not given in the paper; chosen because '
+  return common.Method(
+      name='dp_fedags', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
+      ledger='basic_claimed',
+      cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
+      claimed_releases=claimed, guaranteed_releases=guaranteed,
+      claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=check_round,
+      adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
+      hyperparameters=dict(
+          rounds=rounds, epsilon=epsilon, epsilon_1=e1, epsilon_2=e2, epsilon_3=e3,
+          clip_norm=clip_norm, learning_rate=learning_rate, batch_size=batch_size,
+          local_epochs=local_epochs, delta_s=delta_s, perturbation=perturbation,
+          perturb_all=perturb_all, weighting=weighting, clients_per_round=clients_per_round,
+          eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon)),
+      notes=dict(
+          local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
+          epsilon_split=not_given + 'Sec. IV-A asks epsilon_3 >> epsilon_1 + epsilon_2 and '
+          'epsilon_1 : epsilon_2 = q^(2/3) : 1 with q undefined: 5% / 5% / 90%',
+          delta_s='Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
+          'buries every gradient)' if delta_s == 'scaled' else 'Delta_S = C (the paper)',
+          epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
+          'compose over rounds): one epsilon-DP release per client',
+          epsilon_guaranteed=('inf: ' + (UNPERTURBED_REASON if not perturb_all else LOSS_REASON))
+          if not (perturb_all and weighting == 'size') else
+          'per participation the Gaussian (noise multiplier eq. 2 sigma on sensitivity C, '
+          'add/remove) or Laplace release, no amplification by the uniform cohort',
+          noise_rng='SVT and perturbation noise from TF\'s stateful RNG: runs are not '
+          'bit-reproducible'))
+
+
+# ----- registry ---------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class DPFedAGSHparams(registry.MethodHparams):
+  """DP-FedAGS's own options (Sec. IV, Alg. 1; spec dp_fedags.md)."""
+  epsilon: float = registry.option(0.5, 'per-round privacy budget epsilon (Sec. V: 0.1, '
+                                   '0.2, 0.5)')
+  epsilon_1_fraction: float = registry.option(
+      0.05, 'epsilon_1 / epsilon (SVT test noise)',
+      note='not given in the paper; chosen because epsilon_3 >> epsilon_1 + epsilon_2')
+  epsilon_2_fraction: float = registry.option(0.05, 'epsilon_2 / epsilon (SVT threshold noise)')
+  delta_s: str = registry.option(
+      'scaled', 'sensitivity Delta_S: scaled (2 lr C / n_k, Amendment 1) or clip (C)',
+      choices=DELTA_S_MODES)
+  perturbation: str = registry.option(
+      'gaussian', 'noise on significant coordinates: gaussian (Alg. 1 line 26) or laplace '
+      '(Lap(Delta_S / epsilon_3), Theorems 1-2)', choices=PERTURBATIONS)
+  perturb_all: bool = registry.option(False, 'noise every coordinate (the SVT still runs)')
+  weighting: str = registry.option('loss', 'aggregation weights: loss (eq. 37) or size '
+                                   '(n_k / n)', choices=WEIGHTINGS)
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.epsilon <= 0:
+      raise ValueError(f'epsilon must be positive. Found epsilon={self.epsilon!r}.')
+    f1, f2 = self.epsilon_1_fraction, self.epsilon_2_fraction
+    if f1 <= 0 or f2 <= 0 or f1 + f2 >= 1:
+      raise ValueError('epsilon_1_fraction and epsilon_2_fraction must be positive with '
+                       f'a sum below 1. Found {f1!r}, {f2!r}.')
+
+  def check_run(self, config) -> None:
+    if config.cohort_sampling != 'uniform':
+      raise ValueError('cohort_sampling must be uniform (k of K clients, Sec. V-A). Found '
+                       f'cohort_sampling={config.cohort_sampling!r}.')
+    if config.clients_per_slice is not None:
+      raise ValueError('clients_per_slice must be unset for dp_fedags (each client\'s '
+                       f'gradient is perturbed). Found {config.clients_per_slice!r}.')
+
+
+def _build(ctx: registry.BuildContext, hp: DPFedAGSHparams) -> common.Method:
+  c = ctx.config
+  f1, f2 = hp.epsilon_1_fraction, hp.epsilon_2_fraction
+  return build_dp_fedags(
+      ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon,
+      epsilon_split=(f1, f2, 1.0 - f1 - f2), clip_norm=c.clip_norm,
+      learning_rate=c.learning_rate, batch_size=c.batch_size, local_epochs=c.local_epochs,
+      delta_s=hp.delta_s, perturbation=hp.perturbation, perturb_all=hp.perturb_all,
+      weighting=hp.weighting, clients_per_round=c.clients_per_round, delta=c.delta,
+      seed=c.seed)
+
+
+METHODS = (registry.MethodSpec(
+    'dp_fedags', _build, DPFedAGSHparams,
+    'DP-FedAGS (spec dp_fedags.md): sparse-vector selection of significant coordinates, '
+    'Gaussian/Laplace noise on them, loss-weighted aggregation (eq. 37)',
+    shared_meanings=dict(clip_norm='C, the L2 clip of the accumulated gradient',
+                         learning_rate='eta, local SGD and server step (Sec. V: 0.1)',
+                         noise_multiplier='unused: sigma follows eq. 2 from epsilon')),)
