@@ -157,3 +157,34 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
 def test_bad_options_are_named(kw, match):
   with pytest.raises(ValueError, match=match):
     dp_fedags.DPFedAGSHparams(**kw)
+
+
+def test_snlc_top_selection_and_dp_fedavg_all_selection():
+  g = np.arange(1, 21, dtype=np.float32) / 100.0   # |g| = 0.01 .. 0.20, norm < 1
+  top = dp_fedags.SignificantGradientFactory(1.0, 1e12, 1e12, 1e12, 1e12, rounds=5,
+                                             delta_s='clip', selection='top',
+                                             top_fraction=0.1).create(_value_type(20))
+  m = top.next(top.initialize(), _values([g], [1.0], [10.0])).measurements
+  sig = m['significant_gradient']
+  assert float(sig['significant_fraction']) == pytest.approx(0.1)   # the two largest
+  assert float(sig['threshold']) == pytest.approx(0.19)
+  everything = dp_fedags.SignificantGradientFactory(
+      1.0, 0.5, 0.025, 0.025, 0.45, rounds=5, selection='all').create(_value_type(20))
+  sig = everything.next(everything.initialize(),
+                        _values([g], [1.0], [10.0])).measurements['significant_gradient']
+  assert float(sig['significant_fraction']) == 1.0
+  with pytest.raises(ValueError, match='selection must be one of'):
+    dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.1, 0.1, 0.3, 5, selection='random')
+
+
+@pytest.mark.parametrize('method,finite', [('dp_fedsnlc', False), ('dp_fedavg_ags', True)])
+def test_reconstructed_baselines_run(tmp_path, method, finite):
+  config = config_lib.RunConfig.create(
+      method=method, dataset='synthetic', rounds=2, clients=6, clients_per_round=3,
+      model='logistic_regression', partition='iid', learning_rate=0.1, batch_size=32,
+      clip_norm=1.0, delta=1e-3, out=str(tmp_path / method), epsilon=0.5)
+  summary = runner.run(config, log=lambda s: None)
+  assert summary['epsilon_claimed'] == pytest.approx(0.5)
+  assert (summary['epsilon_guaranteed'] != 'inf') == finite
+  if not finite:
+    assert dp_fedags.TOP_REASON in summary['epsilon_reasons']

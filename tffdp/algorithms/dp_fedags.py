@@ -54,12 +54,15 @@ from tffdp.algorithms import common, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 PERTURBATIONS = ('gaussian', 'laplace')
+SELECTIONS = ('svt', 'top', 'all')
 DELTA_S_MODES = ('scaled', 'clip')
 WEIGHTINGS = ('loss', 'size')
 LOSS_REASON = ('the clients\' training losses L_k are uploaded in the clear and set the '
                'aggregation weights (eq. 37)')
 UNPERTURBED_REASON = ('coordinates the sparse-vector test does not select are uploaded '
                       'without noise')
+TOP_REASON = ('the top coordinates of |g\'| are chosen without noise and the others '
+              'uploaded without noise (DP-FedSNLC as reconstructed)')
 
 
 # ----- eqs. 2, 35, 37 -----------------------------------------------------------------
@@ -187,6 +190,10 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     perturbation: `gaussian` (Alg. 1 line 26, std `sigma C`) or `laplace`
       (`Lap(Delta_S / epsilon_3)`).
     perturb_all: Noise every coordinate (the SVT still runs and is measured).
+    selection: `svt` (DP-FedAGS), `top` (the `top_fraction` largest `|g'_j|`, chosen
+      without noise: DP-FedSNLC as reconstructed) or `all` (every coordinate, no SVT:
+      DP-FedAvg as DP-FedAGS's paper runs it, reconstructed).
+    top_fraction: The fraction `omega` of `top` (`baselines.md`: 10%).
     inner: Unweighted factory of `<update, loss, num_examples>`.
 
   Measurements: `<significant_fraction (mean over clients), threshold (mean lambda_t),
@@ -200,7 +207,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
   def __init__(self, clip_norm: float, epsilon: float, epsilon_1: float, epsilon_2: float,
                epsilon_3: float, rounds: int, *, delta_s: str = 'scaled',
                learning_rate: float = 0.1, perturbation: str = 'gaussian',
-               perturb_all: bool = False,
+               perturb_all: bool = False, selection: str = 'svt', top_fraction: float = 0.1,
                inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
     for name, v in (('clip_norm', clip_norm), ('epsilon', epsilon), ('epsilon_1', epsilon_1),
                     ('epsilon_2', epsilon_2), ('epsilon_3', epsilon_3),
@@ -209,6 +216,11 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         raise ValueError(f'{name} must be positive. Found {name}={v!r}.')
     if delta_s not in DELTA_S_MODES:
       raise ValueError(f'delta_s must be one of {", ".join(DELTA_S_MODES)}. Found {delta_s!r}.')
+    if selection not in SELECTIONS:
+      raise ValueError(f'selection must be one of {", ".join(SELECTIONS)}. '
+                       f'Found {selection!r}.')
+    if not 0 < top_fraction <= 1:
+      raise ValueError(f'top_fraction must be in (0, 1]. Found {top_fraction!r}.')
     if perturbation not in PERTURBATIONS:
       raise ValueError(f'perturbation must be one of {", ".join(PERTURBATIONS)}. '
                        f'Found {perturbation!r}.')
@@ -216,7 +228,8 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
                     epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
                     epsilon_3=float(epsilon_3), rounds=int(rounds), delta_s=delta_s,
                     learning_rate=float(learning_rate), perturbation=perturbation,
-                    perturb_all=bool(perturb_all))
+                    perturb_all=bool(perturb_all), selection=selection,
+                    top_fraction=float(top_fraction))
     self._inner = inner or LossWeightedMeanFactory()
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
@@ -238,11 +251,19 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       ds = (2.0 * kw['learning_rate'] * c / value['num_examples'] if kw['delta_s'] == 'scaled'
             else tf.constant(c))
       magnitude = tf.abs(clipped)
-      lam = significance_threshold(magnitude, round_num, kw["rounds"])
       size = tf.shape(flat)
-      alpha = aggregators.laplace_noise(size, ds / kw['epsilon_1'])
-      beta = aggregators.laplace_noise([1], ds / kw['epsilon_2'])[0]
-      significant = magnitude + alpha >= lam + beta
+      if kw['selection'] == 'svt':
+        lam = significance_threshold(magnitude, round_num, kw['rounds'])
+        alpha = aggregators.laplace_noise(size, ds / kw['epsilon_1'])
+        beta = aggregators.laplace_noise([1], ds / kw['epsilon_2'])[0]
+        significant = magnitude + alpha >= lam + beta
+      elif kw['selection'] == 'top':
+        count = int(math.ceil(kw['top_fraction'] * int(flat.shape[0])))
+        lam = tf.math.top_k(magnitude, count).values[-1]
+        significant = magnitude >= lam
+      else:
+        lam = tf.constant(0.0)
+        significant = tf.ones_like(flat, tf.bool)
       if kw['perturbation'] == 'gaussian':
         std = eq2_noise_multiplier(ds, eps) * c
         noise = tf.random.normal(size) * std
@@ -333,7 +354,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
                     local_epochs: int = 1, delta_s: str = 'scaled',
                     perturbation: str = 'gaussian', perturb_all: bool = False,
                     weighting: str = 'loss', clients_per_round: int = 10,
-                    delta: float = 1e-3, seed: int = 0) -> common.Method:
+                    delta: float = 1e-3, seed: int = 0, selection: str = 'svt',
+                    top_fraction: float = 0.1, name: str = 'dp_fedags') -> common.Method:
   """Builds DP-FedAGS (see the module docstring).
 
   Args:
@@ -354,6 +376,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
     clients_per_round: `k` (Sec. V-A: 10).
     delta: The delta of the guaranteed ledger (Sec. V-A: 0.001).
     seed: Model-initialisation seed.
+    selection, top_fraction: As `SignificantGradientFactory` (`svt` for DP-FedAGS).
+    name: The method name (`dp_fedags`, `dp_fedsnlc`, `dp_fedavg_ags`).
 
   Returns:
     A `common.Method`.
@@ -372,8 +396,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
                                      local_epochs=local_epochs)
   factory = SignificantGradientFactory(
       clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, learning_rate=learning_rate,
-      perturbation=perturbation, perturb_all=perturb_all,
-      inner=LossWeightedMeanFactory(weighting))
+      perturbation=perturbation, perturb_all=perturb_all, selection=selection,
+      top_fraction=top_fraction, inner=LossWeightedMeanFactory(weighting))
   init = common.initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
   value_type = client_work.next.type_signature.result.result.member.update
@@ -404,7 +428,9 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
 
   def guaranteed(cohort, state):
     del state
-    if not perturb_all:
+    if selection == 'top' and not perturb_all:
+      return [(cohort, None, TOP_REASON)]
+    if selection == 'svt' and not perturb_all:
       return [(cohort, None, UNPERTURBED_REASON)]
     if weighting == 'loss':
       return [(cohort, None, LOSS_REASON)]
@@ -442,7 +468,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
 
   not_given = 'not given in the paper; chosen because '
   return common.Method(
-      name='dp_fedags', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
+      name=name, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       ledger='basic_claimed',
       cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
@@ -453,6 +479,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           clip_norm=clip_norm, learning_rate=learning_rate, batch_size=batch_size,
           local_epochs=local_epochs, delta_s=delta_s, perturbation=perturbation,
           perturb_all=perturb_all, weighting=weighting, clients_per_round=clients_per_round,
+          selection=selection, top_fraction=top_fraction,
           eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon)),
       notes=dict(
           local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
@@ -462,8 +489,10 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           'buries every gradient)' if delta_s == 'scaled' else 'Delta_S = C (the paper)',
           epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
           'compose over rounds): one epsilon-DP release per client',
-          epsilon_guaranteed=('inf: ' + (UNPERTURBED_REASON if not perturb_all else LOSS_REASON))
-          if not (perturb_all and weighting == 'size') else
+          epsilon_guaranteed=('inf: ' + (LOSS_REASON if perturb_all or selection == 'all'
+                                         else TOP_REASON if selection == 'top'
+                                         else UNPERTURBED_REASON))
+          if not ((perturb_all or selection == 'all') and weighting == 'size') else
           'per participation the Gaussian (noise multiplier eq. 2 sigma on sensitivity C, '
           'add/remove) or Laplace release, no amplification by the uniform cohort',
           noise_rng='SVT and perturbation noise from TF\'s stateful RNG: runs are not '
@@ -509,22 +538,66 @@ class DPFedAGSHparams(registry.MethodHparams):
                        f'gradient is perturbed). Found {config.clients_per_slice!r}.')
 
 
-def _build(ctx: registry.BuildContext, hp: DPFedAGSHparams) -> common.Method:
-  c = ctx.config
-  f1, f2 = hp.epsilon_1_fraction, hp.epsilon_2_fraction
-  return build_dp_fedags(
-      ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon,
-      epsilon_split=(f1, f2, 1.0 - f1 - f2), clip_norm=c.clip_norm,
-      learning_rate=c.learning_rate, batch_size=c.batch_size, local_epochs=c.local_epochs,
-      delta_s=hp.delta_s, perturbation=hp.perturbation, perturb_all=hp.perturb_all,
-      weighting=hp.weighting, clients_per_round=c.clients_per_round, delta=c.delta,
-      seed=c.seed)
+@dataclasses.dataclass(frozen=True)
+class BaselineHparams(registry.MethodHparams):
+  """Options of DP-FedAGS's reconstructed baselines on its pipeline (baselines.md)."""
+  epsilon: float = registry.option(0.5, 'per-round privacy budget epsilon (eq. 2 sigma)')
+  delta_s: str = registry.option(
+      'scaled', 'sensitivity Delta_S: scaled (2 lr C / n_k, Amendment 1) or clip (C)',
+      choices=DELTA_S_MODES)
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.epsilon <= 0:
+      raise ValueError(f'epsilon must be positive. Found epsilon={self.epsilon!r}.')
+
+  def check_run(self, config) -> None:
+    DPFedAGSHparams.check_run(self, config)
 
 
-METHODS = (registry.MethodSpec(
-    'dp_fedags', _build, DPFedAGSHparams,
-    'DP-FedAGS (spec dp_fedags.md): sparse-vector selection of significant coordinates, '
-    'Gaussian/Laplace noise on them, loss-weighted aggregation (eq. 37)',
-    shared_meanings=dict(clip_norm='C, the L2 clip of the accumulated gradient',
-                         learning_rate='eta, local SGD and server step (Sec. V: 0.1)',
-                         noise_multiplier='unused: sigma follows eq. 2 from epsilon')),)
+@dataclasses.dataclass(frozen=True)
+class SNLCHparams(BaselineHparams):
+  top_fraction: float = registry.option(
+      0.1, 'fraction omega of the largest |g\'| coordinates perturbed (baselines.md: 10%)')
+
+
+def _builder(name: str):
+  def build(ctx: registry.BuildContext, hp) -> common.Method:
+    c = ctx.config
+    f1 = getattr(hp, 'epsilon_1_fraction', 0.05)
+    f2 = getattr(hp, 'epsilon_2_fraction', 0.05)
+    if name == 'dp_fedags':
+      kw = dict(selection='svt', perturbation=hp.perturbation, perturb_all=hp.perturb_all,
+                weighting=hp.weighting)
+    elif name == 'dp_fedsnlc':
+      kw = dict(selection='top', top_fraction=hp.top_fraction, weighting='size')
+    else:
+      kw = dict(selection='all', weighting='size')
+    return build_dp_fedags(
+        ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon,
+        epsilon_split=(f1, f2, 1.0 - f1 - f2), clip_norm=c.clip_norm,
+        learning_rate=c.learning_rate, batch_size=c.batch_size, local_epochs=c.local_epochs,
+        delta_s=hp.delta_s, clients_per_round=c.clients_per_round, delta=c.delta,
+        seed=c.seed, name=name, **kw)
+  return build
+
+
+_SHARED = dict(clip_norm='C, the L2 clip of the accumulated gradient',
+               learning_rate='eta, local SGD and server step (Sec. V: 0.1)',
+               noise_multiplier='unused: sigma follows eq. 2 from epsilon')
+METHODS = (
+    registry.MethodSpec(
+        'dp_fedags', _builder('dp_fedags'), DPFedAGSHparams,
+        'DP-FedAGS (spec dp_fedags.md): sparse-vector selection of significant coordinates, '
+        'Gaussian/Laplace noise on them, loss-weighted aggregation (eq. 37)',
+        shared_meanings=_SHARED),
+    registry.MethodSpec(
+        'dp_fedsnlc', _builder('dp_fedsnlc'), SNLCHparams,
+        'DP-FedSNLC (reconstructed, baselines.md): eq. 2 Gaussian noise on the top '
+        'omega of |g\'| chosen without noise, weights n_k / n', shared_meanings=_SHARED),
+    registry.MethodSpec(
+        'dp_fedavg_ags', _builder('dp_fedavg_ags'), BaselineHparams,
+        'DP-FedAvg as DP-FedAGS\'s paper runs it (reconstructed): clipped gradient sum '
+        'plus eq. 2 Gaussian noise on every coordinate, weights n_k / n',
+        shared_meanings=_SHARED),
+)
