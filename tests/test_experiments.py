@@ -272,3 +272,21 @@ def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
   report = (figs / 'README.md').read_text()
   assert 'Not regenerated yet' not in report and '(reconstructed)' in report
   assert str(tmp_path) not in report
+
+
+def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import dp_fedags_table4
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  assert dp_fedags_table4.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                                str(tmp_path / 'runs'), '--figures-dir', str(figs),
+                                '--epsilons', '0.5']) == 0
+  with open(figs / 'table4.csv') as f:
+    rows = {r['method']: r for r in csv.DictReader(f)}
+  assert rows['DP-FedAGS']['paper_mean_accuracy'] == '94.75'
+  assert rows['DP-FedAGS']['epsilon_claimed'] == '0.5'
+  assert rows['DP-FedAGS']['epsilon_guaranteed'] == 'inf'
+  assert rows['DP-FedAvg (reconstructed)']['epsilon_guaranteed'] != 'inf'
+  assert float(rows['DP-FedSNLC (reconstructed)']['perturbed_fraction']) == pytest.approx(
+      0.1, abs=0.01)
+  assert (figs / 'fig3_mnist_eps0.5.png').stat().st_size > 0
