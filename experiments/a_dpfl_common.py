@@ -36,6 +36,18 @@ NOT_GIVEN = {
              'client-level DP-FedAvg settings',
 }
 LABELS = {'fedavg': 'Non-private FL', 'dpfl': 'DPFL', 'cl_fl': 'CL-FL', 'a_dpfl': 'A-DPFL'}
+# Issue 11's readings, run beside the paper-literal curves of Fig. 4 (slug -> label,
+# method, overrides): A-DPFL's participant selection (Alg. 2 as printed is static top-K),
+# Alg. 4 every 5 rounds, and CL-FL's sigma (not given in the paper).
+VARIANTS = {
+    'a_dpfl_weighted_sample': ('A-DPFL (weighted_sample)', 'a_dpfl',
+                               dict(selection='weighted_sample')),
+    'a_dpfl_uniform': ('A-DPFL (uniform)', 'a_dpfl', dict(selection='uniform')),
+    'a_dpfl_adjust5': ('A-DPFL (adjust every 5)', 'a_dpfl', dict(adjust_every=5)),
+    'cl_fl_sigma2': ('CL-FL (sigma 2)', 'cl_fl', dict(noise_multiplier=2.0)),
+    'cl_fl_sigma4': ('CL-FL (sigma 4)', 'cl_fl', dict(noise_multiplier=4.0)),
+}
+SELECTIONS = ('top_k', 'weighted_sample', 'uniform')
 TRAIN_EXAMPLES = {'mnist': 60000, 'cifar10': 50000}
 
 
@@ -57,6 +69,8 @@ def iid_overrides(dataset: str, args) -> dict:
 def base_config(dataset: str, args, **overrides) -> config_lib.RunConfig:
   kw = dict(COMMON, **TABLE1[dataset], dataset=dataset, data_dir=args.data_dir,
             seed=args.seed)
+  if getattr(args, 'local_epochs', None):
+    kw['local_epochs'] = args.local_epochs
   kw['clients_per_round'] = kw['clients'] // 10
   if args.quick:
     kw.update(clients=10, clients_per_round=3, rounds=2, model='logistic_regression',
@@ -81,8 +95,17 @@ def method_config(name: str, dataset: str, args, **overrides) -> config_lib.RunC
 
 
 def run_dir(args, cfg: config_lib.RunConfig, tag: str) -> str:
-  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}_seed{cfg.seed}' +
+  """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1]_seed<seed>[_quick]`."""
+  epochs = '' if cfg.local_epochs == 1 else f'_E{cfg.local_epochs}'
+  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{epochs}_seed{cfg.seed}' +
                       ('_quick' if args.quick else ''))
+
+
+def slug_of(label: str) -> str:
+  """The run folder name of a curve label (`LABELS` or `VARIANTS`)."""
+  names = {v: k for k, v in LABELS.items()}
+  names.update({v[0]: k for k, v in VARIANTS.items()})
+  return names[label]
 
 
 def add_common_flags(p) -> None:
@@ -90,4 +113,7 @@ def add_common_flags(p) -> None:
   p.add_argument('--seed', type=int, default=0)
   p.add_argument('--runs-dir', default='runs/a_dpfl')
   p.add_argument('--figures-dir', default='figures/a_dpfl')
+  p.add_argument('--local-epochs', type=int, default=None,
+                 help='local epochs of every run (default: 1; issue 11 sweeps it with '
+                 'experiments.a_dpfl_local_epochs)')
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')

@@ -3,7 +3,9 @@
     python -m experiments.a_dpfl_fig4 --dataset mnist [--data-dir DIR] [--quick]
 
 Non-private FL, DPFL, CL-FL and A-DPFL with Table 1 settings (see
-`experiments/a_dpfl_common.py`). Writes `figures/a_dpfl/fig4_<dataset>.png`,
+`experiments/a_dpfl_common.py`), and issue 11's readings beside them (`--variants`, all by
+default): A-DPFL with `--selection weighted_sample` and `uniform` (Alg. 2 as printed is a
+static top-K), A-DPFL with Alg. 4 every 5 rounds, CL-FL at sigma 2 and 4. Writes `figures/a_dpfl/fig4_<dataset>.png`,
 `fig4_<dataset>.csv` (final/best accuracy and both epsilons per method) and each run's
 results under `figures/a_dpfl/fig4_<dataset>/<method>/`.
 """
@@ -25,17 +27,21 @@ def main(argv=None) -> int:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--dataset', choices=('mnist', 'cifar10'), default='mnist')
   common.add_common_flags(p)
+  p.add_argument('--variants', nargs='*', choices=tuple(common.VARIANTS),
+                 default=list(common.VARIANTS))
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_fig4'] + list(argv if argv is not None else sys.argv[1:])
   runs, table = {}, []
-  for m in METHODS:
-    cfg = common.method_config(m, args.dataset, args)
-    out = common.run_dir(args, cfg, f'{m}_noniid')
-    runs[common.LABELS[m]] = common.run_cached(cfg, out, command)
-    common.copy_results(out, os.path.join(args.figures_dir, f'fig4_{args.dataset}', m))
+  curves = [(m, common.LABELS[m], m, {}) for m in METHODS]
+  curves += [(slug, *common.VARIANTS[slug]) for slug in args.variants]
+  for slug, label, m, overrides in curves:
+    cfg = common.method_config(m, args.dataset, args, **overrides)
+    out = common.run_dir(args, cfg, f'{slug}_noniid')
+    runs[label] = common.run_cached(cfg, out, command)
+    common.copy_results(out, os.path.join(args.figures_dir, f'fig4_{args.dataset}', slug))
     s = plotting.read_metrics(out)[-1]
-    best = max(r['test_accuracy'] for r in runs[common.LABELS[m]])
-    table.append(dict(method=common.LABELS[m], final_test_accuracy=s['test_accuracy'],
+    best = max(r['test_accuracy'] for r in runs[label])
+    table.append(dict(method=label, final_test_accuracy=s['test_accuracy'],
                       best_test_accuracy=best, epsilon_claimed=s['epsilon_claimed'],
                       epsilon_guaranteed=s['epsilon_guaranteed'],
                       wall_seconds=s['wall_seconds'],

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 
+from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
 from experiments.common import report_main
 from experiments.common import read_rows as _rows
@@ -100,11 +101,13 @@ def build(figs: str) -> str:
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
   else:
-    out += ['', '| dataset | setting | paper | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s | command |',
-            '|---|---|---|---|---|---|---|---|---|']
+    out += ['', '| dataset | setting | paper | selection | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s | command |',
+            '|---|---|---|---|---|---|---|---|---|---|']
     for r in rows:
-      run = os.path.join(figs, 'table2', f"{r['dataset']}_{'iid' if r['setting'] == 'IID' else 'noniid'}")
-      out.append(f"| {r['dataset']} | {r['setting']} | {r['paper_accuracy']} | {_f(r['tffdp_final_accuracy'])} | "
+      selection = r.get('selection') or 'top_k'
+      run = os.path.join(figs, 'table2', f"{r['dataset']}_{'iid' if r['setting'] == 'IID' else 'noniid'}"
+                         + ('' if selection == 'top_k' else f'_{selection}'))
+      out.append(f"| {r['dataset']} | {r['setting']} | {r['paper_accuracy']} | {selection} | {_f(r['tffdp_final_accuracy'])} | "
                  f"{_f(r['tffdp_best_accuracy'])} | {_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
                  f"{_f(r['wall_seconds'], 5)} | `{_command(run)}` |")
     missing = {'mnist', 'cifar10'} - {r['dataset'] for r in rows}
@@ -155,7 +158,7 @@ def _cl_fl_noise_note(figs: str) -> list[str]:
 
 
 def _slug(label: str) -> str:
-  return {'Non-private FL': 'fedavg', 'DPFL': 'dpfl', 'CL-FL': 'cl_fl', 'A-DPFL': 'a_dpfl'}[label]
+  return common.slug_of(label)
 
 
 def main(argv=None) -> int:

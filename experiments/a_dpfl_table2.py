@@ -5,13 +5,16 @@
 Non-IID: label skew `s_i ~ U[0, 1)`; IID: the `iid` partition with the same client size
 (label skew with `s = 0` is not IID: every client lacks its dominant label). Paper: MNIST 0.942 / 0.989,
 CIFAR-10 0.641 / 0.704 (final accuracy after 50 rounds). Non-IID runs are shared with
-Fig. 4. Writes `figures/a_dpfl/table2.csv` and each run's results under
-`figures/a_dpfl/table2/<dataset>_<iid|noniid>/`.
+Fig. 4. A-DPFL runs with each participant selection (`--selections`; issue 11: Alg. 2 as
+printed is a static top-K, so both settings train on the same near-IID clients): `top_k`
+(the paper's), `weighted_sample` and `uniform`. Writes `figures/a_dpfl/table2.csv` and each
+run's results under `figures/a_dpfl/table2/<dataset>_<iid|noniid>[_<selection>]/`.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import sys
 
@@ -27,18 +30,25 @@ def main(argv=None) -> int:
   common.add_common_flags(p)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'),
                  default=['mnist', 'cifar10'])
+  p.add_argument('--selections', nargs='+', choices=common.SELECTIONS,
+                 default=list(common.SELECTIONS))
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_table2'] + list(argv if argv is not None else sys.argv[1:])
   table = []
   for dataset in args.datasets:
-    for setting in ('non-IID', 'IID'):
+    for setting, selection in itertools.product(('non-IID', 'IID'), args.selections):
       extra = common.iid_overrides(dataset, args) if setting == 'IID' else {}
-      cfg = common.method_config('a_dpfl', dataset, args, **extra)
-      out = common.run_dir(args, cfg, 'a_dpfl_' + ('iid' if setting == 'IID' else 'noniid'))
-      rows = common.run_cached(cfg, out, command)
       slug = 'iid' if setting == 'IID' else 'noniid'
-      common.copy_results(out, os.path.join(args.figures_dir, 'table2', f'{dataset}_{slug}'))
-      table.append(dict(dataset=dataset, setting=setting,
+      if selection == 'top_k':   # the paper's: shared with Fig. 4
+        tag, name = f'a_dpfl_{slug}', f'{dataset}_{slug}'
+      else:
+        extra['selection'] = selection
+        tag, name = f'a_dpfl_{selection}_{slug}', f'{dataset}_{slug}_{selection}'
+      cfg = common.method_config('a_dpfl', dataset, args, **extra)
+      out = common.run_dir(args, cfg, tag)
+      rows = common.run_cached(cfg, out, command)
+      common.copy_results(out, os.path.join(args.figures_dir, 'table2', name))
+      table.append(dict(dataset=dataset, setting=setting, selection=selection,
                         paper_accuracy=PAPER[(dataset, setting)],
                         tffdp_final_accuracy=rows[-1]['test_accuracy'],
                         tffdp_best_accuracy=max(r['test_accuracy'] for r in rows),
@@ -48,7 +58,7 @@ def main(argv=None) -> int:
                         run=common.portable(out, args.runs_dir)))
   common.write_table(os.path.join(args.figures_dir, 'table2.csv'), table)
   for r in table:
-    print(f"{r['dataset']} {r['setting']}: paper {r['paper_accuracy']}, tffdp "
+    print(f"{r['dataset']} {r['setting']} {r['selection']}: paper {r['paper_accuracy']}, tffdp "
           f"{r['tffdp_final_accuracy']:.4f}")
   return 0
 

@@ -34,7 +34,10 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert a_dpfl_fig4.main(['--dataset', 'mnist'] + common) == 0
   with open(tmp_path / 'figs' / 'fig4_mnist.csv') as f:
     rows = list(csv.DictReader(f))
-  assert [r['method'] for r in rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL']
+  assert [r['method'] for r in rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL',
+                                         'A-DPFL (weighted_sample)', 'A-DPFL (uniform)',
+                                         'A-DPFL (adjust every 5)', 'CL-FL (sigma 2)',
+                                         'CL-FL (sigma 4)']
   # Committed artefacts name no path of the machine that made them.
   assert all(r['run'].startswith('$RUNS_DIR/') for r in rows)
   copied = (tmp_path / 'figs' / 'fig4_mnist' / 'a_dpfl' / 'config.json').read_text()
@@ -46,7 +49,21 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
     assert (tmp_path / 'figs' / f).stat().st_size > 0
   with open(tmp_path / 'figs' / 'table2.csv') as f:
     t2 = list(csv.DictReader(f))
-  assert [r['setting'] for r in t2] == ['non-IID', 'IID']
+  assert [(r['setting'], r['selection']) for r in t2] == [
+      (s, sel) for s in ('non-IID', 'IID') for sel in ('top_k', 'weighted_sample', 'uniform')]
+  # the non-IID weighted_sample run is Fig. 4's (reused), the IID rows use the iid partition
+  assert len([d for d in os.listdir(tmp_path / 'runs')
+              if d.startswith('mnist_a_dpfl_weighted_sample_noniid')]) == 1
+  iid_cfg = (tmp_path / 'figs' / 'table2' / 'mnist_iid_uniform' / 'config.json').read_text()
+  assert '"partition": "iid"' in iid_cfg
+  from experiments import a_dpfl_local_epochs
+  assert a_dpfl_local_epochs.main(common + ['--epochs', '1', '2', '--learning-rates',
+                                            '0.05']) == 0
+  with open(tmp_path / 'figs' / 'local_epochs.csv') as f:
+    sweep = list(csv.DictReader(f))
+  assert [int(r['local_epochs']) for r in sweep] == [1, 2]
+  # E = 1 is Fig. 4's FedAvg run (reused); E = 2 has its own run folder
+  assert (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_seed0_quick').is_dir()
   from experiments import a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
