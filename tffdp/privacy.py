@@ -462,7 +462,11 @@ class LaplaceLedger:
     for eps in events[done:]:
       acc.compose(dp_accounting.LaplaceDpEvent(1.0 / eps))
     self._pld[client] = (len(events), acc)
-    return float(acc.get_epsilon(delta))
+    # At large epsilons the PLD's smallest masses underflow and dp_accounting's
+    # conversion overflows to inf (no bound from PLD: the other two remain).
+    with np.errstate(over='ignore', divide='ignore', invalid='ignore'):
+      eps = float(acc.get_epsilon(delta))
+    return eps if not math.isnan(eps) else math.inf
 
   def epsilon(self, client: int, delta: Optional[float] = None) -> float:
     """Client `client`'s epsilon under this ledger's composition."""
