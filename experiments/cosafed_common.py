@@ -25,12 +25,15 @@ GROUPS = {'equal': 'label_shards_equal', 'random': 'label_shards'}
 GROUP_LABEL = {'equal': 'Equal', 'random': 'Random'}
 METHODS = ('lapfed', 'adpfl', 'cosfed', 'cosafed')
 LABEL = {'lapfed': 'LAPFed (reconstructed)', 'adpfl': 'ADPFL (reconstructed)',
-         'cosfed': 'cosFed (reconstructed)', 'cosafed': 'cosAFed',
+         'cosfed': 'cosFed (reconstructed; not reproducible from the description)',
+         'cosafed': 'cosAFed',
          'cosafed_clipped': 'cosAFed, l1_clip = Delta_f',
          'cosafed_alg2': 'cosAFed, score_acc = alg2',
-         'cosfed_updates': 'cosFed (reconstructed), cosine of updates'}
+         'cosfed_updates': 'cosFed (reconstructed), cosine of updates',
+         'lapfed_clipped': 'LAPFed (reconstructed), l1_clip = Delta_f'}
 # Variants: (method, options) of the named readings (one seed each in Table 3).
 VARIANTS = {'cosafed_clipped': ('cosafed', 'l1_clip'),
+            'lapfed_clipped': ('lapfed', 'l1_clip'),
             'cosafed_alg2': ('cosafed', dict(score_acc='alg2')),
             'cosfed_updates': ('cosfed', dict(cosfed_cosine='updates'))}
 EPSILONS = (100.0, 120.0, 150.0, 170.0, 200.0)

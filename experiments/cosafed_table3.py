@@ -6,7 +6,8 @@ N = 3 of M = 100 clients, 350 rounds, epsilon = 100, logistic regression on MNIS
 Equal and Random partitions. Methods: LAPFed, ADPFL, cosFed (all three reconstructed
 from cosAFed's prose) and cosAFed, each over `--seeds` (default 3: mean and spread;
 an ordering within the spread is called a tie); plus, on the first seed, the named
-readings: cosAFed with `l1_clip = Delta_f` (a finite `epsilon_guaranteed`), cosAFed with
+readings: cosAFed with `l1_clip = Delta_f` (still no finite `epsilon_guaranteed`: its
+budget depends on the client's data), LAPFed with `l1_clip = Delta_f` (a finite one), cosAFed with
 Alg. 2's accuracy score (`score_acc=alg2`), cosFed with the cosine of consecutive global
 updates.
 
@@ -28,7 +29,7 @@ import numpy as np
 from experiments import cosafed_common as cc
 from tffdp import plotting
 
-VARIANT_ROWS = ('cosafed_clipped', 'cosafed_alg2', 'cosfed_updates')
+VARIANT_ROWS = ('cosafed_clipped', 'lapfed_clipped', 'cosafed_alg2', 'cosfed_updates')
 
 
 def _stats(values: list[float]) -> tuple[float, float]:

@@ -60,6 +60,12 @@ def test_loss_weighted_mean_factory():
   out = process.next(process.initialize(), _values([[1.0, 0.0], [0.0, 1.0]], [1.0, 3.0],
                                                    [100.0, 300.0]))
   np.testing.assert_allclose(out.result[0], [0.25, 0.75], rtol=1e-6)
+  assert float(out.measurements['loss_sum']) == 4.0
+  size = dp_fedags.LossWeightedMeanFactory('size').create(_value_type(2))
+  out = size.next(size.initialize(), _values([[1.0, 0.0], [0.0, 1.0]], [5.0, 1.0],
+                                             [100.0, 300.0]))
+  np.testing.assert_allclose(out.result[0], [0.25, 0.75], rtol=1e-6)
+  assert float(out.measurements['loss_sum']) == 0.0   # size weights never read the losses
 
 
 def test_svt_selection_with_negligible_noise_is_the_threshold_test():

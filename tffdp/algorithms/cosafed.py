@@ -32,9 +32,12 @@ Privacy. `epsilon_claimed` is the paper's count: per client the sum of its `epsi
 (Theorem 1 per upload, basic composition); the paper's "total privacy budget" of
 Table 3 is the sum over rounds and clients (`epsilon_prime_sum` per round in
 `metrics.csv`). `epsilon_guaranteed` is `inf` without `l1_clip` (the upload's L1
-sensitivity is unbounded); with `l1_clip = Delta_f` each upload is an `epsilon'`-DP
-Laplace release (client-level, add/remove adjacency) and the guaranteed ledger reports
-per client the best of basic composition, RDP and PLD (`privacy.LaplaceLedger`).
+sensitivity is unbounded), and for cosAFed whatever the clip: its `epsilon'` depends on
+the client's own data and sets the noise scale (`DATA_DEPENDENT_REASON`). For the
+baselines with `l1_clip` (their budgets depend only on server-side data and earlier
+releases) each upload is an `(epsilon' l1_clip / Delta_f)`-DP Laplace release
+(client-level, add/remove adjacency) and the guaranteed ledger reports per client the
+best of basic composition, RDP and PLD (`privacy.LaplaceLedger`).
 
 State: `<model=ModelWeights, history=<recent_accuracy float32[N+1],
 recent_loss float32[2], count int32, previous_model, previous_update>,
@@ -62,6 +65,11 @@ COSFED_COSINES = ('models', 'updates')
 UNBOUNDED_REASON = ('the upload is not clipped (paper-literal): its L1 sensitivity is '
                     'unbounded, so Lap(Delta_f / epsilon\') gives no DP guarantee; '
                     'l1_clip bounds it')
+DATA_DEPENDENT_REASON = ("cosAFed's epsilon' = p epsilon depends on the client's own data "
+                         '(the cosine of its trained model with the global one, and its '
+                         'size) and sets the Laplace scale, which is itself released: a '
+                         'data-dependent noise scale has no finite pure-DP bound, whatever '
+                         'the L1 clip')
 RECONSTRUCTED = {'lapfed': 'LAPFed (reconstructed)', 'adpfl': 'ADPFL (reconstructed)',
                  'cosfed': 'cosFed (reconstructed)', 'cosafed': 'cosAFed'}
 
@@ -416,17 +424,28 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     return state, metrics
 
   def releases(cohort, state, metrics):
+    """Claimed: each upload `epsilon'`-DP (Theorem 1). Guaranteed: `inf` without a clip
+    or for cosAFed (data-dependent scale); otherwise `Lap(Delta_f / epsilon')` on an
+    update of L1 norm `<= l1_clip` (add/remove adjacency): `epsilon' l1_clip / Delta_f`.
+    An `epsilon'` of 0 (infinite noise) releases nothing and is not charged."""
     del state
-    eps = metrics['client_epsilons']
-    claimed = []
-    for c, e in zip(cohort, eps):
-      if e > 0 and np.isfinite(e):
-        claimed.append((np.array([c]), privacy_event(e), ''))
+    claimed, guaranteed = [], []
+    for c, e in zip(cohort, metrics['client_epsilons']):
+      who = np.array([c])
+      if not e > 0:
+        continue
+      if np.isinf(e):
+        claimed.append((who, None, "epsilon' = inf: no noise"))
+        guaranteed.append((who, None, "epsilon' = inf: no noise"))
+        continue
+      claimed.append((who, privacy_event(e), ''))
+      if l1_clip is None:
+        guaranteed.append((who, None, UNBOUNDED_REASON))
+      elif method == 'cosafed':
+        guaranteed.append((who, None, DATA_DEPENDENT_REASON))
       else:
-        claimed.append((np.array([c]), None, f"epsilon' = {e}: infinite Laplace scale"))
-    if l1_clip is None:
-      return claimed, [(cohort, None, UNBOUNDED_REASON)]
-    return claimed, claimed
+        guaranteed.append((who, privacy_event(e * l1_clip / sensitivity), ''))
+    return claimed, guaranteed
 
   def check_round(cohort, state, metrics) -> Optional[str]:
     del state
@@ -463,9 +482,14 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       epsilon_claimed="the paper's count: per client the sum of its epsilon' (Theorem 1 "
       'per upload, basic composition); Table 3 sums it over clients (epsilon_prime_sum)',
       epsilon_guaranteed=('inf: ' + UNBOUNDED_REASON) if l1_clip is None else
-      "client-level: each upload an epsilon'-DP Laplace release (L1 clip "
-      f"{l1_clip}, add/remove adjacency); per client the best of basic composition, "
-      "dp_accounting's RDP and PLD",
+      ('inf: ' + DATA_DEPENDENT_REASON) if method == 'cosafed' else
+      "client-level, add/remove adjacency (a client's absence counts as a zero upload; "
+      "replacing a client doubles the cost): each upload Lap(Delta_f / epsilon') on an "
+      f"update of L1 norm <= {l1_clip}, i.e. (epsilon' {l1_clip} / Delta_f)-DP; per "
+      "client the best of basic composition, dp_accounting's RDP and PLD",
+      diagnostics="the per-round measurements (mean cosine, mean L1 norm, clipped count, "
+      "the epsilon' values, the score inputs) are simulation diagnostics, not part of "
+      'the released mechanism, and are not accounted',
       noise_rng="Laplace noise from TF's stateful RNG: runs are not bit-reproducible")
   if method != 'cosafed':
     notes['method'] = (f'{RECONSTRUCTED[method]} from cosAFed\'s description '
@@ -474,8 +498,9 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     notes['p_fixed'] = ('Amendment 2: 0.95 makes the paper\'s totals 103,155 / 103,170 '
                         'whole numbers of adjustments')
   if l1_clip is not None and l1_clip != sensitivity:
-    notes['l1_clip'] = (f'l1_clip {l1_clip} != Delta_f {sensitivity}: the upload is '
-                        f"(epsilon' l1_clip / Delta_f)-DP; the ledgers count epsilon'")
+    notes['l1_clip'] = (f'l1_clip {l1_clip} != Delta_f {sensitivity}: each upload is '
+                        f"(epsilon' l1_clip / Delta_f)-DP (the guaranteed ledger's event); "
+                        "the claimed ledger counts epsilon' as the paper does")
   return common.Method(
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling='uniform', run_round=run_round, round_computation=None,

@@ -125,7 +125,8 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
   Two federated steps: the server sums `L = sum L_k` and `n = sum n_k` and broadcasts
   them; each client scales its update by `gamma_k` (`loss_weights`); the server sums.
   Any method's updates can be averaged this way (the value needs only a loss and a size).
-  `weighting='size'` is FedAvg's `n_k / n`. Measurements: `<weight_min, weight_max,
+  `weighting='size'` is FedAvg's `n_k / n` and never reads the losses (`loss_sum` is 0).
+  The sizes `n_k` are treated as public. Measurements: `<weight_min, weight_max,
   loss_sum, num_examples>`.
 
   Raises:
@@ -158,7 +159,9 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
     @tff.federated_computation(init_fn.type_signature.result,
                                tff.FederatedType(value_type, tff.CLIENTS))
     def next_fn(state, value):
-      loss_total = tff.federated_sum(value.loss)
+      # `size` never reads the clients' losses (they would be a release in the clear).
+      loss_total = (tff.federated_sum(value.loss) if weighting == 'loss'
+                    else tff.federated_value(np.float32(0.0), tff.SERVER))
       n_total = tff.federated_sum(value.num_examples)
       scaled, gamma = tff.federated_map(scale, (
           value, tff.federated_broadcast(loss_total), tff.federated_broadcast(n_total)))
@@ -488,7 +491,17 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           delta_s='Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
           'buries every gradient)' if delta_s == 'scaled' else 'Delta_S = C (the paper)',
           epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
-          'compose over rounds): one epsilon-DP release per client',
+          'compose over rounds): one epsilon-DP release per client. With delta_s=scaled the '
+          'noise std is sigma C with sigma from Delta_S = 2 eta C / n_k, while the noised '
+          'vector g\' has sensitivity C: "epsilon" is then only the paper\'s label (the '
+          'guaranteed ledger states what the noise gives)',
+          guaranteed_scope='with perturb_all (or selection=all) and size weights: the '
+          'Gaussian (or Laplace) release of each participation, no amplification by the '
+          'uniform cohort (conservative; the spec suggests q = k/K); the sparse-vector test '
+          'is then not released (its outcome appears only in the significant_fraction '
+          'diagnostic) and is not charged; n_k is treated as public',
+          local_loss='L_k is the mean training loss over the local steps (the paper\'s '
+          'L_k(W_t) may mean the loss of the global model on the client\'s data)',
           epsilon_guaranteed=('inf: ' + (LOSS_REASON if perturb_all or selection == 'all'
                                          else TOP_REASON if selection == 'top'
                                          else UNPERTURBED_REASON))
