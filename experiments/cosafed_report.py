@@ -131,7 +131,8 @@ def _table3(figs) -> list[str]:
       ('vs LAPFed: paper', lambda r: f"{_f(r['paper_budget_vs_lapfed_pct'], 3)}%"),
       ('tffdp', lambda r: f"{_f(r['budget_vs_lapfed_pct'], 3)}%"),
       ('best_acc: paper', lambda r: _f(r['paper_best_acc'])),
-      ('tffdp (mean +- half-range)', lambda r: f"{_f(r['best_acc'])} +- {_f(r['best_acc_spread'], 2)}"),
+      ('tffdp (mean +- half-range)',
+       lambda r: f"{_f(r['best_acc'])} +- {_f(r['best_acc_spread'], 2)}"),
       ('acc vs LAPFed', lambda r: f"{_f(r['acc_vs_lapfed'], 3)} ({r['acc_verdict']})"),
       ('epsilon_claimed (max per client)', lambda r: _f(r['epsilon_claimed_max'], 6)),
       ('epsilon_guaranteed', lambda r: _f(r['epsilon_guaranteed_max'], 6)),
@@ -149,7 +150,8 @@ def _table3(figs) -> list[str]:
                  f"{_f(saving, 3)}% less than LAPFed (paper "
                  f"{_f(-float(cos['paper_budget_vs_lapfed_pct']), 3)}%), at "
                  f"{_f(gap, 3)} points of best accuracy "
-                 f"({cos['acc_verdict']}; paper {_f(float(cos['paper_best_acc']) - float(lap['paper_best_acc']), 3)}): "
+                 f"({cos['acc_verdict']}; paper "
+                 f"{_f(float(cos['paper_best_acc']) - float(lap['paper_best_acc']), 3)}): "
                  f'{verdict}.')
     cf = by.get((g, cc.LABEL['cosfed']))
     cfu = by.get((g, cc.LABEL['cosfed_updates']))
@@ -172,7 +174,8 @@ def _table3(figs) -> list[str]:
       norm = _mean_l1_norm(figs, g.lower())
       out.append(f'- **{g}, `l1_clip = Delta_f`**: each upload is clipped to L1 norm '
                  f'Delta_f = {cc.SENSITIVITY:g} before the noise (the uploads\' mean L1 norm '
-                 f'is {_f(norm, 3)}, so the clip shrinks them about {_f(norm / cc.SENSITIVITY, 2)}-fold): '
+                 f'is {_f(norm, 3)}, so the clip shrinks them about '
+                 f'{_f(norm / cc.SENSITIVITY, 2)}-fold): '
                  f"LAPFed best acc {_f(lap_clipped['best_acc'])}, "
                  f"epsilon_guaranteed {_f(lap_clipped['epsilon_guaranteed_max'], 6)} per client "
                  '(best of basic composition, RDP and PLD); cosAFed best acc '

@@ -86,12 +86,14 @@ def main(argv=None) -> int:
           paper_best_acc=paper_acc, best_acc=round(acc, 2),
           best_acc_spread=round(acc_spread, 2),
           budget_vs_lapfed_pct=round(100 * (total / lap_total - 1), 2),
-          paper_budget_vs_lapfed_pct=(round(100 * (paper_total / cc.PAPER_TABLE3[(group, 'lapfed')][0] - 1), 2)
-                                      if paper_total != '' else ''),
+          paper_budget_vs_lapfed_pct=(
+              round(100 * (paper_total / cc.PAPER_TABLE3[(group, 'lapfed')][0] - 1), 2)
+              if paper_total != '' else ''),
           acc_vs_lapfed=round(gap, 2),
           acc_verdict=('reference' if method == 'lapfed' else
                        'tie (within the seeds\' spread)'
-                       if abs(gap) <= max(acc_spread, lap_acc[1]) else ('higher' if gap > 0 else 'lower')),
+                       if abs(gap) <= max(acc_spread, lap_acc[1]) else
+                       'higher' if gap > 0 else 'lower'),
           mean_budget_multiplier=round(total / (rs[0]['rounds'] * 3 * 100.0), 4),
           epsilon_claimed_max=round(float(np.mean([r['epsilon_claimed_max'] for r in rs])), 2),
           epsilon_guaranteed_max=rs[0]['epsilon_guaranteed_max'],

@@ -484,8 +484,8 @@ class Runner:
     if not after:
       rel_claimed = method.claimed_releases(cohort, self.state)
       rel_guaranteed = method.guaranteed_releases(cohort, self.state)
-    if not after and not self.per_client_budget and config.epsilon_budget is not None and _would_exceed(
-        self.guaranteed, rel_guaranteed, config.epsilon_budget):
+    if (not after and not self.per_client_budget and config.epsilon_budget is not None
+        and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
       self.stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
                           f'{config.epsilon_budget}')
       self.log(f'tffdp: stopping: {self.stop_reason}')

@@ -331,7 +331,9 @@ def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: f
   num_steps>` summed over clients.
   """
   weights_type = common.weights_type_of(keras_builder)
-  init_fn = dp_sgd._initial_state('none', learning_rate, 0.0, 1.0)  # pylint: disable=protected-access
+  # dp_sgd's own state and client-work plumbing, without DP-SGD (dp_sgd='none').
+  init_fn = dp_sgd._initial_state(  # pylint: disable=protected-access
+      'none', learning_rate, 0.0, 1.0)
   state_type = init_fn.type_signature.result.member
 
   @tff.tensorflow.computation(state_type, weights_type, data.client_data_type)
@@ -347,8 +349,8 @@ def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: f
         num_examples=weight / float(local_epochs))
     return tff.learning.templates.ClientResult(update=value, update_weight=weight), metrics
 
-  return dp_sgd._client_work_process(init_fn, weights_type, data.client_data_type,  # pylint: disable=protected-access
-                                     client_fn)
+  return dp_sgd._client_work_process(  # pylint: disable=protected-access
+      init_fn, weights_type, data.client_data_type, client_fn)
 
 
 def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 0.5,
