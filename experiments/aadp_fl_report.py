@@ -323,7 +323,32 @@ def build(figs: str) -> str:
     out += [f'![{f}]({f})' for f in images] + ['']
   out += ['## Not run or not built', '']
   out += [f'- {what}: {why}.' for what, why in NOT_RUN]
+  out += _unlisted_runs(figs, tables['table2'])
   return '\n'.join(out) + '\n'
+
+
+def _unlisted_runs(figs, table2) -> list[str]:
+  """Finished runs whose figure has not been written yet (e.g. Table 2's first CIFAR-10
+  rows while the others still run), read from their copies in `runs/`."""
+  listed = {os.path.basename(r['run']) for r in table2 or []}
+  rows = []
+  runs_dir = os.path.join(figs, 'runs')
+  for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
+    path = os.path.join(runs_dir, name, 'summary.json')
+    if name in listed or not name.startswith('cifar10_') or not os.path.exists(path):
+      continue
+    with open(path) as f:
+      s = json.load(f)
+    rows.append(f"| `{name}` | {_f(100 * s['final_test_accuracy'])} | "
+                f"{_f(100 * s['best_test_accuracy'])} | {s['rounds_completed']} | "
+                f"{_f(s['epsilon_claimed'])} | {_f(s['epsilon_guaranteed'])} | "
+                f"{_f(s['wall_seconds'], 5)} |")
+  if not rows:
+    return []
+  return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
+          'the command has run; each run\'s copy is in `runs/<name>/`):', '',
+          '| run | final test acc (%) | best (%) | rounds | epsilon_claimed | '
+          'epsilon_guaranteed | wall s |', '|---|---|---|---|---|---|---|', *rows]
 
 
 def main(argv=None) -> int:
