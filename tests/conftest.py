@@ -29,3 +29,24 @@ def data_dir():
   if not os.path.isdir(os.path.join(d, 'mnist')):
     pytest.skip(f'no MNIST copy in {d}: set TFFDP_DATA_DIR')
   return os.path.abspath(d)  # tests build file:// URLs from it
+
+
+@pytest.fixture(scope='session')
+def full_batch_delta():
+  """`(model, weights, x uint8, y, lr) -> [initial - trained]` after one full-batch SGD step.
+
+  The reference of the exact zero-noise round tests: a client whose batch holds all its
+  examples takes one step of `lr` times the mean cross-entropy gradient.
+  """
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def delta(model, weights, x, y, learning_rate):
+    for v, w in zip(model.trainable_variables, weights):
+      v.assign(w)
+    xs = np.asarray(x).astype(np.float32) / 255.0
+    with tf.GradientTape() as tape:
+      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
+          y, model(xs), from_logits=True))
+    return [learning_rate * g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+  return delta

@@ -89,7 +89,7 @@ def _set_sigmas(method, state, sigmas):
       learning.aggregator, sigmas)), budget=state['budget'])
 
 
-def test_zero_noise_round_matches_a_numpy_keras_reference(tiny):
+def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta):
   data, x, y, parts = tiny
   # B >= d_i: one full-batch local step, so the reference needs no shuffle order.
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=5, batch_size=12, clip_norm=0.05,
@@ -104,14 +104,7 @@ def test_zero_noise_round_matches_a_numpy_keras_reference(tiny):
   model = BUILDER()
   deltas = []
   for c in cohort:
-    for v, w in zip(model.trainable_variables, w0):
-      v.assign(w)
-    xs, ys = x[parts[c]].astype(np.float32) / 255.0, y[parts[c]]
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-          ys, model(xs), from_logits=True))
-    grads = tape.gradient(loss, model.trainable_variables)
-    delta = [0.5 * g.numpy() for g in grads]   # initial - trained after one SGD step
+    delta = full_batch_delta(model, w0, x[parts[c]], y[parts[c]], 0.5)
     clipped, _, _ = aggregators.longitudinal_clip([tf.constant(d) for d in delta],
                                                   tf.constant(0.05))
     deltas.append([c.numpy() for c in clipped])

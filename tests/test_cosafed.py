@@ -145,7 +145,7 @@ def test_l1_clip_scales_to_the_bound():
 
 # ----- the process ---------------------------------------------------------------------
 
-def test_zero_noise_round_matches_a_numpy_keras_reference(tiny):
+def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta):
   data, x, y, parts, validation = tiny
   m = cosafed.build_cosafed(BUILDER, data, validation, method='cosafed', rounds=4,
                             cohort_size=3, epsilon=np.inf, batch_size=12,
@@ -157,13 +157,7 @@ def test_zero_noise_round_matches_a_numpy_keras_reference(tiny):
   model = BUILDER()
   scaled = []
   for c in cohort:
-    for v, w in zip(model.trainable_variables, w0):
-      v.assign(w)
-    xs, ys = x[parts[c]].astype(np.float32) / 255.0, y[parts[c]]
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-          ys, model(xs), from_logits=True))
-    delta = [0.5 * g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
+    delta = full_batch_delta(model, w0, x[parts[c]], y[parts[c]], 0.5)
     a = np.concatenate([w.ravel() for w in w0])
     b = np.concatenate([(w - d).ravel() for w, d in zip(w0, delta)])
     d = a @ b / (np.linalg.norm(a) * np.linalg.norm(b))

@@ -141,7 +141,6 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
     weighting = self._weighting
-    update_type = value_type.update
 
     @tff.federated_computation
     def init_fn():
@@ -171,7 +170,6 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
       return tff.templates.MeasuredProcessOutput(
           state=state, result=tff.federated_sum(scaled), measurements=measured)
 
-    del update_type
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
