@@ -32,8 +32,9 @@ $(VENV)/.installed: requirements.txt setup.cfg pyproject.toml
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet -r requirements.txt
 	$(PY) -m pip install --quiet --no-deps tensorflow-federated==0.87.0
+	$(PY) -m pip install --quiet --no-deps tensorflow-empirical-privacy==0.1.0
 	$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
-	$(PY) -c "import tensorflow_federated, tffdp"
+	$(PY) -c "import tensorflow_federated, tffdp, tffdp.mia"
 	touch $@
 
 demo: venv

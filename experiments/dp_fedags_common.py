@@ -8,7 +8,8 @@ tffdp's reading). Models (not given): MNIST the McMahan CNN, CIFAR-10 conv 32-32
 64-64-pool, dense 512. Runs are cached and resume from their checkpoints.
 
 DP-FedAvg (as this paper runs it) and DP-FedSNLC are reconstructions (`baselines.md`):
-every table and plot labels them so. cpSGD is not built yet.
+every table and plot labels them so. cpSGD (Agarwal et al. 2018) runs on the same pipeline
+(k = 2^16 quantisation levels, m from their Theorem 1 per client; `dp_fedags.py`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from tffdp import config as config_lib
 DATASETS = ('mnist', 'cifar10')
 LABEL = {'mnist': 'MNIST', 'cifar10': 'CIFAR-10'}
 MODELS = {'mnist': 'mcmahan_cnn', 'cifar10': 'dp_fedags_cifar_cnn'}
-METHODS = ('dp_fedavg_ags', 'dp_fedsnlc', 'dp_fedags')
+METHODS = ('dp_fedavg_ags', 'cpsgd', 'dp_fedsnlc', 'dp_fedags')
 METHOD_LABEL = {'dp_fedavg_ags': 'DP-FedAvg (reconstructed)',
                 'dp_fedsnlc': 'DP-FedSNLC (reconstructed)', 'dp_fedags': 'DP-FedAGS',
                 'cpsgd': 'cpSGD'}

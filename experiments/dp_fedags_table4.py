@@ -1,14 +1,14 @@
 """DP-FedAGS Table IV and Fig. 3: test accuracy per method and budget.
 
     python -m experiments.dp_fedags_table4 [--datasets mnist cifar10] [--epsilons 0.1 0.2 0.5]
-        [--methods dp_fedavg_ags dp_fedsnlc dp_fedags] [--data-dir DIR] [--quick]
+        [--methods dp_fedavg_ags cpsgd dp_fedsnlc dp_fedags] [--data-dir DIR] [--quick]
 
 Each method at each per-round budget epsilon (Sec. V-A settings: `dp_fedags_common`).
 Table IV's metric is the **mean test accuracy over training**; the table reports it and
 the final accuracy, both epsilons, the mean fraction of coordinates perturbed per
 client-round (Amendment 2: the sparse-vector test is close to a coin flip), and the wall
-time. DP-FedAvg and DP-FedSNLC are reconstructions; cpSGD is not built yet (its rows
-stay "not run").
+time. DP-FedAvg and DP-FedSNLC are reconstructions; cpSGD uses k = 2^16 levels and the
+clients' Theorem 1 `m` (the run's config lists both).
 
 Writes `table4.csv` (rows of datasets not run now are kept), `fig3_<dataset>_eps<e>.png`
 (test accuracy per round, the paper's Fig. 3) and each run's results under `runs/`.

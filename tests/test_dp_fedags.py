@@ -25,6 +25,20 @@ def test_eq35_threshold_one_indexed_ceilings():
   assert float(dp_fedags.significance_threshold(g10, 50, 3)) == 9.0   # rank > |W| capped
 
 
+def test_kth_smallest_matches_a_sort():
+  rng = np.random.default_rng(0)
+  for n in (1, 2, 7, 1000):
+    for trial in range(6):
+      x = np.abs(rng.standard_normal(n)).astype(np.float32)
+      if trial % 2:
+        x = np.round(x, 1)           # ties
+      if trial % 3 == 0:
+        x[:n // 2] = 0.0             # a block of zeros
+      ranks = sorted({1, n, (n + 1) // 2, max(1, n // 10)})
+      got = [float(dp_fedags.kth_smallest(tf.constant(x), k)) for k in ranks]
+      assert got == [float(np.sort(x)[k - 1]) for k in ranks]
+
+
 def test_eq2_sigma():
   # Amendment 1: 8.04 / 4.60 / 2.40 at epsilon 0.1 / 0.2 / 0.5 with Delta_S = 1
   got = [dp_fedags.eq2_noise_multiplier(1.0, e) for e in (0.1, 0.2, 0.5)]
@@ -183,7 +197,31 @@ def test_snlc_top_selection_and_dp_fedavg_all_selection():
     dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.1, 0.1, 0.3, 5, selection='random')
 
 
-@pytest.mark.parametrize('method,finite', [('dp_fedsnlc', False), ('dp_fedavg_ags', True)])
+def test_binomial_perturbation_quantises_and_adds_theorem1_noise():
+  from tffdp.algorithms import cpsgd
+  dim, n_k, lr, levels = 50_000, 50.0, 0.1, 2 ** 10
+  g = np.full(dim, 0.5 / math.sqrt(dim), np.float32)          # ||g|| = 0.5 < C
+  factory = dp_fedags.SignificantGradientFactory(
+      1.0, 0.5, 0.025, 0.025, 0.45, rounds=10, learning_rate=lr, selection='all',
+      perturbation='binomial', quantization_levels=levels, delta=1e-3,
+      inner=dp_fedags.LossWeightedMeanFactory('size'))
+  process = factory.create(_value_type(dim))
+  out = process.next(process.initialize(), _values([g], [1.0], [n_k]))
+  ds, step = 2 * lr / n_k, 2.0 / (levels - 1)
+  m = cpsgd.smallest_num_trials(0.5, 0.5, 1e-3, step, dim, math.sqrt(dim) * ds, ds, ds)
+  sig = out.measurements['significant_gradient']
+  assert abs(float(sig['num_trials']) - m) <= 1
+  noise = np.asarray(out.result[0], np.float64) - g
+  assert noise.mean() == pytest.approx(0.0, abs=5 * step * math.sqrt(m / 4 / dim))
+  # std of s (Bin(m, 1/2) - m/2) plus the rounding's (at most s / 2)
+  assert noise.std() == pytest.approx(step * math.sqrt(m / 4), rel=0.02)
+  with pytest.raises(ValueError, match='quantization_levels'):
+    dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.1, 0.1, 0.3, 5, selection='all',
+                                         perturbation='binomial', quantization_levels=1)
+
+
+@pytest.mark.parametrize('method,finite', [('dp_fedsnlc', False), ('dp_fedavg_ags', True),
+                                           ('cpsgd', False)])
 def test_reconstructed_baselines_run(tmp_path, method, finite):
   config = config_lib.RunConfig.create(
       method=method, dataset='synthetic', rounds=2, clients=6, clients_per_round=3,
@@ -192,5 +230,10 @@ def test_reconstructed_baselines_run(tmp_path, method, finite):
   summary = runner.run(config, log=lambda s: None)
   assert summary['epsilon_claimed'] == pytest.approx(0.5)
   assert (summary['epsilon_guaranteed'] != 'inf') == finite
-  if not finite:
+  if method == 'dp_fedsnlc':
     assert dp_fedags.TOP_REASON in summary['epsilon_reasons']
+  if method == 'cpsgd':
+    assert dp_fedags.BINOMIAL_REASON in summary['epsilon_reasons']
+    with open(tmp_path / method / 'config.json') as f:
+      text = f.read()
+    assert 'num_trials_median' in text and 'quantization_levels' in text

@@ -311,3 +311,17 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
   assert float(rows['DP-FedSNLC (reconstructed)']['perturbed_fraction']) == pytest.approx(
       0.1, abs=0.01)
   assert (figs / 'fig3_mnist_eps0.5.png').stat().st_size > 0
+  assert rows['cpSGD']['epsilon_guaranteed'] == 'inf'
+  assert rows['cpSGD']['paper_mean_accuracy'] == '90.63'
+  from experiments import dp_fedags_mia
+  assert dp_fedags_mia.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                             str(tmp_path / 'runs'), '--figures-dir', str(figs),
+                             '--epsilons', '0.5', '0.2', '--methods', 'dp_fedags']) == 0
+  with open(figs / 'mia.csv') as f:
+    mia_rows = list(csv.DictReader(f))
+  assert [r['attack'] for r in mia_rows if r['epsilon'] == '0.5'] == [
+      'Basic MIA (Yeom et al. 2018)', 'ML-Leaks (Salem et al. 2019)',
+      'White-box (loss, gradient norm; after Nasr et al. 2019)']
+  assert all(0 <= float(r['accuracy']) <= 100 for r in mia_rows if r['epsilon'] == '0.5')
+  assert [r['accuracy'] for r in mia_rows if r['epsilon'] == '0.2'] == ['not run']
+  assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed0_quick' / 'mia.json').exists()

@@ -560,6 +560,35 @@ class Runner:
     return summary
 
 
+def load_trained(out: str, data_dir: Optional[str] = None,
+                 log: Callable[[str], None] = print) -> tuple[Experiment, object, int]:
+  """The run in `out` rebuilt from its `config.json`, with the model of its checkpoint.
+
+  For evaluations after training (e.g. `tffdp.mia`): the experiment (data, method,
+  evaluator) is built again and the checkpointed server state restored.
+
+  Args:
+    out: A run directory holding `config.json` and `checkpoint.pkl`.
+    data_dir: Overrides the recorded data directory (None: the recorded one).
+    log: Progress lines.
+
+  Returns:
+    `(experiment, model_weights, rounds_done)` (`tff.learning.models.ModelWeights`).
+
+  Raises:
+    FileNotFoundError: If `out` lacks either file.
+  """
+  with open(os.path.join(out, 'config.json')) as f:
+    config = config_lib.from_dict(json.load(f))
+  config = dataclasses.replace(config, out=out,
+                               data_dir=data_dir if data_dir else config.data_dir).resolved()
+  with open(os.path.join(out, CHECKPOINT), 'rb') as f:
+    ckpt = pickle.load(f)
+  exp = build_experiment(config, log)
+  state = tf.nest.pack_sequence_as(exp.method.initialize(), ckpt['state'])
+  return exp, exp.method.model_weights(state), int(ckpt['round'])
+
+
 def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason) -> dict:
   evaluated = [r for r in rows if r.get('test_accuracy') != '']
   best = max(evaluated, key=lambda r: r['test_accuracy']) if evaluated else None

@@ -7,13 +7,17 @@ Communication-efficient and differentially-private distributed SGD", NeurIPS 201
 gradient, then Binomial noise `Bin(m, p) - m p` per coordinate (scaled by the
 quantisation step `s`).
 
-`dp_accounting` has no Binomial event: this module is the paper's own theorem. The
-mechanism that uses it is not built yet (issue 14).
+`dp_accounting` has no Binomial event: this module is the paper's own theorem.
+`dp_fedags.SignificantGradientFactory(perturbation='binomial')` is the mechanism
+(registered as the method `cpsgd`): `stochastic_quantize`, then `binomial_noise` with
+`num_trials_tf`'s `m` per client.
 """
 
 from __future__ import annotations
 
 import math
+
+import tensorflow as tf
 
 
 def _b(p: float) -> float:   # eq. 17
@@ -85,3 +89,74 @@ def smallest_num_trials(epsilon: float, p: float, delta: float, scale: float, di
     mid = (lo + hi) // 2
     lo, hi = (lo, mid) if ok(mid) else (mid, hi)
   return hi
+
+
+def _coefficients(p: float, delta: float, dim: int, l1, l2, linf):
+  """Theorem 1 as `epsilon = a / (s sqrt(v)) + b / (s v)`, `v = m p (1 - p)`."""
+  a = l2 * math.sqrt(2 * math.log(1.25 / delta))
+  b = ((l2 * _c(p) * math.sqrt(math.log(10 / delta)) + l1 * _b(p)) / (1 - delta / 10)
+       + 2.0 / 3.0 * linf * math.log(1.25 / delta)
+       + linf * _d(p) * math.log(20 * dim / delta) * math.log(10 / delta))
+  return a, b
+
+
+def num_trials_tf(epsilon: float, p: float, delta: float, scale: float, dim: int,
+                  l1_sensitivity, l2_sensitivity, linf_sensitivity) -> tf.Tensor:
+  """The smallest `m` of Theorem 1 for `epsilon`, in closed form (TF, per client).
+
+  Theorem 1's epsilon is `a / (s sqrt(v)) + b / (s v)` with `v = m p (1 - p)`: a
+  quadratic in `1 / sqrt(v)`, solved exactly, then `m` is raised to the theorem's
+  condition `m p (1 - p) >= max(23 log(10 d / delta), 2 Delta_inf / s)`. Agrees with
+  `smallest_num_trials` (bisection) up to float rounding (tests: within one trial).
+
+  Args:
+    epsilon: Target epsilon `> 0`.
+    p, delta, scale, dim: As `binomial_epsilon`.
+    l1_sensitivity, l2_sensitivity, linf_sensitivity: float32/float64 tensors or floats
+      (a client's `Delta_1, Delta_2, Delta_inf`).
+
+  Returns:
+    float64 scalar tensor `m` (an integer value).
+  """
+  cast = lambda v: tf.cast(v, tf.float64)
+  l1, l2, linf = cast(l1_sensitivity), cast(l2_sensitivity), cast(linf_sensitivity)
+  a, b = _coefficients(p, delta, dim, l1, l2, linf)
+  a, b = a / scale, b / scale
+  x = 2.0 * epsilon / (a + tf.sqrt(a * a + 4.0 * b * epsilon))  # x = 1 / sqrt(v)
+  v = tf.maximum(1.0 / (x * x), tf.maximum(2.0 * linf / scale,
+                                            23 * math.log(10 * dim / delta)))
+  return tf.math.ceil(v / (p * (1 - p)) * (1.0 - 1e-12))
+
+
+def stochastic_quantize(values: tf.Tensor, x_max: float, levels: int) -> tf.Tensor:
+  """cpSGD's stochastic `k`-level quantisation (Agarwal et al. 2018, Sec. 4).
+
+  The grid is `-X + i s`, `i = 0..k-1`, `s = 2 X / (k - 1)`; each value (clamped to
+  `[-X, X]`) goes to one of its two neighbouring grid points with the probabilities
+  that make it unbiased.
+
+  Args:
+    values: float32 tensor (any shape).
+    x_max: `X > 0` (the clip bounds every coordinate: `X = C`).
+    levels: `k >= 2`.
+
+  Returns:
+    float32 tensor of `values`' shape, on the grid.
+  """
+  step = 2.0 * x_max / (levels - 1)
+  pos = (tf.clip_by_value(values, -x_max, x_max) + x_max) / step
+  low = tf.floor(pos)
+  up = tf.cast(tf.random.uniform(tf.shape(values)) < pos - low, tf.float32)
+  return tf.minimum(low + up, levels - 1.0) * step - x_max
+
+
+def binomial_noise(shape, num_trials, p: float, scale: float) -> tf.Tensor:
+  """`s (Bin(m, p) - m p)` per coordinate (Theorem 1's noise), float32.
+
+  The seed of TF's stateless Binomial sampler comes from the stateful RNG.
+  """
+  seed = tf.random.uniform([2], maxval=2 ** 31 - 1, dtype=tf.int32)
+  m = tf.cast(num_trials, tf.float64)
+  draws = tf.random.stateless_binomial(shape, seed, m, tf.constant(p, tf.float64),
+                                       output_dtype=tf.float64)
+  return tf.cast(scale * (draws - m * p), tf.float32)

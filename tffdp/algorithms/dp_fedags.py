@@ -50,10 +50,10 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import aggregators, privacy
-from tffdp.algorithms import common, dp_sgd, registry
+from tffdp.algorithms import common, cpsgd, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
-PERTURBATIONS = ('gaussian', 'laplace')
+PERTURBATIONS = ('gaussian', 'laplace', 'binomial')
 SELECTIONS = ('svt', 'top', 'all')
 DELTA_S_MODES = ('scaled', 'clip')
 WEIGHTINGS = ('loss', 'size')
@@ -61,6 +61,10 @@ LOSS_REASON = ('the clients\' training losses L_k are uploaded in the clear and 
                'aggregation weights (eq. 37)')
 UNPERTURBED_REASON = ('coordinates the sparse-vector test does not select are uploaded '
                       'without noise')
+BINOMIAL_REASON = ('cpSGD\'s Theorem 1 (Agarwal et al. 2018) gives each upload an (epsilon, '
+                   'delta) pair, which the RDP ledger cannot compose (dp_accounting has no '
+                   'Binomial event); the per-upload value at the true sensitivity is in the '
+                   'config notes')
 TOP_REASON = ('the top coordinates of |g\'| are chosen without noise and the others '
               'uploaded without noise (DP-FedSNLC as reconstructed)')
 
@@ -75,12 +79,41 @@ def eq2_noise_multiplier(sensitivity, epsilon: float):
   return sensitivity / epsilon * math.sqrt(2.0 * (math.log(1.25) + epsilon))
 
 
+def kth_smallest(abs_values: tf.Tensor, rank) -> tf.Tensor:
+  """The `rank`-th smallest entry (1-indexed) of a non-negative float32 vector.
+
+  Exact, without a sort: non-negative float32 values order like their int32 bit
+  patterns, so a bisection over the patterns (31 passes of a count) finds the smallest
+  pattern with at least `rank` entries at or below it. On the 1.6M coordinates of the
+  McMahan CNN it takes a fraction of `tf.sort`'s time.
+
+  Args:
+    abs_values: float32 `[n]`, every entry `>= 0` (NaN is not allowed).
+    rank: int32 in `[1, n]`.
+
+  Returns:
+    float32 scalar.
+  """
+  bits = tf.bitcast(abs_values, tf.int32)
+  rank = tf.cast(rank, tf.int32)
+
+  def body(lo, hi):
+    mid = lo + (hi - lo) // 2
+    enough = tf.reduce_sum(tf.cast(bits <= mid, tf.int32)) >= rank
+    return tf.where(enough, lo, mid + 1), tf.where(enough, mid, hi)
+
+  lo, _ = tf.while_loop(lambda lo, hi: lo < hi, body,
+                        (tf.reduce_min(bits), tf.reduce_max(bits)))
+  return tf.bitcast(lo, tf.float32)
+
+
 def significance_threshold(abs_values: tf.Tensor, round_num, rounds: int) -> tf.Tensor:
   """Eq. 35: `min(sort(|g'|)[ceil(t |W| / T)], sort(|g'|)[ceil(9 |W| / 10)])`.
 
-  Ascending sort, 1-indexed ranks (the index is capped at `|W|`). The paper's text says
-  the threshold shrinks over training; the formula grows it with `t` up to the 90th
-  percentile. The formula is implemented.
+  Ascending order, 1-indexed ranks (the index is capped at `|W|`), found by
+  `kth_smallest` (exact, no sort). The paper's text says the threshold shrinks over
+  training; the formula grows it with `t` up to the 90th percentile. The formula is
+  implemented.
 
   Args:
     abs_values: float32 `[|W|]`, the magnitudes `|g'|`.
@@ -91,12 +124,10 @@ def significance_threshold(abs_values: tf.Tensor, round_num, rounds: int) -> tf.
     float32 scalar `lambda_t`.
   """
   w = tf.shape(abs_values)[0]
-  s = tf.sort(abs_values)
   wf = tf.cast(w, tf.float64)
   rank_t = tf.cast(tf.math.ceil(tf.cast(round_num, tf.float64) * wf / float(rounds)), tf.int32)
   rank_90 = tf.cast(tf.math.ceil(9.0 * wf / 10.0), tf.int32)
-  pick = lambda rank: s[tf.clip_by_value(rank, 1, w) - 1]
-  return tf.minimum(pick(rank_t), pick(rank_90))
+  return kth_smallest(abs_values, tf.clip_by_value(tf.minimum(rank_t, rank_90), 1, w))
 
 
 def loss_weights(num_examples, losses, weighting: str = 'loss'):
@@ -188,18 +219,27 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     rounds: `T` of eq. 35.
     delta_s: `scaled` (`Delta_S = 2 eta C / n_k`, Amendment 1) or `clip` (`C`).
     learning_rate: `eta` of `scaled`.
-    perturbation: `gaussian` (Alg. 1 line 26, std `sigma C`) or `laplace`
-      (`Lap(Delta_S / epsilon_3)`).
+    perturbation: `gaussian` (Alg. 1 line 26, std `sigma C`), `laplace`
+      (`Lap(Delta_S / epsilon_3)`) or `binomial` (cpSGD, Agarwal et al. 2018: `g'`
+      quantised stochastically to `quantization_levels` levels on `[-C, C]`, step
+      `s = 2 C / (k - 1)`, plus `s (Bin(m, 1/2) - m / 2)` per coordinate, `m` the smallest
+      of their Theorem 1 for `(epsilon, delta)` with `Delta_2 = Delta_inf = Delta_S`,
+      `Delta_1 = sqrt(|W|) Delta_S`: Amendment 1's reading, as for the Gaussian; the
+      rounding's own effect on the sensitivity is left out, as that reading leaves out
+      the clip's). Use with `selection='all'`.
     perturb_all: Noise every coordinate (the SVT still runs and is measured).
     selection: `svt` (DP-FedAGS), `top` (the `top_fraction` largest `|g'_j|`, chosen
       without noise: DP-FedSNLC as reconstructed) or `all` (every coordinate, no SVT:
       DP-FedAvg as DP-FedAGS's paper runs it, reconstructed).
     top_fraction: The fraction `omega` of `top` (`baselines.md`: 10%).
+    delta: The delta of `binomial`'s Theorem 1.
+    quantization_levels: `k >= 2` of `binomial`.
     inner: Unweighted factory of `<update, loss, num_examples>`.
 
   Measurements: `<significant_fraction (mean over clients), threshold (mean lambda_t),
   threshold_max, max_abs_gradient (largest |g'_j|), noise_std (mean per-coordinate std),
-  clipped (clients whose ||g|| > C), mean_abs_gradient (mean |g'_j|), round>` and `inner`.
+  clipped (clients whose ||g|| > C), mean_abs_gradient (mean |g'_j|), num_trials (mean
+  `m` of `binomial`, else 0), round>` and `inner`.
 
   Raises:
     ValueError: On an invalid argument.
@@ -209,6 +249,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
                epsilon_3: float, rounds: int, *, delta_s: str = 'scaled',
                learning_rate: float = 0.1, perturbation: str = 'gaussian',
                perturb_all: bool = False, selection: str = 'svt', top_fraction: float = 0.1,
+               delta: float = 1e-3, quantization_levels: int = 2 ** 16,
                inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
     for name, v in (('clip_norm', clip_norm), ('epsilon', epsilon), ('epsilon_1', epsilon_1),
                     ('epsilon_2', epsilon_2), ('epsilon_3', epsilon_3),
@@ -225,12 +266,17 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     if perturbation not in PERTURBATIONS:
       raise ValueError(f'perturbation must be one of {", ".join(PERTURBATIONS)}. '
                        f'Found {perturbation!r}.')
+    if perturbation == 'binomial' and int(quantization_levels) < 2:
+      raise ValueError('quantization_levels must be at least 2. Found '
+                       f'{quantization_levels!r}.')
+    privacy.check_delta(delta)
     self._kw = dict(clip_norm=float(clip_norm), epsilon=float(epsilon),
                     epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
                     epsilon_3=float(epsilon_3), rounds=int(rounds), delta_s=delta_s,
                     learning_rate=float(learning_rate), perturbation=perturbation,
                     perturb_all=bool(perturb_all), selection=selection,
-                    top_fraction=float(top_fraction))
+                    top_fraction=float(top_fraction), delta=float(delta),
+                    quantization_levels=int(quantization_levels))
     self._inner = inner or LossWeightedMeanFactory()
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
@@ -260,14 +306,23 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         significant = magnitude + alpha >= lam + beta
       elif kw['selection'] == 'top':
         count = int(math.ceil(kw['top_fraction'] * int(flat.shape[0])))
-        lam = tf.math.top_k(magnitude, count).values[-1]
+        lam = kth_smallest(magnitude, int(flat.shape[0]) - count + 1)  # count-th largest
         significant = magnitude >= lam
       else:
         lam = tf.constant(0.0)
         significant = tf.ones_like(flat, tf.bool)
+      num_trials = tf.constant(0.0, tf.float64)
       if kw['perturbation'] == 'gaussian':
         std = eq2_noise_multiplier(ds, eps) * c
         noise = tf.random.normal(size) * std
+      elif kw['perturbation'] == 'binomial':
+        step = 2.0 * c / (kw['quantization_levels'] - 1)
+        clipped = cpsgd.stochastic_quantize(clipped, c, kw['quantization_levels'])
+        dim = int(flat.shape[0])
+        num_trials = cpsgd.num_trials_tf(eps, 0.5, kw['delta'], step, dim,
+                                         math.sqrt(dim) * ds, ds, ds)
+        std = step * tf.sqrt(num_trials / 4.0)
+        noise = cpsgd.binomial_noise(size, num_trials, 0.5, step)
       else:
         std = math.sqrt(2.0) * ds / kw['epsilon_3']
         noise = aggregators.laplace_noise(size, ds / kw['epsilon_3'])
@@ -285,7 +340,8 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
           significant_fraction=tf.reduce_mean(tf.cast(significant, tf.float32)),
           threshold=lam, noise_std=tf.cast(std, tf.float32),
           clipped=tf.cast(norm > c, tf.int32), mean_abs_gradient=tf.reduce_mean(magnitude),
-          max_abs_gradient=tf.reduce_max(magnitude))
+          max_abs_gradient=tf.reduce_max(magnitude),
+          num_trials=tf.cast(num_trials, tf.float32))
       return new_value, stats
 
     @tff.federated_computation(init_fn.type_signature.result,
@@ -303,6 +359,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
           noise_std=tff.federated_mean(stats.noise_std),
           clipped=tff.federated_sum(stats.clipped),
           mean_abs_gradient=tff.federated_mean(stats.mean_abs_gradient),
+          num_trials=tff.federated_mean(stats.num_trials),
           round=round_num))
       return tff.templates.MeasuredProcessOutput(
           state=tff.federated_zip(collections.OrderedDict(round=round_num, inner=out.state)),
@@ -358,7 +415,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
                     perturbation: str = 'gaussian', perturb_all: bool = False,
                     weighting: str = 'loss', clients_per_round: int = 10,
                     delta: float = 1e-3, seed: int = 0, selection: str = 'svt',
-                    top_fraction: float = 0.1, name: str = 'dp_fedags') -> common.Method:
+                    top_fraction: float = 0.1, quantization_levels: int = 2 ** 16,
+                    name: str = 'dp_fedags') -> common.Method:
   """Builds DP-FedAGS (see the module docstring).
 
   Args:
@@ -373,14 +431,15 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
     batch_size: `B` (Sec. V-A: 128).
     local_epochs: `E` (not given: 1).
     delta_s: `scaled` (`2 eta C / n_k`, Amendment 1) or `clip` (`C`).
-    perturbation: `gaussian` or `laplace`.
+    perturbation: `gaussian`, `laplace` or `binomial` (cpSGD; `selection='all'`).
     perturb_all: Noise every coordinate.
     weighting: `loss` (eq. 37) or `size` (`n_k / n`).
     clients_per_round: `k` (Sec. V-A: 10).
     delta: The delta of the guaranteed ledger (Sec. V-A: 0.001).
     seed: Model-initialisation seed.
     selection, top_fraction: As `SignificantGradientFactory` (`svt` for DP-FedAGS).
-    name: The method name (`dp_fedags`, `dp_fedsnlc`, `dp_fedavg_ags`).
+    quantization_levels: `k` of `binomial` (cpSGD; not given in either paper: 2^16).
+    name: The method name (`dp_fedags`, `dp_fedsnlc`, `dp_fedavg_ags`, `cpsgd`).
 
   Returns:
     A `common.Method`.
@@ -400,7 +459,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   factory = SignificantGradientFactory(
       clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
-      top_fraction=top_fraction, inner=LossWeightedMeanFactory(weighting))
+      top_fraction=top_fraction, delta=delta, quantization_levels=quantization_levels,
+      inner=LossWeightedMeanFactory(weighting))
   init = common.initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
   value_type = client_work.next.type_signature.result.result.member.update
@@ -431,6 +491,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
 
   def guaranteed(cohort, state):
     del state
+    if perturbation == 'binomial':
+      return [(cohort, None, BINOMIAL_REASON)]
     if selection == 'top' and not perturb_all:
       return [(cohort, None, TOP_REASON)]
     if selection == 'svt' and not perturb_all:
@@ -458,6 +520,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
             'noise_std': float(sig['noise_std']),
             'clipped_clients': int(sig['clipped']),
             'mean_abs_gradient': float(sig['mean_abs_gradient']),
+            'num_trials': float(sig['num_trials']),
             'weight_min': float(inner['weight_min']), 'weight_max': float(inner['weight_max'])}
 
   def check_round(cohort, state, metrics) -> Optional[str]:
@@ -469,6 +532,10 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
               f'{local_epochs} epochs of their {int(np.sum(sizes[cohort]))}')
     return None if rnd >= 1 else 'the aggregator did not count the round'
 
+  binomial_hparams, binomial_notes = {}, {}
+  if perturbation == 'binomial':
+    binomial_hparams, binomial_notes = _binomial_summary(
+        sensitivity(everyone), epsilon, delta, clip_norm, quantization_levels, num_params)
   not_given = 'not given in the paper; chosen because '
   return common.Method(
       name=name, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
@@ -483,7 +550,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           local_epochs=local_epochs, delta_s=delta_s, perturbation=perturbation,
           perturb_all=perturb_all, weighting=weighting, clients_per_round=clients_per_round,
           selection=selection, top_fraction=top_fraction,
-          eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon)),
+          eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon),
+          **binomial_hparams),
       notes=dict(
           local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
           epsilon_split=not_given + 'Sec. IV-A asks epsilon_3 >> epsilon_1 + epsilon_2 and '
@@ -502,14 +570,45 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           'diagnostic) and is not charged; n_k is treated as public',
           local_loss='L_k is the mean training loss over the local steps (the paper\'s '
           'L_k(W_t) may mean the loss of the global model on the client\'s data)',
-          epsilon_guaranteed=('inf: ' + (LOSS_REASON if perturb_all or selection == 'all'
+          epsilon_guaranteed=('inf: ' + BINOMIAL_REASON) if perturbation == 'binomial'
+          else ('inf: ' + (LOSS_REASON if perturb_all or selection == 'all'
                                          else TOP_REASON if selection == 'top'
                                          else UNPERTURBED_REASON))
           if not ((perturb_all or selection == 'all') and weighting == 'size') else
           'per participation the Gaussian (noise multiplier eq. 2 sigma on sensitivity C, '
           'add/remove) or Laplace release, no amplification by the uniform cohort',
           noise_rng='SVT and perturbation noise from TF\'s stateful RNG: runs are not '
-          'bit-reproducible'))
+          'bit-reproducible', **binomial_notes))
+
+
+def _binomial_summary(sensitivities: np.ndarray, epsilon: float, delta: float,
+                      clip_norm: float, levels: int, dim: int) -> tuple[dict, dict]:
+  """cpSGD's `k`, `s` and the clients' `m` (Theorem 1), and the per-upload epsilon at
+  the true sensitivity (add/remove, worst-case rounding) for the config."""
+  step = 2.0 * clip_norm / (levels - 1)
+  trials = {float(v): cpsgd.smallest_num_trials(epsilon, 0.5, delta, step, dim,
+                                                math.sqrt(dim) * v, v, v)
+            for v in np.unique(sensitivities)}
+  per_client = np.array([trials[float(v)] for v in sensitivities], np.float64)
+  m_median = float(np.median(per_client))
+  true_eps = cpsgd.binomial_epsilon(
+      int(m_median), 0.5, delta, step, dim, math.sqrt(dim) * clip_norm + step * dim,
+      clip_norm + step * math.sqrt(dim), clip_norm)
+  hparams = dict(quantization_levels=levels, quantization_step=step,
+                 num_trials_min=float(per_client.min()), num_trials_median=m_median,
+                 num_trials_max=float(per_client.max()))
+  notes = dict(
+      cpsgd='cpSGD (Agarwal et al. 2018) on DP-FedAGS\'s pipeline: k-level stochastic '
+      'quantisation of g\' on [-C, C] and Binomial noise s (Bin(m, 1/2) - m / 2); m per client '
+      'from their Theorem 1 at (epsilon, delta) with Delta_2 = Delta_inf = Delta_S, '
+      'Delta_1 = sqrt(|W|) Delta_S (Amendment 1\'s reading, as for DP-FedAvg); k is not '
+      'given in either paper (2^16 keeps the rounding error below the noise)',
+      cpsgd_true_sensitivity=f'per upload, Theorem 1 at the median m ({m_median:.0f}) with '
+      f'the true add/remove sensitivity (Delta_2 = C + s sqrt(|W|), worst-case rounding) '
+      f'gives epsilon {true_eps:.4g} at delta {delta:g}; composed by basic composition over '
+      'a client\'s uploads (each at delta/T) it stays finite but the RDP ledger cannot '
+      'compose it: epsilon_guaranteed is reported inf')
+  return hparams, notes
 
 
 # ----- registry ---------------------------------------------------------------------
@@ -569,6 +668,18 @@ class BaselineHparams(registry.MethodHparams):
 
 
 @dataclasses.dataclass(frozen=True)
+class CPSGDHparams(BaselineHparams):
+  quantization_levels: int = registry.option(
+      2 ** 16, 'k, the quantisation levels of cpSGD (not given: 2^16)')
+
+  def __post_init__(self):
+    super().__post_init__()
+    if self.quantization_levels < 2:
+      raise ValueError('quantization_levels must be at least 2. Found '
+                       f'{self.quantization_levels!r}.')
+
+
+@dataclasses.dataclass(frozen=True)
 class SNLCHparams(BaselineHparams):
   top_fraction: float = registry.option(
       0.1, 'fraction omega of the largest |g\'| coordinates perturbed (baselines.md: 10%)')
@@ -582,6 +693,9 @@ def _builder(name: str):
     if name == 'dp_fedags':
       kw = dict(selection='svt', perturbation=hp.perturbation, perturb_all=hp.perturb_all,
                 weighting=hp.weighting)
+    elif name == 'cpsgd':
+      kw = dict(selection='all', weighting='size', perturbation='binomial',
+                quantization_levels=hp.quantization_levels)
     elif name == 'dp_fedsnlc':
       kw = dict(selection='top', top_fraction=hp.top_fraction, weighting='size')
     else:
@@ -613,4 +727,9 @@ METHODS = (
         'DP-FedAvg as DP-FedAGS\'s paper runs it (reconstructed): clipped gradient sum '
         'plus eq. 2 Gaussian noise on every coordinate, weights n_k / n',
         shared_meanings=_SHARED),
+    registry.MethodSpec(
+        'cpsgd', _builder('cpsgd'), CPSGDHparams,
+        'cpSGD (Agarwal et al. 2018) as DP-FedAGS compares against it: k-level stochastic '
+        'quantisation of the clipped gradient sum plus Binomial noise, m from their '
+        'Theorem 1, weights n_k / n', shared_meanings=_SHARED),
 )

@@ -34,7 +34,7 @@ BUILTIN_MODULES = (
     'tffdp.algorithms.ddgauss',     # ddgauss (AADP-FL's baseline)
     'tffdp.algorithms.dp_scaffold',  # dp_scaffold (AADP-FL's baseline)
     'tffdp.algorithms.cosafed',     # cosafed, lapfed, adpfl, cosfed
-    'tffdp.algorithms.dp_fedags',   # dp_fedags, dp_fedsnlc, dp_fedavg_ags
+    'tffdp.algorithms.dp_fedags',   # dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd
 )
 
 

@@ -1,0 +1,138 @@
+"""DP-FedAGS Tables II-III: membership-inference attacks on the Table IV runs' final models.
+
+    python -m experiments.dp_fedags_mia [--datasets mnist cifar10] [--epsilons 0.1 0.2 0.5]
+        [--methods dp_fedavg_ags cpsgd dp_fedsnlc dp_fedags] [--examples 1000]
+        [--data-dir DIR] [--runs-dir DIR] [--figures-dir DIR] [--quick]
+
+For every finished Table IV run (`experiments.dp_fedags_table4`; runs not made are
+listed as "not run"), the three attacks of `tffdp.mia` on its final model:
+
+* members: `--examples` examples drawn from the clients' training data (every client
+  takes part about 20 times in 200 rounds of 10 of 100, so every client's data is in the
+  model); non-members: as many test examples;
+* ML-Leaks' shadow model: the run's architecture trained centrally (10 epochs, SGD lr
+  0.1, batch 128) on `--examples` validation examples; its "out" set is as many other
+  validation examples (the validation split is never trained on by the target).
+
+Writes `mia.csv` (one row per run and attack: accuracy, best-threshold accuracy, AUC,
+the Kairouz et al. audited epsilon at the run's delta, the 95% lower bound, both of the
+run's epsilons, the paper's accuracy where Tables II-III give one) and caches each run's
+attack results as `mia.json` in its run directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import time
+
+import numpy as np
+
+from experiments import dp_fedags_common as dc
+from tffdp import mia, models, runner
+from tffdp.data import load_dataset, train_validation_split
+
+# Tables II-III, CIFAR-10 at epsilon 0.5 (attack accuracy, %); MNIST: every entry ~50%.
+PAPER_MIA = {
+    ('cifar10', 0.5, 'dp_fedavg_ags'): (55.24, 59.32, 65.23),
+    ('cifar10', 0.5, 'dp_fedags'): (55.45, 59.47, 65.60),
+    ('cifar10', 0.5, 'dp_fedsnlc'): (58.91, 62.84, 70.36),
+}
+MNIST_PAPER = 'about 50'
+
+
+def attack_sets(out: str, examples: int, seed: int, data_dir=None):
+  """The run's final model, its architecture and the member / non-member / shadow sets."""
+  exp, weights, rounds_done = runner.load_trained(out, data_dir=data_dir, log=lambda s: None)
+  config = exp.config
+  ds = load_dataset(config.dataset, config.data_dir)
+  train_idx, val_idx = train_validation_split(ds.x_train, ds.y_train, config.num_validation,
+                                              seed=config.seed)
+  rng = np.random.default_rng(seed)
+  n = min(examples, len(ds.y_test), len(val_idx) // 2)
+  members = rng.choice(train_idx, n, replace=False)
+  nonmembers = rng.choice(len(ds.y_test), n, replace=False)
+  shadow = rng.permutation(val_idx)
+  pick = lambda x, y, idx: (x[idx], y[idx])
+  sets = dict(members=pick(ds.x_train, ds.y_train, members),
+              nonmembers=pick(ds.x_test, ds.y_test, nonmembers),
+              shadow_in=pick(ds.x_train, ds.y_train, shadow[:n]),
+              shadow_out=pick(ds.x_train, ds.y_train, shadow[n:2 * n]))
+  builder = functools.partial(models.build_keras_model, config.model, ds.input_shape,
+                              ds.num_classes)
+  return exp, weights, rounds_done, sets, builder
+
+
+def run_attacks(out: str, examples: int, seed: int, data_dir=None, quick: bool = False):
+  """The three attacks on run `out` (cached in `out/mia.json`)."""
+  cache = os.path.join(out, 'mia.json')
+  if os.path.exists(cache):
+    with open(cache) as f:
+      cached = json.load(f)
+    if cached.get('examples') == examples and cached.get('seed') == seed:
+      return cached
+  exp, weights, rounds_done, sets, builder = attack_sets(out, examples, seed, data_dir)
+  started = time.perf_counter()
+  results = mia.evaluate(builder, weights, sets['members'], sets['nonmembers'],
+                         sets['shadow_in'], sets['shadow_out'], delta=exp.config.delta,
+                         shadow_epochs=1 if quick else 10, seed=seed)
+  record = dict(examples=examples, seed=seed, rounds=rounds_done,
+                seconds=round(time.perf_counter() - started, 1),
+                results=[r.row() for r in results])
+  with open(cache, 'w') as f:
+    json.dump(record, f, indent=1)
+  return record
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(prog='python -m experiments.dp_fedags_mia', description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  dc.add_common_flags(p)
+  p.add_argument('--epsilons', type=float, nargs='+', default=list(dc.EPSILONS))
+  p.add_argument('--methods', nargs='+', choices=dc.METHODS, default=list(dc.METHODS))
+  p.add_argument('--examples', type=int, default=1000,
+                 help='members (= non-members = shadow in = shadow out) per run')
+  args = p.parse_args(argv)
+  if args.quick:
+    args.examples = min(args.examples, 100)
+  path = os.path.join(args.figures_dir, 'mia.csv')
+  table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
+  for dataset in args.datasets:
+    for epsilon in args.epsilons:
+      for method in args.methods:
+        _, out = dc.config(args, dataset, method, epsilon)
+        base = dict(dataset=dataset, epsilon=epsilon, method=dc.METHOD_LABEL[method])
+        summary_path = os.path.join(out, 'summary.json')
+        if not os.path.exists(summary_path):
+          table.append(dict(base, attack='all', accuracy='not run', run=dc.portable(
+              out, os.path.dirname(out))))
+          print(f'{dataset} eps {epsilon:g} {method}: not run ({out} has no summary.json)')
+          continue
+        with open(summary_path) as f:
+          summary = json.load(f)
+        record = run_attacks(out, args.examples, args.seed, args.data_dir, args.quick)
+        paper = PAPER_MIA.get((dataset, epsilon, method))
+        for i, r in enumerate(record['results']):
+          table.append(dict(
+              base, attack=mia.ATTACK_LABEL[r['attack']],
+              paper_accuracy=(paper[i] if paper else MNIST_PAPER if dataset == 'mnist'
+                              else ''),
+              accuracy=round(100 * r['accuracy'], 2),
+              best_accuracy=round(100 * r['best_accuracy'], 2), auc=r['auc'],
+              epsilon_audit=r['epsilon_audit'], epsilon_lower_bound=r['epsilon_lower_bound'],
+              epsilon_claimed=summary['epsilon_claimed'],
+              epsilon_guaranteed=summary['epsilon_guaranteed'],
+              members=r['num_members'], rounds=record['rounds'],
+              run=dc.portable(out, os.path.dirname(out))))
+          print(f"{dataset} eps {epsilon:g} {method} {r['attack']}: accuracy "
+                f"{100 * r['accuracy']:.2f}% (AUC {r['auc']:.3f}), audited epsilon "
+                f"{r['epsilon_audit']:.3f}, 95% lower bound {r['epsilon_lower_bound']:.3f}")
+  os.makedirs(args.figures_dir, exist_ok=True)
+  dc.write_table(path, table)
+  return 0
+
+
+if __name__ == '__main__':
+  dc.entry(main)

@@ -1,0 +1,314 @@
+"""Membership-inference evaluation of a trained model: three attacks and an audited epsilon.
+
+Any run's final model gets the same table (DP-FedAGS's Tables II-III, spec
+`dp_fedags.md`): members are examples the clients trained on, non-members held-out
+examples, balanced (equal counts).
+
+* **Basic MIA** (Yeom et al., "Privacy risk in machine learning", CSF 2018): the loss
+  threshold attack, `tensorflow_privacy`'s `AttackType.THRESHOLD_ATTACK` on the
+  per-example loss; its accuracy is at the best threshold.
+* **ML-Leaks** (Salem et al., NDSS 2019, adversary 1): a shadow model of the target's
+  architecture trained on data of the same distribution (`shadow_in`, disjoint from the
+  target's members and non-members); an attack MLP (`tensorflow_privacy`'s
+  `MultilayerPerceptronAttacker`, grid-searched) learns shadow-in against `shadow_out` from
+  the sorted top-3 softmax posteriors and is applied to the target's members and
+  non-members; its accuracy is at its own 0.5 decision.
+* **White-box** (after Nasr et al., S&P 2019, reduced as the spec says): per-example loss
+  and gradient L2 norm (over every trainable weight) of the target model; a logistic
+  regression attack (`LogisticRegressionAttacker`) trained on half of the members and
+  non-members and scored on the other half; accuracy at its 0.5 decision.
+
+Each result has the attack's balanced accuracy, its best-threshold accuracy
+(`0.5 + advantage / 2`), the ROC AUC, and two readings of the epsilon the attack's
+TPR/FPR implies:
+
+* `epsilon_audit`: the hypothesis-testing bound of Kairouz, Oh and Viswanath (ICML 2015):
+  an `(epsilon, delta)`-DP mechanism has `TPR <= e^eps FPR + delta` and
+  `1 - FPR <= e^eps (1 - TPR) + delta` for every test, so the larger of
+  `log((TPR - delta) / FPR)` and `log((1 - FPR - delta) / (1 - TPR))` at the attack's
+  decision (the threshold attack: its best threshold) is what the observed rates force
+  (a point estimate: with finite samples it can exceed the truth by chance, and is
+  `inf` when no non-member is flagged);
+* `epsilon_lower_bound`: `tensorflow_privacy`'s `EpsilonLowerBound` on the attack scores
+  (Bailey's interval on the TPR/FPR ratio, 95% confidence, delta 0), the largest over
+  every threshold of the attack's scores, as the library reports it (the maximum over
+  thresholds is not corrected for multiple testing, so it errs high on small samples).
+
+The attack library is PyPI `tensorflow-empirical-privacy` 0.1.0 (the attack code that
+left `tensorflow-privacy`), installed with `--no-deps`: its declared requirements
+(`tf-models-official ~= 2.13`, which resolves to TensorFlow 2.17, and `pandas ~= 1.4`)
+cannot sit beside TFF 0.87's TensorFlow 2.14. Its attack modules need only pandas,
+scipy, scikit-learn < 1.5 (`sklearn.utils.parallel_backend`), statsmodels and
+immutabledict, which `requirements.txt` pins.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import warnings
+from typing import Callable, Optional
+
+import numpy as np
+import tensorflow as tf
+from sklearn import exceptions as sk_exceptions
+from sklearn import metrics as sk_metrics
+from tensorflow_privacy.privacy.privacy_tests import epsilon_lower_bound as elb
+from tensorflow_privacy.privacy.privacy_tests.membership_inference_attack import (
+    data_structures as mia_data, membership_inference_attack as mia_lib, models as mia_models)
+
+ATTACKS = ('basic_mia', 'ml_leaks', 'white_box')
+ATTACK_LABEL = {'basic_mia': 'Basic MIA (Yeom et al. 2018)',
+                'ml_leaks': 'ML-Leaks (Salem et al. 2019)',
+                'white_box': 'White-box (loss, gradient norm; after Nasr et al. 2019)'}
+
+
+@dataclasses.dataclass
+class AttackResult:
+  """One attack on one model.
+
+  Attributes:
+    attack: A name of `ATTACKS`.
+    accuracy: Balanced accuracy at the attack's own decision, in `[0, 1]`.
+    best_accuracy: `0.5 + max(TPR - FPR) / 2` over the ROC (the best threshold).
+    auc: ROC AUC.
+    epsilon_audit: Kairouz et al.'s bound at `delta` from the TPR/FPR of the attack's
+      decision (point estimate; 0 when it does not beat chance, inf when FPR is 0).
+    epsilon_lower_bound: 95% lower bound (`tensorflow_privacy`'s `EpsilonLowerBound`,
+      Bailey, delta 0; 0 when none is positive).
+    num_members, num_nonmembers: The scored examples.
+  """
+  attack: str
+  accuracy: float
+  best_accuracy: float
+  auc: float
+  epsilon_audit: float
+  epsilon_lower_bound: float
+  num_members: int
+  num_nonmembers: int
+
+  def row(self) -> dict:
+    return {k: (round(v, 4) if isinstance(v, float) else v)
+            for k, v in dataclasses.asdict(self).items()}
+
+
+def audited_epsilon(tpr: np.ndarray, fpr: np.ndarray, delta: float) -> float:
+  """Kairouz et al. (2015)'s bound: the largest epsilon the ROC points `(fpr, tpr)` force.
+
+  Args:
+    tpr, fpr: float arrays of the same shape, in `[0, 1]`.
+    delta: The delta of the `(epsilon, delta)` claim, in `[0, 1)`.
+
+  Returns:
+    float `>= 0` (`inf` when a point has `FPR = 0 < TPR - delta`).
+  """
+  tpr, fpr = np.asarray(tpr, np.float64), np.asarray(fpr, np.float64)
+  best = 0.0
+  with np.errstate(divide='ignore', invalid='ignore'):
+    for num, den in ((tpr - delta, fpr), (1.0 - fpr - delta, 1.0 - tpr)):
+      ok = num > 0
+      ratio = np.where(ok, num / den, 0.0)
+      if np.any(ok & (den <= 0)):
+        return math.inf
+      ratio = ratio[ok & (den > 0)]
+      if ratio.size:
+        best = max(best, float(np.max(np.log(ratio))))
+  return best
+
+
+def _epsilon_lower_bound(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:
+  with np.errstate(divide='ignore', invalid='ignore'):   # empty cells at extreme cuts
+    bounds = elb.EpsilonLowerBound(
+        np.asarray(member_scores, np.float64), np.asarray(nonmember_scores, np.float64),
+        alpha=mia_data.EPSILON_ALPHA).compute_epsilon_lower_bound(elb.BoundMethod.BAILEY,
+                                                                   k=1)
+  return float(max(bounds[0], 0.0)) if bounds.size else 0.0
+
+
+def score_result(attack: str, member_scores: np.ndarray, nonmember_scores: np.ndarray,
+                 delta: float, decision: Optional[float] = None) -> AttackResult:
+  """An `AttackResult` from membership scores (higher = more likely a member).
+
+  Args:
+    attack: The attack's name.
+    member_scores, nonmember_scores: float `[n_in]`, `[n_out]`.
+    delta: For `epsilon_audit`.
+    decision: The attack's own cut (`score >= decision` says member); None: the best
+      threshold (then `accuracy == best_accuracy`).
+  """
+  m, n = np.asarray(member_scores, np.float64), np.asarray(nonmember_scores, np.float64)
+  labels = np.concatenate([np.ones(len(m)), np.zeros(len(n))])
+  scores = np.concatenate([m, n])
+  fpr, tpr, _ = sk_metrics.roc_curve(labels, scores)
+  i = int(np.argmax(tpr - fpr))
+  best = 0.5 + float(tpr[i] - fpr[i]) / 2
+  if decision is None:
+    tpr_d, fpr_d = float(tpr[i]), float(fpr[i])
+  else:
+    tpr_d, fpr_d = float(np.mean(m >= decision)), float(np.mean(n >= decision))
+  acc = 0.5 * (tpr_d + 1.0 - fpr_d)
+  return AttackResult(attack, acc, best, float(sk_metrics.auc(fpr, tpr)),
+                      audited_epsilon([tpr_d], [fpr_d], delta), _epsilon_lower_bound(m, n),
+                      len(m), len(n))
+
+
+# ----- per-example outputs of a Keras model -----------------------------------------
+
+def model_outputs(model: tf.keras.Model, x: np.ndarray, y: np.ndarray, *,
+                  gradient_norms: bool = False, batch_size: int = 250) -> dict:
+  """Per-example logits, softmax posteriors, cross-entropy loss and gradient norm.
+
+  Args:
+    model: A Keras model with logits out (inputs scaled by 1/255 as in training).
+    x: uint8 `[n, h, w, c]`; y: int `[n]`.
+    gradient_norms: Also the L2 norm of each example's loss gradient over every
+      trainable weight (`tf.vectorized_map`; float32 `[n]`).
+    batch_size: Examples per batch.
+
+  Returns:
+    dict of numpy arrays: `logits [n, classes]`, `probs [n, classes]`, `loss [n]`
+    (and `grad_norm [n]`).
+  """
+  logits, grad = [], []
+  weights = model.trainable_variables
+
+  @tf.function(reduce_retracing=True)
+  def grad_norms(xb, yb):
+    def one(args):
+      xi, yi = args
+      with tf.GradientTape() as tape:
+        out = model(xi[None], training=False)
+        loss = tf.keras.losses.sparse_categorical_crossentropy(yi[None], out,
+                                                                from_logits=True)[0]
+      g = tape.gradient(loss, weights)
+      return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(t)) for t in g]))
+    return tf.vectorized_map(one, (xb, yb))
+
+  for i in range(0, len(y), batch_size):
+    xb = tf.cast(x[i:i + batch_size], tf.float32) / 255.0
+    yb = tf.constant(np.asarray(y[i:i + batch_size], np.int32))
+    logits.append(model(xb, training=False).numpy())
+    if gradient_norms:
+      grad.append(grad_norms(xb, yb).numpy())
+  logits = np.concatenate(logits).astype(np.float64)
+  probs = tf.nn.softmax(logits).numpy()
+  loss = -np.log(np.maximum(probs[np.arange(len(y)), np.asarray(y, np.int64)], 1e-30))
+  out = dict(logits=logits, probs=probs, loss=loss)
+  if gradient_norms:
+    out['grad_norm'] = np.concatenate(grad).astype(np.float64)
+  return out
+
+
+# ----- the three attacks ------------------------------------------------------------
+
+def basic_mia(member_loss: np.ndarray, nonmember_loss: np.ndarray,
+              delta: float) -> AttackResult:
+  """Yeom et al.'s loss threshold attack via `tensorflow_privacy.run_attacks`.
+
+  The library's threshold attack scores `-loss`; its ROC gives the best-threshold
+  accuracy and AUC reported here (checked against the library's own AUC).
+  """
+  with np.errstate(divide='ignore', invalid='ignore'):
+    lib = mia_lib.run_attacks(
+        mia_data.AttackInputData(loss_train=np.asarray(member_loss),
+                                 loss_test=np.asarray(nonmember_loss)),
+        attack_types=(mia_data.AttackType.THRESHOLD_ATTACK,))
+  result = score_result('basic_mia', -np.asarray(member_loss), -np.asarray(nonmember_loss),
+                        delta)
+  lib_auc = lib.single_attack_results[0].get_auc()
+  if abs(lib_auc - result.auc) > 1e-6:
+    raise AssertionError(f'threshold attack AUC {lib_auc} != {result.auc}')
+  return result
+
+
+def top3_features(probs: np.ndarray) -> np.ndarray:
+  """ML-Leaks' features: the three largest posteriors, sorted descending, `[n, 3]`."""
+  return -np.sort(-np.asarray(probs), axis=1)[:, :3]
+
+
+def ml_leaks(shadow_in_probs: np.ndarray, shadow_out_probs: np.ndarray,
+             member_probs: np.ndarray, nonmember_probs: np.ndarray, delta: float,
+             seed: int = 0) -> AttackResult:
+  """Salem et al.'s adversary 1: an MLP on the shadow model's sorted top-3 posteriors."""
+  np.random.seed(seed)   # scikit-learn's MLP and grid search draw from numpy's global RNG
+  attacker = mia_models.MultilayerPerceptronAttacker()
+  features = np.concatenate([top3_features(shadow_in_probs), top3_features(shadow_out_probs)])
+  labels = np.concatenate([np.ones(len(shadow_in_probs)), np.zeros(len(shadow_out_probs))])
+  with warnings.catch_warnings():   # the grid's small MLPs stop at max_iter
+    warnings.simplefilter('ignore', sk_exceptions.ConvergenceWarning)
+    attacker.train_model(features, labels)
+  return score_result('ml_leaks', attacker.predict(top3_features(member_probs)),
+                      attacker.predict(top3_features(nonmember_probs)), delta, decision=0.5)
+
+
+def white_box(member_features: np.ndarray, nonmember_features: np.ndarray, delta: float,
+              seed: int = 0) -> AttackResult:
+  """Logistic regression on `[loss, gradient norm]`: trained on half, scored on the rest.
+
+  Args:
+    member_features, nonmember_features: float `[n, 2]` (log-scaled inside).
+  """
+  rng = np.random.default_rng(seed)
+  m, n = np.log1p(np.asarray(member_features)), np.log1p(np.asarray(nonmember_features))
+  pm, pn = rng.permutation(len(m)), rng.permutation(len(n))
+  hm, hn = len(m) // 2, len(n) // 2
+  attacker = mia_models.LogisticRegressionAttacker()
+  attacker.train_model(np.concatenate([m[pm[:hm]], n[pn[:hn]]]),
+                       np.concatenate([np.ones(hm), np.zeros(hn)]))
+  return score_result('white_box', attacker.predict(m[pm[hm:]]), attacker.predict(n[pn[hn:]]),
+                      delta, decision=0.5)
+
+
+def train_shadow_model(keras_builder: Callable[[], tf.keras.Model], x: np.ndarray,
+                       y: np.ndarray, *, epochs: int, learning_rate: float, batch_size: int,
+                       seed: int) -> tf.keras.Model:
+  """ML-Leaks' shadow model: the target's architecture, centralised SGD on `(x, y)`."""
+  tf.keras.utils.set_random_seed(seed)
+  model = keras_builder()
+  model.compile(optimizer=tf.keras.optimizers.SGD(learning_rate),
+                loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True))
+  model.fit(x.astype(np.float32) / 255.0, np.asarray(y, np.int32), epochs=epochs,
+            batch_size=batch_size, verbose=0, shuffle=True)
+  return model
+
+
+def evaluate(keras_builder: Callable[[], tf.keras.Model], weights, members, nonmembers,
+             shadow_in, shadow_out, *, delta: float, shadow_epochs: int = 10,
+             shadow_learning_rate: float = 0.1, batch_size: int = 128,
+             seed: int = 0) -> list[AttackResult]:
+  """The three attacks on the model `keras_builder()` with `weights`.
+
+  Args:
+    keras_builder: No-arg callable returning the target's architecture (logits out).
+    weights: The trained `tff.learning.models.ModelWeights` (or a list of arrays).
+    members, nonmembers, shadow_in, shadow_out: `(x uint8 [n, ...], y int [n])` pairs;
+      `members` the target trained on, the other three disjoint from its training data.
+    delta: The delta of `epsilon_audit` (the run's).
+    shadow_epochs, shadow_learning_rate, batch_size: The shadow model's training.
+    seed: Shadow initialisation and attack splits.
+
+  Returns:
+    `[basic_mia, ml_leaks, white_box]` results.
+
+  Raises:
+    ValueError: If `members` and `nonmembers` differ in size (the attacks are balanced).
+  """
+  if len(members[1]) != len(nonmembers[1]) or len(shadow_in[1]) != len(shadow_out[1]):
+    raise ValueError('members / non-members (and shadow in / out) must be balanced. Found '
+                     f'{len(members[1])} / {len(nonmembers[1])} and {len(shadow_in[1])} / '
+                     f'{len(shadow_out[1])}.')
+  model = keras_builder()
+  if hasattr(weights, 'trainable'):
+    weights = list(weights.trainable) + list(weights.non_trainable)
+  model.set_weights(weights)
+  inside = model_outputs(model, *members, gradient_norms=True)
+  outside = model_outputs(model, *nonmembers, gradient_norms=True)
+  shadow = train_shadow_model(keras_builder, *shadow_in, epochs=shadow_epochs,
+                              learning_rate=shadow_learning_rate, batch_size=batch_size,
+                              seed=seed)
+  s_in, s_out = model_outputs(shadow, *shadow_in), model_outputs(shadow, *shadow_out)
+  features = lambda o: np.stack([o['loss'], o['grad_norm']], axis=1)
+  return [basic_mia(inside['loss'], outside['loss'], delta),
+          ml_leaks(s_in['probs'], s_out['probs'], inside['probs'], outside['probs'], delta,
+                   seed),
+          white_box(features(inside), features(outside), delta, seed)]
