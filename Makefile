@@ -10,6 +10,8 @@
 #   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MNIST, Fashion-MNIST) + report
 #               (hours on 2 cores; finished runs in RUNS_DIR are reused, interrupted
 #               ones resumed)
+#   make dp_fedags_figures   DP-FedAGS pilot, Table IV / Fig. 3 (MNIST), Tables II-III
+#               (membership inference) + report (about 3 h on 2 cores; resumable)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -19,7 +21,7 @@ DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 .PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures \
-	cosafed_figures
+	cosafed_figures dp_fedags_figures
 
 RUNS_DIR ?= runs
 
@@ -81,3 +83,9 @@ cosafed_figures: venv
 	$(PY) -m experiments.cosafed_table3 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
 	$(PY) -m experiments.cosafed_figs $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
 	$(PY) -m experiments.cosafed_report
+
+dp_fedags_figures: venv
+	$(PY) -m experiments.dp_fedags_table4 --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_mia --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_report

@@ -297,6 +297,7 @@ def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
 
 def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
   from experiments import dp_fedags_table4
+  from tffdp.algorithms import dp_fedags
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
   assert dp_fedags_table4.main(['--quick', '--data-dir', data_dir, '--runs-dir',
@@ -325,3 +326,15 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
   assert all(0 <= float(r['accuracy']) <= 100 for r in mia_rows if r['epsilon'] == '0.5')
   assert [r['accuracy'] for r in mia_rows if r['epsilon'] == '0.2'] == ['not run']
   assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed0_quick' / 'mia.json').exists()
+  from experiments import dp_fedags_pilot, dp_fedags_report
+  assert dp_fedags_pilot.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                               str(tmp_path / 'runs'), '--figures-dir', str(figs),
+                               '--epsilons', '0.5']) == 0
+  with open(figs / 'pilot.csv') as f:
+    pilot = list(csv.DictReader(f))
+  assert [r['round'] for r in pilot] == ['1', '2'] and pilot[0]['delta_s'] == 'clip'
+  assert float(pilot[0]['noise_std']) == pytest.approx(dp_fedags.eq2_noise_multiplier(1.0, 0.5))
+  assert dp_fedags_report.main(['--figures-dir', str(figs)]) == 0
+  report = (figs / 'README.md').read_text()
+  assert '| 0.5 | DP-FedAGS | 94.75 |' in report and 'CIFAR-10: not run' in report
+  assert 'ML-Leaks (Salem et al. 2019)' in report and str(tmp_path) not in report
