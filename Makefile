@@ -64,6 +64,7 @@ adap_dp_fl_figures: venv
 	$(PY) -m experiments.adap_dp_fl_runs --jobs 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
 	for f in 3 4 5 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/adap_dp_fl || exit 1; done
+	$(PY) -m experiments.adap_dp_fl_seeds $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
 	$(PY) -m experiments.adap_dp_fl_report
 
 clean:

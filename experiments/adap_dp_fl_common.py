@@ -19,7 +19,7 @@ import shutil
 import statistics
 import sys
 
-from experiments.common import copy_config, entry, portable, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import plotting
 

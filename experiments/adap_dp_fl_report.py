@@ -49,8 +49,20 @@ def _table(figs, rows, first_col, paper_col):
   return out
 
 
-def _ordering(rows, dataset) -> str:
-  """Fig. 4's curves of `dataset` ranked by the paper's and by tffdp's test accuracy."""
+def _seed_spread(figs, dataset) -> str:
+  """The seed spread of Fig. 4's constant sigma = 3 curve (`adap_dp_fl_seeds`)."""
+  from experiments import adap_dp_fl_seeds  # pylint: disable=g-import-not-at-top
+  s = adap_dp_fl_seeds.spread(_rows(os.path.join(figs, 'seeds.csv')) or [], dataset)
+  if s is None:
+    return None, ('one seed per curve; the seed spread is not measured yet '
+                  '(`python -m experiments.adap_dp_fl_seeds`)')
+  return s[0], (f'seed spread of constant sigma = 3 over {s[2]} seeds: {s[0]:.2f} points '
+                f'(max - min; std {s[1]:.2f})')
+
+
+def _ordering(rows, dataset, figs='') -> str:
+  """Fig. 4's curves of `dataset` ranked by the paper's and by tffdp's test accuracy,
+  with the seed spread and the adjacent gaps it does not settle."""
   rows = [r for r in rows if r['dataset'] == dataset]
   def rank(col):
     ranked = sorted(rows, key=lambda r: -float(r[col]))
@@ -58,8 +70,16 @@ def _ordering(rows, dataset) -> str:
   paper_order, paper_text = rank('paper_test_accuracy')
   tffdp_order, tffdp_text = rank('tffdp_test_accuracy')
   verdict = 'reproduces' if paper_order == tffdp_order else 'does **not** reproduce'
+  spread, spread_text = _seed_spread(figs, dataset)
+  unsettled = ''
+  if spread is not None:
+    acc = sorted((float(r['tffdp_test_accuracy']), r['curve']) for r in rows)[::-1]
+    close = [f'{a[1]} / {b[1]} ({a[0] - b[0]:.2f})' for a, b in zip(acc, acc[1:])
+             if a[0] - b[0] <= spread]
+    unsettled = (' Adjacent tffdp gaps within the spread, so not settled by one seed: '
+                 + ('; '.join(close) if close else 'none') + '.')
   return (f'{common.LABEL[dataset]}: the paper ranks {paper_text}; tffdp ranks {tffdp_text}. '
-          f'The ordering {verdict} (one seed per curve).')
+          f'The ordering {verdict} ({spread_text}).{unsettled}')
 
 
 def _adaptive_gap(rows, dataset) -> str:
@@ -177,9 +197,10 @@ def build(figs: str) -> str:
     out += _table(figs, rows, first, 'paper_test_accuracy') + ['']
     for d in done:
       if name == 'fig4':
-        out += [_ordering(rows, d), '']
+        out += [_ordering(rows, d, figs), '']
       elif name == 'fig5':
-        out += [_adaptive_gap(rows, d), '', _collapse(figs, rows, d), '']
+        out += [_adaptive_gap(rows, d)[:-1] + f' ({_seed_spread(figs, d)[1]}).', '',
+                _collapse(figs, rows, d), '']
     missing = set(common.DATASETS) - set(done)
     if missing:
       out += [f"Not regenerated yet: {', '.join(common.LABEL[d] for d in sorted(missing))}.", '']

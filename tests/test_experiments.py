@@ -110,6 +110,20 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert 'MNIST: Adap DP-FL minus DP-FL, paper +1.81 points; tffdp' in report
   assert 'largest client threshold C' in report
   assert 'MNIST, Fig. 3 (alpha = 1): mean C' in report and "At Fig. 3's sigma = 1.1" in report
+  assert 'the seed spread is not measured yet' in report
+  from experiments import adap_dp_fl_seeds
+  assert adap_dp_fl_seeds.main(common + ['--seeds', '0', '1']) == 0
+  with open(figs / 'seeds.csv') as f:
+    seeds = list(csv.DictReader(f))
+  assert [r['seed'] for r in seeds] == ['0', '1']
+  # seed 0 is Fig. 4's own constant sigma = 3 run, reused
+  assert seeds[0]['tffdp_test_accuracy'] == fig4[1]['tffdp_test_accuracy']
+  accs = [float(r['tffdp_test_accuracy']) for r in seeds]
+  assert adap_dp_fl_seeds.spread(seeds, 'mnist')[0] == pytest.approx(max(accs) - min(accs))
+  assert adap_dp_fl_report.main(['--figures-dir', str(figs)]) == 0
+  report = (figs / 'README.md').read_text()
+  assert 'seed spread of constant sigma = 3 over 2 seeds' in report
+  assert 'not settled by one seed' in report
 
 
 def test_adap_dp_fl_round_profile():
