@@ -32,6 +32,8 @@ def test_condition_and_monotonicity():
 
 @pytest.mark.parametrize('args', [
     (1.0, 0.5, 1e-6, 1.0, 1, 1.0, 1.0, 1.0),
+    (0.1, 0.5, 1e-3, 2.0 / 65535, 1_663_370, 1.6, 1.24e-3, 1.24e-3),   # m ~ 1e8
+    (0.3, 0.5, 1e-4, 1e-6, 10_000, 0.3, 3e-3, 3e-3),                   # m ~ 1e12
     (0.5, 0.5, 1e-3, 2.0 / 65535, 1_600_000, 0.42, 3.3e-4, 3.3e-4),
     (0.1, 0.5, 1e-3, 2.0 / 1023, 10_000, 1.0, 0.01, 0.01),
     (2.0, 0.5, 1e-5, 0.5, 100, 10.0, 1.0, 1.0)])
@@ -39,8 +41,8 @@ def test_closed_form_trials_match_the_bisection(args):
   eps, p, delta, scale, dim, l1, l2, linf = args
   want = cpsgd.smallest_num_trials(eps, p, delta, scale, dim, l1, l2, linf, limit=10**15)
   got = float(cpsgd.num_trials_tf(eps, p, delta, scale, dim, l1, l2, linf))
-  assert abs(got - want) <= 1
-  assert cpsgd.binomial_epsilon(int(got) + 1, p, delta, scale, dim, l1, l2, linf) <= eps
+  assert got == want
+  assert cpsgd.binomial_epsilon(int(got), p, delta, scale, dim, l1, l2, linf) <= eps
 
 
 def test_quantiser_is_unbiased_and_on_the_grid():

@@ -215,6 +215,13 @@ def test_binomial_perturbation_quantises_and_adds_theorem1_noise():
   assert noise.mean() == pytest.approx(0.0, abs=5 * step * math.sqrt(m / 4 / dim))
   # std of s (Bin(m, 1/2) - m/2) plus the rounding's (at most s / 2)
   assert noise.std() == pytest.approx(step * math.sqrt(m / 4), rel=0.02)
+  # quantised, then s (Bin(m, 1/2) - m/2): the output sits on the grid -C + j s shifted
+  # by s (m/2 mod 1)
+  out_grid = (np.asarray(out.result[0], np.float64) + 1.0) / step - m / 2
+  np.testing.assert_allclose(out_grid, np.round(out_grid), atol=2e-3)
+  with pytest.raises(ValueError, match='selection must be all'):
+    dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.1, 0.1, 0.3, 5, selection='svt',
+                                         perturbation='binomial')
   with pytest.raises(ValueError, match='quantization_levels'):
     dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.1, 0.1, 0.3, 5, selection='all',
                                          perturbation='binomial', quantization_levels=1)

@@ -12,23 +12,42 @@ import tensorflow as tf
 from tffdp import mia, models
 
 
-def test_audited_epsilon_hand_values():
-  # TPR 0.5, FPR 0.1: max(log(0.5 / 0.1), log(0.9 / 0.5)) = log 5
-  assert mia.audited_epsilon([0.5], [0.1], 0.0) == pytest.approx(math.log(5))
-  assert mia.audited_epsilon([0.5], [0.1], 0.05) == pytest.approx(math.log(4.5))
-  # the complementary side: TPR 0.95, FPR 0.5 -> (1 - 0.5) / (1 - 0.95) = 10
-  assert mia.audited_epsilon([0.95], [0.5], 0.0) == pytest.approx(math.log(10))
-  assert mia.audited_epsilon([0.3, 0.6], [0.3, 0.6], 0.0) == 0.0    # chance line
-  assert mia.audited_epsilon([0.2], [0.0], 0.0) == math.inf
+def test_kairouz_lower_bound_hand_values():
+  from scipy import stats
+  # 900 / 1000 members flagged, 100 / 1000 non-members: Clopper-Pearson at 0.0125 each
+  tpr_lo = stats.beta.ppf(0.0125, 900, 101)
+  fpr_hi = stats.beta.ppf(0.9875, 101, 900)
+  want = math.log((tpr_lo - 1e-5) / fpr_hi)   # the largest of the four here
+  assert mia.kairouz_lower_bound(900, 1000, 100, 1000, 1e-5) == pytest.approx(want)
+  assert want == pytest.approx(math.log(0.87 / 0.125), abs=0.1)
+  # swapped roles: an attack that is reliably wrong bounds epsilon just as well
+  assert mia.kairouz_lower_bound(100, 1000, 900, 1000, 1e-5) == pytest.approx(want)
+  assert mia.kairouz_lower_bound(500, 1000, 500, 1000, 1e-5) == 0.0
+  # a degenerate attack (flags everyone) gives nothing, not inf
+  assert mia.kairouz_lower_bound(1000, 1000, 998, 1000, 1e-5) == 0.0
+  # a large delta absorbs the gap
+  assert mia.kairouz_lower_bound(600, 1000, 400, 1000, 0.5) == 0.0
 
 
 def test_score_result_perfect_and_chance():
-  r = mia.score_result('x', np.array([2.0, 3.0]), np.array([0.0, 1.0]), 1e-5)
-  assert r.accuracy == r.best_accuracy == 1.0 and r.auc == 1.0
+  r = mia.score_result('x', np.arange(100.0) + 200, np.arange(100.0), 1e-5)
+  assert r.best_accuracy == 1.0 and r.auc == 1.0 and r.num_members == 50
+  assert r.accuracy >= 0.95   # the cut comes from the other half
+  assert r.epsilon_lower_bound > 2.0
   rng = np.random.default_rng(0)
   r = mia.score_result('x', rng.normal(size=4000), rng.normal(size=4000), 1e-5, decision=0.0)
   assert abs(r.accuracy - 0.5) < 0.03 and abs(r.auc - 0.5) < 0.03
-  assert r.epsilon_lower_bound < 0.3
+  assert r.num_members == 4000   # an outside decision scores every example
+
+
+def test_lower_bound_is_rarely_positive_without_signal():
+  rng = np.random.default_rng(1)
+  positive = [mia.score_result('x', rng.normal(size=1000), rng.normal(size=1000), 1e-5,
+                               seed=i).epsilon_lower_bound > 0 for i in range(60)]
+  assert np.mean(positive) <= 0.1   # 95% confidence: about 5% expected
+  accs = [mia.score_result('x', rng.normal(size=1000), rng.normal(size=1000), 1e-5,
+                           seed=i).accuracy for i in range(30)]
+  assert abs(np.mean(accs) - 0.5) < 0.01   # held-out threshold: no upward bias
 
 
 def _data(n, seed):
@@ -57,7 +76,7 @@ def test_attacks_on_an_overfit_and_an_untrained_model(builder):
   assert [r.attack for r in overfit] == list(mia.ATTACKS)
   for r in overfit:
     assert r.accuracy > 0.75, r
-    assert r.epsilon_audit > 1.0 and r.epsilon_lower_bound > 0.3, r
+    assert r.epsilon_lower_bound > 0.3, r
   untrained = builder().get_weights()
   chance = mia.evaluate(builder, untrained, members, nonmembers, shadow_in, shadow_out,
                         delta=1e-5, shadow_epochs=150, shadow_learning_rate=0.5,

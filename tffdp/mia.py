@@ -1,4 +1,4 @@
-"""Membership-inference evaluation of a trained model: three attacks and an audited epsilon.
+"""Membership-inference evaluation of a trained model: three attacks and a lower bound on epsilon.
 
 Any run's final model gets the same table (DP-FedAGS's Tables II-III, spec
 `dp_fedags.md`): members are examples the clients trained on, non-members held-out
@@ -12,27 +12,37 @@ examples, balanced (equal counts).
   target's members and non-members); an attack MLP (`tensorflow_privacy`'s
   `MultilayerPerceptronAttacker`, grid-searched) learns shadow-in against `shadow_out` from
   the sorted top-3 softmax posteriors and is applied to the target's members and
-  non-members; its accuracy is at its own 0.5 decision.
+  non-members; its accuracy is at its own 0.5 decision. The shadow is trained centrally
+  without noise (`train_shadow_model`), so it overfits more than a DP-trained target and
+  its 0.5 cut suits a leakier model: the AUC and the in-sample best accuracy show what
+  a better-tuned cut could get.
 * **White-box** (after Nasr et al., S&P 2019, reduced as the spec says): per-example loss
   and gradient L2 norm (over every trainable weight) of the target model; a logistic
   regression attack (`LogisticRegressionAttacker`) trained on half of the members and
   non-members and scored on the other half; accuracy at its 0.5 decision.
 
-Each result has the attack's balanced accuracy, its best-threshold accuracy
-(`0.5 + advantage / 2`), the ROC AUC, and two readings of the epsilon the attack's
-TPR/FPR implies:
+Each result has the attack's balanced accuracy at its decision, measured on examples
+that did not choose the decision (the threshold attack picks its threshold on one half
+of the members and non-members and is scored on the other half; ML-Leaks' cut comes from
+the shadow model; the white-box attack is trained on one half), the in-sample best
+balanced accuracy over all thresholds (optimistic), the ROC AUC, the TPR / FPR at the
+decision, and `epsilon_lower_bound`: the hypothesis-testing bound of Kairouz, Oh and
+Viswanath (ICML 2015) made statistical. An `(epsilon, delta)`-DP mechanism has, for any
+test, `TPR <= e^eps FPR + delta`, `1 - FPR <= e^eps (1 - TPR) + delta` and the two with
+the roles of members and non-members swapped; with one-sided Clopper-Pearson bounds on
+TPR and FPR (each at 0.05 / 4, so all four hold together with 95% confidence) every
+inequality gives a lower bound on epsilon, and the largest is reported (0 when none is
+positive). `tensorflow_privacy`'s `EpsilonLowerBound` is not used for this: it takes
+the maximum of its per-threshold bounds over every threshold on the same data, which is
+positive for most attacks that see nothing (members and non-members from one
+distribution), and has no delta.
 
-* `epsilon_audit`: the hypothesis-testing bound of Kairouz, Oh and Viswanath (ICML 2015):
-  an `(epsilon, delta)`-DP mechanism has `TPR <= e^eps FPR + delta` and
-  `1 - FPR <= e^eps (1 - TPR) + delta` for every test, so the larger of
-  `log((TPR - delta) / FPR)` and `log((1 - FPR - delta) / (1 - TPR))` at the attack's
-  decision (the threshold attack: its best threshold) is what the observed rates force
-  (a point estimate: with finite samples it can exceed the truth by chance, and is
-  `inf` when no non-member is flagged);
-* `epsilon_lower_bound`: `tensorflow_privacy`'s `EpsilonLowerBound` on the attack scores
-  (Bailey's interval on the TPR/FPR ratio, 95% confidence, delta 0), the largest over
-  every threshold of the attack's scores, as the library reports it (the maximum over
-  thresholds is not corrected for multiple testing, so it errs high on small samples).
+What the bound audits: members are a sample of the training examples and non-members
+a sample of the random validation split, so the two are exchangeable draws of the same
+distribution before training. Membership of one example is a replace-one-example change
+inside one client; under client-level add/remove DP that is a two-step change (2 epsilon,
+(1 + e^epsilon) delta), so a client-level guarantee `epsilon` is contradicted only by a
+lower bound above `2 epsilon`.
 
 The attack library is PyPI `tensorflow-empirical-privacy` 0.1.0 (the attack code that
 left `tensorflow-privacy`), installed with `--no-deps`: its declared requirements
@@ -50,10 +60,10 @@ import warnings
 from typing import Callable, Optional
 
 import numpy as np
+from scipy import stats
 import tensorflow as tf
 from sklearn import exceptions as sk_exceptions
 from sklearn import metrics as sk_metrics
-from tensorflow_privacy.privacy.privacy_tests import epsilon_lower_bound as elb
 from tensorflow_privacy.privacy.privacy_tests.membership_inference_attack import (
     data_structures as mia_data, membership_inference_attack as mia_lib, models as mia_models)
 
@@ -69,20 +79,21 @@ class AttackResult:
 
   Attributes:
     attack: A name of `ATTACKS`.
-    accuracy: Balanced accuracy at the attack's own decision, in `[0, 1]`.
-    best_accuracy: `0.5 + max(TPR - FPR) / 2` over the ROC (the best threshold).
-    auc: ROC AUC.
-    epsilon_audit: Kairouz et al.'s bound at `delta` from the TPR/FPR of the attack's
-      decision (point estimate; 0 when it does not beat chance, inf when FPR is 0).
-    epsilon_lower_bound: 95% lower bound (`tensorflow_privacy`'s `EpsilonLowerBound`,
-      Bailey, delta 0; 0 when none is positive).
-    num_members, num_nonmembers: The scored examples.
+    accuracy: Balanced accuracy `(TPR + 1 - FPR) / 2` at the attack's decision, on
+      examples that did not set the decision, in `[0, 1]`.
+    best_accuracy: In-sample `0.5 + max(TPR - FPR) / 2` over every threshold (optimistic).
+    auc: ROC AUC (all scored examples).
+    tpr, fpr: At the decision (the examples of `accuracy`).
+    epsilon_lower_bound: 95% lower bound on epsilon at the run's delta (Kairouz et al.
+      2015 with Clopper-Pearson bounds; `kairouz_lower_bound`).
+    num_members, num_nonmembers: The examples of `accuracy` and the bound.
   """
   attack: str
   accuracy: float
   best_accuracy: float
   auc: float
-  epsilon_audit: float
+  tpr: float
+  fpr: float
   epsilon_lower_bound: float
   num_members: int
   num_nonmembers: int
@@ -92,64 +103,74 @@ class AttackResult:
             for k, v in dataclasses.asdict(self).items()}
 
 
-def audited_epsilon(tpr: np.ndarray, fpr: np.ndarray, delta: float) -> float:
-  """Kairouz et al. (2015)'s bound: the largest epsilon the ROC points `(fpr, tpr)` force.
+def kairouz_lower_bound(true_positives: int, members: int, false_positives: int,
+                        nonmembers: int, delta: float, alpha: float = 0.05) -> float:
+  """A `1 - alpha` lower bound on epsilon from one test's counts (Kairouz et al. 2015).
+
+  One-sided Clopper-Pearson bounds at `alpha / 4` on TPR and FPR (upper and lower each),
+  so the four hold together with probability `>= 1 - alpha`; then the largest of
+  `log((TPR_lo - delta) / FPR_hi)`, `log((1 - FPR_hi - delta) / (1 - TPR_lo))`,
+  `log((FPR_lo - delta) / TPR_hi)`, `log((1 - TPR_hi - delta) / (1 - FPR_lo))` over the
+  terms with positive numerator and denominator.
 
   Args:
-    tpr, fpr: float arrays of the same shape, in `[0, 1]`.
+    true_positives, members: Members flagged, and members tested (`members >= 1`).
+    false_positives, nonmembers: Non-members flagged, and non-members tested.
     delta: The delta of the `(epsilon, delta)` claim, in `[0, 1)`.
+    alpha: One minus the confidence.
 
   Returns:
-    float `>= 0` (`inf` when a point has `FPR = 0 < TPR - delta`).
+    float `>= 0`.
   """
-  tpr, fpr = np.asarray(tpr, np.float64), np.asarray(fpr, np.float64)
+  a = alpha / 4
+
+  def bounds(k, n):
+    lo = stats.beta.ppf(a, k, n - k + 1) if k > 0 else 0.0
+    hi = stats.beta.ppf(1 - a, k + 1, n - k) if k < n else 1.0
+    return float(lo), float(hi)
+
+  tpr_lo, tpr_hi = bounds(int(true_positives), int(members))
+  fpr_lo, fpr_hi = bounds(int(false_positives), int(nonmembers))
   best = 0.0
-  with np.errstate(divide='ignore', invalid='ignore'):
-    for num, den in ((tpr - delta, fpr), (1.0 - fpr - delta, 1.0 - tpr)):
-      ok = num > 0
-      ratio = np.where(ok, num / den, 0.0)
-      if np.any(ok & (den <= 0)):
-        return math.inf
-      ratio = ratio[ok & (den > 0)]
-      if ratio.size:
-        best = max(best, float(np.max(np.log(ratio))))
+  for num, den in ((tpr_lo - delta, fpr_hi), (1 - fpr_hi - delta, 1 - tpr_lo),
+                   (fpr_lo - delta, tpr_hi), (1 - tpr_hi - delta, 1 - fpr_lo)):
+    if num > 0 and den > 0:
+      best = max(best, math.log(num / den))
   return best
 
 
-def _epsilon_lower_bound(member_scores: np.ndarray, nonmember_scores: np.ndarray) -> float:
-  with np.errstate(divide='ignore', invalid='ignore'):   # empty cells at extreme cuts
-    bounds = elb.EpsilonLowerBound(
-        np.asarray(member_scores, np.float64), np.asarray(nonmember_scores, np.float64),
-        alpha=mia_data.EPSILON_ALPHA).compute_epsilon_lower_bound(elb.BoundMethod.BAILEY,
-                                                                   k=1)
-  return float(max(bounds[0], 0.0)) if bounds.size else 0.0
-
-
 def score_result(attack: str, member_scores: np.ndarray, nonmember_scores: np.ndarray,
-                 delta: float, decision: Optional[float] = None) -> AttackResult:
+                 delta: float, decision: Optional[float] = None,
+                 seed: int = 0) -> AttackResult:
   """An `AttackResult` from membership scores (higher = more likely a member).
 
   Args:
     attack: The attack's name.
     member_scores, nonmember_scores: float `[n_in]`, `[n_out]`.
-    delta: For `epsilon_audit`.
-    decision: The attack's own cut (`score >= decision` says member); None: the best
-      threshold (then `accuracy == best_accuracy`).
+    delta: The run's delta (for `epsilon_lower_bound`).
+    decision: The attack's own cut (`score >= decision` says member), chosen without
+      these examples; None: the cut maximising `TPR - FPR` on a random half of the
+      members and of the non-members, scored on the other halves.
+    seed: The halves' split.
   """
   m, n = np.asarray(member_scores, np.float64), np.asarray(nonmember_scores, np.float64)
   labels = np.concatenate([np.ones(len(m)), np.zeros(len(n))])
-  scores = np.concatenate([m, n])
-  fpr, tpr, _ = sk_metrics.roc_curve(labels, scores)
-  i = int(np.argmax(tpr - fpr))
-  best = 0.5 + float(tpr[i] - fpr[i]) / 2
+  fpr, tpr, _ = sk_metrics.roc_curve(labels, np.concatenate([m, n]))
+  best = 0.5 + float(np.max(tpr - fpr)) / 2
   if decision is None:
-    tpr_d, fpr_d = float(tpr[i]), float(fpr[i])
-  else:
-    tpr_d, fpr_d = float(np.mean(m >= decision)), float(np.mean(n >= decision))
-  acc = 0.5 * (tpr_d + 1.0 - fpr_d)
-  return AttackResult(attack, acc, best, float(sk_metrics.auc(fpr, tpr)),
-                      audited_epsilon([tpr_d], [fpr_d], delta), _epsilon_lower_bound(m, n),
-                      len(m), len(n))
+    rng = np.random.default_rng(seed)
+    pm, pn = rng.permutation(len(m)), rng.permutation(len(n))
+    pick_m, pick_n = m[pm[:len(m) // 2]], n[pn[:len(n) // 2]]
+    m, n = m[pm[len(m) // 2:]], n[pn[len(n) // 2:]]
+    f, t, cuts = sk_metrics.roc_curve(
+        np.concatenate([np.ones(len(pick_m)), np.zeros(len(pick_n))]),
+        np.concatenate([pick_m, pick_n]))
+    decision = float(cuts[int(np.argmax(t - f))])
+  tp, fp = int(np.sum(m >= decision)), int(np.sum(n >= decision))
+  tpr_d, fpr_d = tp / len(m), fp / len(n)
+  return AttackResult(attack, 0.5 * (tpr_d + 1.0 - fpr_d), best,
+                      float(sk_metrics.auc(fpr, tpr)), tpr_d, fpr_d,
+                      kairouz_lower_bound(tp, len(m), fp, len(n), delta), len(m), len(n))
 
 
 # ----- per-example outputs of a Keras model -----------------------------------------
@@ -201,12 +222,13 @@ def model_outputs(model: tf.keras.Model, x: np.ndarray, y: np.ndarray, *,
 
 # ----- the three attacks ------------------------------------------------------------
 
-def basic_mia(member_loss: np.ndarray, nonmember_loss: np.ndarray,
-              delta: float) -> AttackResult:
+def basic_mia(member_loss: np.ndarray, nonmember_loss: np.ndarray, delta: float,
+              seed: int = 0) -> AttackResult:
   """Yeom et al.'s loss threshold attack via `tensorflow_privacy.run_attacks`.
 
-  The library's threshold attack scores `-loss`; its ROC gives the best-threshold
-  accuracy and AUC reported here (checked against the library's own AUC).
+  The library's threshold attack scores `-loss`; its AUC is checked against this
+  module's. The threshold is chosen on half of the examples and scored on the rest
+  (`score_result`).
   """
   with np.errstate(divide='ignore', invalid='ignore'):
     lib = mia_lib.run_attacks(
@@ -214,7 +236,7 @@ def basic_mia(member_loss: np.ndarray, nonmember_loss: np.ndarray,
                                  loss_test=np.asarray(nonmember_loss)),
         attack_types=(mia_data.AttackType.THRESHOLD_ATTACK,))
   result = score_result('basic_mia', -np.asarray(member_loss), -np.asarray(nonmember_loss),
-                        delta)
+                        delta, seed=seed)
   lib_auc = lib.single_attack_results[0].get_auc()
   if abs(lib_auc - result.auc) > 1e-6:
     raise AssertionError(f'threshold attack AUC {lib_auc} != {result.auc}')
@@ -283,7 +305,7 @@ def evaluate(keras_builder: Callable[[], tf.keras.Model], weights, members, nonm
     weights: The trained `tff.learning.models.ModelWeights` (or a list of arrays).
     members, nonmembers, shadow_in, shadow_out: `(x uint8 [n, ...], y int [n])` pairs;
       `members` the target trained on, the other three disjoint from its training data.
-    delta: The delta of `epsilon_audit` (the run's).
+    delta: The run's delta (for `epsilon_lower_bound`).
     shadow_epochs, shadow_learning_rate, batch_size: The shadow model's training.
     seed: Shadow initialisation and attack splits.
 
@@ -298,9 +320,10 @@ def evaluate(keras_builder: Callable[[], tf.keras.Model], weights, members, nonm
                      f'{len(members[1])} / {len(nonmembers[1])} and {len(shadow_in[1])} / '
                      f'{len(shadow_out[1])}.')
   model = keras_builder()
-  if hasattr(weights, 'trainable'):
-    weights = list(weights.trainable) + list(weights.non_trainable)
-  model.set_weights(weights)
+  if hasattr(weights, 'assign_weights_to'):
+    weights.assign_weights_to(model)   # Keras orders trainable / non-trainable per layer
+  else:
+    model.set_weights(weights)
   inside = model_outputs(model, *members, gradient_norms=True)
   outside = model_outputs(model, *nonmembers, gradient_norms=True)
   shadow = train_shadow_model(keras_builder, *shadow_in, epochs=shadow_epochs,
@@ -308,7 +331,7 @@ def evaluate(keras_builder: Callable[[], tf.keras.Model], weights, members, nonm
                               seed=seed)
   s_in, s_out = model_outputs(shadow, *shadow_in), model_outputs(shadow, *shadow_out)
   features = lambda o: np.stack([o['loss'], o['grad_norm']], axis=1)
-  return [basic_mia(inside['loss'], outside['loss'], delta),
+  return [basic_mia(inside['loss'], outside['loss'], delta, seed),
           ml_leaks(s_in['probs'], s_out['probs'], inside['probs'], outside['probs'], delta,
                    seed),
           white_box(features(inside), features(outside), delta, seed)]

@@ -102,30 +102,37 @@ def _coefficients(p: float, delta: float, dim: int, l1, l2, linf):
 
 def num_trials_tf(epsilon: float, p: float, delta: float, scale: float, dim: int,
                   l1_sensitivity, l2_sensitivity, linf_sensitivity) -> tf.Tensor:
-  """The smallest `m` of Theorem 1 for `epsilon`, in closed form (TF, per client).
+  """The smallest `m` of Theorem 1 for `epsilon`, in closed form (TF float64, per client).
 
   Theorem 1's epsilon is `a / (s sqrt(v)) + b / (s v)` with `v = m p (1 - p)`: a
-  quadratic in `1 / sqrt(v)`, solved exactly, then `m` is raised to the theorem's
-  condition `m p (1 - p) >= max(23 log(10 d / delta), 2 Delta_inf / s)`. Agrees with
-  `smallest_num_trials` (bisection) up to float rounding (tests: within one trial).
+  quadratic in `1 / sqrt(v)`, solved in float64; `m` is the ceiling, lowered by one
+  when the theorem already holds there (float rounding), then raised to the theorem's
+  condition `m p (1 - p) >= max(23 log(10 d / delta), 2 Delta_inf / s)`. Equals
+  `smallest_num_trials` (tests).
 
   Args:
     epsilon: Target epsilon `> 0`.
     p, delta, scale, dim: As `binomial_epsilon`.
-    l1_sensitivity, l2_sensitivity, linf_sensitivity: float32/float64 tensors or floats
-      (a client's `Delta_1, Delta_2, Delta_inf`).
+    l1_sensitivity, l2_sensitivity, linf_sensitivity: float64 tensors or floats (a
+      client's `Delta_1, Delta_2, Delta_inf`; float32 inputs lose precision).
 
   Returns:
     float64 scalar tensor `m` (an integer value).
   """
-  cast = lambda v: tf.cast(v, tf.float64)
-  l1, l2, linf = cast(l1_sensitivity), cast(l2_sensitivity), cast(linf_sensitivity)
+  f64 = lambda v: tf.cast(v, tf.float64) if tf.is_tensor(v) else tf.constant(v, tf.float64)
+  l1, l2, linf = f64(l1_sensitivity), f64(l2_sensitivity), f64(linf_sensitivity)
   a, b = _coefficients(p, delta, dim, l1, l2, linf)
   a, b = a / scale, b / scale
-  x = 2.0 * epsilon / (a + tf.sqrt(a * a + 4.0 * b * epsilon))  # x = 1 / sqrt(v)
-  v = tf.maximum(1.0 / (x * x), tf.maximum(2.0 * linf / scale,
-                                            23 * math.log(10 * dim / delta)))
-  return tf.math.ceil(v / (p * (1 - p)) * (1.0 - 1e-12))
+  eps = tf.constant(epsilon, tf.float64)
+  x = 2.0 * eps / (a + tf.sqrt(a * a + 4.0 * b * eps))  # x = 1 / sqrt(v)
+  q = p * (1 - p)
+  m = tf.math.ceil(1.0 / (x * x) / q)
+  lower = tf.maximum(m - 1.0, 1.0)
+  v = lower * q
+  m = tf.where(a / tf.sqrt(v) + b / v <= eps, lower, m)
+  floor = tf.math.ceil(tf.maximum(2.0 * linf / scale,
+                                  tf.constant(23 * math.log(10 * dim / delta), tf.float64)) / q)
+  return tf.maximum(m, floor)
 
 
 def stochastic_quantize(values: tf.Tensor, x_max: float, levels: int) -> tf.Tensor:
@@ -144,10 +151,11 @@ def stochastic_quantize(values: tf.Tensor, x_max: float, levels: int) -> tf.Tens
     float32 tensor of `values`' shape, on the grid.
   """
   step = 2.0 * x_max / (levels - 1)
-  pos = (tf.clip_by_value(values, -x_max, x_max) + x_max) / step
+  # float64: at k = 2^16 a float32 grid index keeps only 8 bits below the point
+  pos = (tf.clip_by_value(tf.cast(values, tf.float64), -x_max, x_max) + x_max) / step
   low = tf.floor(pos)
-  up = tf.cast(tf.random.uniform(tf.shape(values)) < pos - low, tf.float32)
-  return tf.minimum(low + up, levels - 1.0) * step - x_max
+  up = tf.cast(tf.random.uniform(tf.shape(values), dtype=tf.float64) < pos - low, tf.float64)
+  return tf.cast(tf.minimum(low + up, levels - 1.0) * step - x_max, tf.float32)
 
 
 def binomial_noise(shape, num_trials, p: float, scale: float) -> tf.Tensor:

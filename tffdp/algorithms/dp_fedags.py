@@ -269,6 +269,9 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     if perturbation == 'binomial' and int(quantization_levels) < 2:
       raise ValueError('quantization_levels must be at least 2. Found '
                        f'{quantization_levels!r}.')
+    if perturbation == 'binomial' and selection != 'all':
+      raise ValueError('perturbation=binomial (cpSGD) quantises and noises every '
+                       f'coordinate: selection must be all. Found selection={selection!r}.')
     privacy.check_delta(delta)
     self._kw = dict(clip_norm=float(clip_norm), epsilon=float(epsilon),
                     epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
@@ -311,7 +314,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       else:
         lam = tf.constant(0.0)
         significant = tf.ones_like(flat, tf.bool)
-      num_trials = tf.constant(0.0, tf.float64)
+      num_trials = tf.constant(0.0, tf.float64)   # binomial only
       if kw['perturbation'] == 'gaussian':
         std = eq2_noise_multiplier(ds, eps) * c
         noise = tf.random.normal(size) * std
@@ -319,8 +322,10 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         step = 2.0 * c / (kw['quantization_levels'] - 1)
         clipped = cpsgd.stochastic_quantize(clipped, c, kw['quantization_levels'])
         dim = int(flat.shape[0])
+        ds64 = (2.0 * kw['learning_rate'] * c / tf.cast(value['num_examples'], tf.float64)
+                if kw['delta_s'] == 'scaled' else tf.constant(c, tf.float64))
         num_trials = cpsgd.num_trials_tf(eps, 0.5, kw['delta'], step, dim,
-                                         math.sqrt(dim) * ds, ds, ds)
+                                         math.sqrt(dim) * ds64, ds64, ds64)
         std = step * tf.sqrt(num_trials / 4.0)
         noise = cpsgd.binomial_noise(size, num_trials, 0.5, step)
       else:
@@ -341,7 +346,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
           threshold=lam, noise_std=tf.cast(std, tf.float32),
           clipped=tf.cast(norm > c, tf.int32), mean_abs_gradient=tf.reduce_mean(magnitude),
           max_abs_gradient=tf.reduce_max(magnitude),
-          num_trials=tf.cast(num_trials, tf.float32))
+          num_trials=num_trials)
       return new_value, stats
 
     @tff.federated_computation(init_fn.type_signature.result,
@@ -583,31 +588,37 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
 
 def _binomial_summary(sensitivities: np.ndarray, epsilon: float, delta: float,
                       clip_norm: float, levels: int, dim: int) -> tuple[dict, dict]:
-  """cpSGD's `k`, `s` and the clients' `m` (Theorem 1), and the per-upload epsilon at
-  the true sensitivity (add/remove, worst-case rounding) for the config."""
+  """cpSGD's `k`, `s` and the clients' `m` (Theorem 1) for the config, and the
+  per-upload Theorem 1 epsilon at the true sensitivity (add/remove, worst-case rounding)
+  over the clients."""
   step = 2.0 * clip_norm / (levels - 1)
   trials = {float(v): cpsgd.smallest_num_trials(epsilon, 0.5, delta, step, dim,
-                                                math.sqrt(dim) * v, v, v)
+                                                math.sqrt(dim) * v, v, v, limit=10 ** 18)
             for v in np.unique(sensitivities)}
   per_client = np.array([trials[float(v)] for v in sensitivities], np.float64)
-  m_median = float(np.median(per_client))
-  true_eps = cpsgd.binomial_epsilon(
-      int(m_median), 0.5, delta, step, dim, math.sqrt(dim) * clip_norm + step * dim,
-      clip_norm + step * math.sqrt(dim), clip_norm)
+  true_eps = sorted(cpsgd.binomial_epsilon(
+      int(m), 0.5, delta, step, dim, math.sqrt(dim) * clip_norm + step * dim,
+      clip_norm + step * math.sqrt(dim), clip_norm) for m in set(per_client))
+  finite = [e for e in true_eps if math.isfinite(e)]
+  need = int(math.ceil(max(23 * math.log(10 * dim / delta), 2 * clip_norm / step) / 0.25))
   hparams = dict(quantization_levels=levels, quantization_step=step,
-                 num_trials_min=float(per_client.min()), num_trials_median=m_median,
+                 num_trials_min=float(per_client.min()),
+                 num_trials_median=float(np.median(per_client)),
                  num_trials_max=float(per_client.max()))
+  span = (f'from {finite[0]:.4g} to {finite[-1]:.4g}' if finite else 'inf for every client')
   notes = dict(
       cpsgd='cpSGD (Agarwal et al. 2018) on DP-FedAGS\'s pipeline: k-level stochastic '
       'quantisation of g\' on [-C, C] and Binomial noise s (Bin(m, 1/2) - m / 2); m per client '
       'from their Theorem 1 at (epsilon, delta) with Delta_2 = Delta_inf = Delta_S, '
       'Delta_1 = sqrt(|W|) Delta_S (Amendment 1\'s reading, as for DP-FedAvg); k is not '
       'given in either paper (2^16 keeps the rounding error below the noise)',
-      cpsgd_true_sensitivity=f'per upload, Theorem 1 at the median m ({m_median:.0f}) with '
-      f'the true add/remove sensitivity (Delta_2 = C + s sqrt(|W|), worst-case rounding) '
-      f'gives epsilon {true_eps:.4g} at delta {delta:g}; composed by basic composition over '
-      'a client\'s uploads (each at delta/T) it stays finite but the RDP ledger cannot '
-      'compose it: epsilon_guaranteed is reported inf')
+      cpsgd_true_sensitivity=f'per upload, Theorem 1 with the true add/remove sensitivity '
+      f'(Delta_2 = C + s sqrt(|W|), Delta_1 = sqrt(|W|) C + s |W|, Delta_inf = C: worst-case '
+      f'rounding) at delta {delta:g} gives epsilon {span} over the clients\' m'
+      + (f' ({len(true_eps) - len(finite)} of {len(true_eps)} distinct m are inf: Theorem 1 '
+         f'needs m >= {need} when Delta_inf = C)' if len(finite) < len(true_eps) else '')
+      + '; the RDP ledger cannot compose (epsilon, delta) pairs, so epsilon_guaranteed is '
+      'reported inf')
   return hparams, notes
 
 
@@ -627,7 +638,7 @@ class DPFedAGSHparams(registry.MethodHparams):
       choices=DELTA_S_MODES)
   perturbation: str = registry.option(
       'gaussian', 'noise on significant coordinates: gaussian (Alg. 1 line 26) or laplace '
-      '(Lap(Delta_S / epsilon_3), Theorems 1-2)', choices=PERTURBATIONS)
+      '(Lap(Delta_S / epsilon_3), Theorems 1-2)', choices=('gaussian', 'laplace'))
   perturb_all: bool = registry.option(False, 'noise every coordinate (the SVT still runs)')
   weighting: str = registry.option('loss', 'aggregation weights: loss (eq. 37) or size '
                                    '(n_k / n)', choices=WEIGHTINGS)
