@@ -257,7 +257,9 @@ def build(figs: str) -> str:
          'the commands given. Settings: `experiments/dp_fedags_common.py` (100 clients, 10 '
          'per round, Dirichlet(1.0), batch 128, E = 1, C = 1, lr 0.1, delta 1e-3, T = 200; '
          'McMahan CNN on MNIST); each run\'s `runs/<name>/config.json` holds its full '
-         'configuration, the notes on what the paper does not give, versions and machine.', '',
+         'configuration, the notes on what the paper does not give, versions and machine '
+         '(runs made two at a time by the same module with a scratch `--figures-dir` record '
+         'it as `SCRATCH_FIGURES_DIR` in their command).', '',
          '**Reconstructed baselines.** DP-FedAvg as this paper runs it (eq. 2 Gaussian on '
          'every coordinate, weights `n_k / n`) and DP-FedSNLC (eq. 2 Gaussian on the top 10% '
          'of `|g\'|` chosen without noise) are rebuilt from the paper\'s prose '
