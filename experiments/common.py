@@ -117,6 +117,14 @@ def fmt(v, digits: int = 4, empty: str = '') -> str:
   return 'inf' if x == float('inf') else f'{x:.{digits}g}'
 
 
+def md_table(rows, cols) -> list[str]:
+  """Markdown table lines: `cols` is `[(header, row -> cell)]`."""
+  out = ['| ' + ' | '.join(h for h, _ in cols) + ' |', '|' + '---|' * len(cols)]
+  for r in rows:
+    out.append('| ' + ' | '.join(str(get(r)) for _, get in cols) + ' |')
+  return out
+
+
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:
   """CLI of a report module: writes `build(figures_dir)` to `<figures_dir>/README.md`."""
   import argparse  # pylint: disable=g-import-not-at-top

@@ -14,7 +14,7 @@ import os
 import statistics
 
 from experiments import cosafed_common as cc
-from experiments.common import fmt, read_rows, report_main
+from experiments.common import fmt, md_table as _md_table, read_rows, report_main
 
 COMMANDS = {
     'calibration': 'python -m experiments.cosafed_calibrate',
@@ -33,13 +33,6 @@ def _f(v, digits=4):
 def _metrics(figs, run):
   path = os.path.join(figs, 'runs', os.path.basename(run), 'metrics.csv')
   return read_rows(path) if os.path.exists(path) else []
-
-
-def _md_table(rows, cols) -> list[str]:
-  out = ['| ' + ' | '.join(h for h, _ in cols) + ' |', '|' + '---|' * len(cols)]
-  for r in rows:
-    out.append('| ' + ' | '.join(str(get(r)) for _, get in cols) + ' |')
-  return out
 
 
 def _calibration(figs) -> list[str]:

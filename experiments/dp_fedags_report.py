@@ -13,7 +13,7 @@ import os
 import statistics
 
 from experiments import dp_fedags_common as dc
-from experiments.common import fmt, read_rows, report_main
+from experiments.common import fmt, md_table as _md_table, read_rows, report_main
 
 COMMANDS = {
     'table4': 'python -m experiments.dp_fedags_table4 --datasets mnist',
@@ -25,13 +25,6 @@ COMMANDS = {
     'pilot': 'python -m experiments.dp_fedags_pilot',
 }
 PAPER_ORDER = ('DP-FedAGS', 'DP-FedSNLC (reconstructed)', 'DP-FedAvg (reconstructed)', 'cpSGD')
-
-
-def _md_table(rows, cols) -> list[str]:
-  out = ['| ' + ' | '.join(h for h, _ in cols) + ' |', '|' + '---|' * len(cols)]
-  for r in rows:
-    out.append('| ' + ' | '.join(str(get(r)) for _, get in cols) + ' |')
-  return out
 
 
 def _metrics(figs, run):
@@ -121,8 +114,7 @@ def _cpsgd_true_sensitivity(figs) -> list[str]:
     dim = models.build_keras_model(cfg['model'], shape, 100 if cfg['dataset'] == 'cifar100'
                                    else 10).count_params()
     c, s = cfg['clip_norm'], hp['quantization_step']
-    eps = [cpsgd.binomial_epsilon(int(hp[k]), 0.5, cfg['delta'], s, dim,
-                                  math.sqrt(dim) * c + s * dim, c + s * math.sqrt(dim), c)
+    eps = [cpsgd.true_sensitivity_epsilon(hp[k], cfg['delta'], s, dim, c)
            for k in ('num_trials_min', 'num_trials_max')]
     out.append(f'- epsilon {r["epsilon"]}: m from {hp["num_trials_min"]:.4g} to '
                f'{hp["num_trials_max"]:.4g} over the clients; per upload at the true '

@@ -67,6 +67,8 @@ from sklearn import metrics as sk_metrics
 from tensorflow_privacy.privacy.privacy_tests.membership_inference_attack import (
     data_structures as mia_data, membership_inference_attack as mia_lib, models as mia_models)
 
+from tffdp.algorithms import per_example
+
 ATTACKS = ('basic_mia', 'ml_leaks', 'white_box')
 ATTACK_LABEL = {'basic_mia': 'Basic MIA (Yeom et al. 2018)',
                 'ml_leaks': 'ML-Leaks (Salem et al. 2019)',
@@ -183,7 +185,7 @@ def model_outputs(model: tf.keras.Model, x: np.ndarray, y: np.ndarray, *,
     model: A Keras model with logits out (inputs scaled by 1/255 as in training).
     x: uint8 `[n, h, w, c]`; y: int `[n]`.
     gradient_norms: Also the L2 norm of each example's loss gradient over every
-      trainable weight (`tf.vectorized_map`; float32 `[n]`).
+      trainable weight (`per_example.clipped_gradient_sum`'s norms; float32 `[n]`).
     batch_size: Examples per batch.
 
   Returns:
@@ -191,19 +193,14 @@ def model_outputs(model: tf.keras.Model, x: np.ndarray, y: np.ndarray, *,
     (and `grad_norm [n]`).
   """
   logits, grad = [], []
-  weights = model.trainable_variables
 
   @tf.function(reduce_retracing=True)
   def grad_norms(xb, yb):
-    def one(args):
-      xi, yi = args
-      with tf.GradientTape() as tape:
-        out = model(xi[None], training=False)
-        loss = tf.keras.losses.sparse_categorical_crossentropy(yi[None], out,
-                                                                from_logits=True)[0]
-      g = tape.gradient(loss, weights)
-      return tf.sqrt(tf.add_n([tf.reduce_sum(tf.square(t)) for t in g]))
-    return tf.vectorized_map(one, (xb, yb))
+    # the DP-SGD clipping path's per-example norms (one forward and backward pass;
+    # vectorized_map for layers it does not cover); the clipped sum is not used
+    _, norms, _ = per_example.clipped_gradient_sum(model, xb, yb, tf.constant(1.0),
+                                                   training=False)
+    return norms
 
   for i in range(0, len(y), batch_size):
     xb = tf.cast(x[i:i + batch_size], tf.float32) / 255.0

@@ -91,6 +91,19 @@ def smallest_num_trials(epsilon: float, p: float, delta: float, scale: float, di
   return hi
 
 
+def true_sensitivity_epsilon(num_trials: int, delta: float, scale: float, dim: int,
+                             clip_norm: float) -> float:
+  """Theorem 1 for one upload of a quantised L2-clipped vector, at its true sensitivity.
+
+  Client-level add/remove of a vector of L2 norm `<= C` rounded to the grid of step `s`
+  (worst-case rounding): `Delta_2 = C + s sqrt(d)`, `Delta_1 = sqrt(d) C + s d`,
+  `Delta_inf = C`; `p = 1/2`. `inf` when `m` misses the theorem's condition.
+  """
+  return binomial_epsilon(int(num_trials), 0.5, delta, scale, dim,
+                          math.sqrt(dim) * clip_norm + scale * dim,
+                          clip_norm + scale * math.sqrt(dim), clip_norm)
+
+
 def _coefficients(p: float, delta: float, dim: int, l1, l2, linf):
   """Theorem 1 as `epsilon = a / (s sqrt(v)) + b / (s v)`, `v = m p (1 - p)`."""
   a = l2 * math.sqrt(2 * math.log(1.25 / delta))

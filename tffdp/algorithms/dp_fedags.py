@@ -298,8 +298,11 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       flat = tf.concat([tf.reshape(v, [-1]) for v in leaves], 0)
       norm = tf.norm(flat)
       clipped = flat / tf.maximum(1.0, norm / c)
-      ds = (2.0 * kw['learning_rate'] * c / value['num_examples'] if kw['delta_s'] == 'scaled'
-            else tf.constant(c))
+      def delta_s(dtype):   # Amendment 1's `2 eta C / n_k`, or `C`
+        if kw['delta_s'] == 'scaled':
+          return 2.0 * kw['learning_rate'] * c / tf.cast(value['num_examples'], dtype)
+        return tf.constant(c, dtype)
+      ds = delta_s(tf.float32)
       magnitude = tf.abs(clipped)
       size = tf.shape(flat)
       if kw['selection'] == 'svt':
@@ -322,8 +325,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         step = 2.0 * c / (kw['quantization_levels'] - 1)
         clipped = cpsgd.stochastic_quantize(clipped, c, kw['quantization_levels'])
         dim = int(flat.shape[0])
-        ds64 = (2.0 * kw['learning_rate'] * c / tf.cast(value['num_examples'], tf.float64)
-                if kw['delta_s'] == 'scaled' else tf.constant(c, tf.float64))
+        ds64 = delta_s(tf.float64)
         num_trials = cpsgd.num_trials_tf(eps, 0.5, kw['delta'], step, dim,
                                          math.sqrt(dim) * ds64, ds64, ds64)
         std = step * tf.sqrt(num_trials / 4.0)
@@ -596,9 +598,8 @@ def _binomial_summary(sensitivities: np.ndarray, epsilon: float, delta: float,
                                                 math.sqrt(dim) * v, v, v, limit=10 ** 18)
             for v in np.unique(sensitivities)}
   per_client = np.array([trials[float(v)] for v in sensitivities], np.float64)
-  true_eps = sorted(cpsgd.binomial_epsilon(
-      int(m), 0.5, delta, step, dim, math.sqrt(dim) * clip_norm + step * dim,
-      clip_norm + step * math.sqrt(dim), clip_norm) for m in set(per_client))
+  true_eps = sorted(cpsgd.true_sensitivity_epsilon(m, delta, step, dim, clip_norm)
+                    for m in set(per_client))
   finite = [e for e in true_eps if math.isfinite(e)]
   need = int(math.ceil(max(23 * math.log(10 * dim / delta), 2 * clip_norm / step) / 0.25))
   hparams = dict(quantization_levels=levels, quantization_step=step,
