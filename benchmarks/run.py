@@ -1,6 +1,6 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
-    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|adap|workers]
+    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|adap|workers|kth]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -23,6 +23,9 @@
    workers (TFF's mergeable-computation context, one sub-round per worker); and the
    per-round cost of moving the model to a remote worker and back (a round whose client
    work is the identity on the broadcast weights, 2 clients).
+5. DP-FedAGS's eq. 35 threshold on the 1,663,370 coordinates of the McMahan CNN:
+   `dp_fedags.kth_smallest` (bisection over float32 bit patterns) vs `tf.sort` and
+   indexing, both in a `tf.function`, and the two answers compared.
 Synthetic uint8 images (speed does not depend on pixel values).
 """
 
@@ -285,11 +288,27 @@ def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
   return local, times
 
 
+def bench_kth_smallest(repeats, n=1_663_370):
+  """Eq. 35's k-th smallest |g'_j|: bisection vs a full sort (DP-FedAGS, 1.6M coordinates)."""
+  from tffdp.algorithms import dp_fedags  # pylint: disable=g-import-not-at-top
+  x = tf.abs(tf.random.stateless_normal([n], seed=[7, 8]))
+  rank = tf.constant((9 * n + 9) // 10, tf.int32)  # ceil(9 |W| / 10), eq. 35's cap
+  bisect = tf.function(dp_fedags.kth_smallest)
+  by_sort = tf.function(lambda v, k: tf.sort(v)[k - 1])
+  t_bisect = timeit(lambda: bisect(x, rank).numpy(), repeats)
+  t_sort = timeit(lambda: by_sort(x, rank).numpy(), repeats)
+  same = float(bisect(x, rank)) == float(by_sort(x, rank))
+  print(f'[kth] eq. 35 threshold over {n:,} coordinates: bisection {1e3 * t_bisect:.1f} ms, '
+        f'tf.sort {1e3 * t_sort:.1f} ms ({t_sort / t_bisect:.1f}x faster); same value: '
+        f'{same}', flush=True)
+  return t_bisect, t_sort
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap', 'workers'))
+  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap', 'workers', 'kth'))
   p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
                  '(the others use synthetic data)')
   args = p.parse_args(argv)
@@ -298,6 +317,8 @@ def main(argv=None) -> int:
   if args.only in (None, 'dpsgd'):
     bench_dpsgd("Adap DP-FL CNN, batch 78", 'adap_dp_fl_cnn', 78, args.repeats)
     bench_dpsgd("A-DPFL CNN, batch 20", 'deep_mnist_cnn', 20, args.repeats)
+  if args.only in (None, 'kth'):
+    bench_kth_smallest(args.repeats)
   if args.only in (None, 'tff'):
     with tempfile.TemporaryDirectory() as cache:
       bench_tff('10 clients x 78-example lot, Adap DP-FL CNN', 'adap_dp_fl_cnn', 10, 78, 78,

@@ -64,6 +64,13 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert [int(r['local_epochs']) for r in sweep] == [1, 2]
   # E = 1 is Fig. 4's FedAvg run (reused); E = 2 has its own run folder
   assert (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_seed0_quick').is_dir()
+  # E above the first that reaches the target is not run (cannot be the choice)
+  assert a_dpfl_local_epochs.main(common + ['--epochs', '2', '1', '5', '--learning-rates',
+                                            '0.05', '--target', '0']) == 0
+  with open(tmp_path / 'figs' / 'local_epochs.csv') as f:
+    sweep = list(csv.DictReader(f))
+  assert [(int(r['local_epochs']), r['chosen']) for r in sweep] == [(1, 'True')]
+  assert not (tmp_path / 'runs' / 'mnist_fedavg_noniid_E5_seed0_quick').exists()
   from experiments import a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
