@@ -3,7 +3,9 @@
 #   make test   the test suite
 #   make bench  the speed benchmarks (prints measured ratios)
 #   make a_dpfl_figures      A-DPFL Fig. 4-6, Table 2 + report at paper scale (about 5 h
-#               on 2 cores; finished runs in RUNS_DIR are reused, interrupted ones resumed)
+#               on 2 cores at A_DPFL_E=1; finished runs in RUNS_DIR are reused, interrupted
+#               ones resumed); A_DPFL_E=<E> reruns them with E local epochs (_E<E> names)
+#   make a_dpfl_local_epochs the FedAvg local-epochs sweep that chooses A_DPFL_E (hours)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
 #   make cosafed_figures     cosAFed calibration, Table 3, Figs. 2-7 + report (about 1.5 h)
@@ -21,9 +23,11 @@ DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 .PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures \
-	cosafed_figures dp_fedags_figures
+	cosafed_figures dp_fedags_figures a_dpfl_local_epochs
 
 RUNS_DIR ?= runs
+A_DPFL_E ?= 1
+A_DPFL_FLAGS := $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl --local-epochs $(A_DPFL_E)
 
 venv: $(VENV)/.installed
 
@@ -51,11 +55,16 @@ bench: venv
 # Each module reuses the runs it shares with another (Fig. 5 and Table 2 reuse Fig. 4a's
 # A-DPFL run, Fig. 6's k = 0.7 too).
 a_dpfl_figures: venv
-	for d in mnist cifar10; do $(PY) -m experiments.a_dpfl_fig4 --dataset $$d $(DATA_FLAG) \
-	    --runs-dir $(RUNS_DIR)/a_dpfl || exit 1; done
-	$(PY) -m experiments.a_dpfl_fig5 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
-	$(PY) -m experiments.a_dpfl_fig6 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
-	$(PY) -m experiments.a_dpfl_table2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl
+	for d in mnist cifar10; do $(PY) -m experiments.a_dpfl_fig4 --dataset $$d \
+	    $(A_DPFL_FLAGS) || exit 1; done
+	$(PY) -m experiments.a_dpfl_fig5 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl_fig6 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl_table2 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl_report
+
+a_dpfl_local_epochs: venv
+	$(PY) -m experiments.a_dpfl_local_epochs --datasets mnist $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/a_dpfl
 	$(PY) -m experiments.a_dpfl_report
 
 # The runs first (two processes, resumable, checkpoints in RUNS_DIR), then each figure

@@ -101,6 +101,16 @@ def run_dir(args, cfg: config_lib.RunConfig, tag: str) -> str:
                       ('_quick' if args.quick else ''))
 
 
+def artefact(args, base: str) -> str:
+  """`base` (a figure's file stem, e.g. `fig4_mnist`) with `_E<local epochs>` unless 1.
+
+  Issue 11 reruns every figure with more local epochs; the suffix keeps the one-epoch
+  artefacts beside the new ones (`fig4_mnist.csv` and `fig4_mnist_E5.csv`).
+  """
+  epochs = getattr(args, 'local_epochs', None)
+  return base if epochs in (None, 1) else f'{base}_E{epochs}'
+
+
 def slug_of(label: str) -> str:
   """The run folder name of a curve label (`LABELS` or `VARIANTS`)."""
   names = {v: k for k, v in LABELS.items()}

@@ -7,7 +7,8 @@ Non-private FL, DPFL, CL-FL and A-DPFL with Table 1 settings (see
 default): A-DPFL with `--selection weighted_sample` and `uniform` (Alg. 2 as printed is a
 static top-K), A-DPFL with Alg. 4 every 5 rounds, CL-FL at sigma 2 and 4. Writes `figures/a_dpfl/fig4_<dataset>.png`,
 `fig4_<dataset>.csv` (final/best accuracy and both epsilons per method) and each run's
-results under `figures/a_dpfl/fig4_<dataset>/<method>/`.
+results under `figures/a_dpfl/fig4_<dataset>/<method>/`; with `--local-epochs E` (E > 1)
+the names end in `_E<E>` (`fig4_<dataset>_E<E>.csv`), beside the one-epoch ones.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ def main(argv=None) -> int:
                  default=list(common.VARIANTS))
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_fig4'] + list(argv if argv is not None else sys.argv[1:])
+  stem = common.artefact(args, f'fig4_{args.dataset}')
   runs, table = {}, []
   curves = [(m, common.LABELS[m], m, {}) for m in METHODS]
   curves += [(slug, *common.VARIANTS[slug]) for slug in args.variants]
@@ -38,7 +40,7 @@ def main(argv=None) -> int:
     cfg = common.method_config(m, args.dataset, args, **overrides)
     out = common.run_dir(args, cfg, f'{slug}_noniid')
     runs[label] = common.run_cached(cfg, out, command)
-    common.copy_results(out, os.path.join(args.figures_dir, f'fig4_{args.dataset}', slug))
+    common.copy_results(out, os.path.join(args.figures_dir, stem, slug))
     s = plotting.read_metrics(out)[-1]
     best = max(r['test_accuracy'] for r in runs[label])
     table.append(dict(method=label, final_test_accuracy=s['test_accuracy'],
@@ -49,8 +51,8 @@ def main(argv=None) -> int:
   name = {'mnist': 'MNIST', 'cifar10': 'CIFAR-10'}[args.dataset]
   fig = plotting.plot_curves(runs, 'test_accuracy', 'test accuracy',
                              f'A-DPFL Fig. 4 ({name}, non-IID label skew)')
-  plotting.save(fig, os.path.join(args.figures_dir, f'fig4_{args.dataset}.png'))
-  common.write_table(os.path.join(args.figures_dir, f'fig4_{args.dataset}.csv'), table)
+  plotting.save(fig, os.path.join(args.figures_dir, stem + '.png'))
+  common.write_table(os.path.join(args.figures_dir, stem + '.csv'), table)
   for row in table:
     print(' | '.join(f'{v:.4g}' if isinstance(v, float) else str(v) for v in row.values()))
   return 0

@@ -32,8 +32,9 @@ def main(argv=None) -> int:
                              'noise multiplier sigma (used in the round)',
                              'A-DPFL Fig. 5: sigma vs round (k = 0.7)')
   os.makedirs(args.figures_dir, exist_ok=True)
-  plotting.save(fig, os.path.join(args.figures_dir, 'fig5_mnist.png'))
-  with open(os.path.join(args.figures_dir, 'fig5_mnist.csv'), 'w') as f:
+  stem = common.artefact(args, 'fig5_mnist')
+  plotting.save(fig, os.path.join(args.figures_dir, stem + '.png'))
+  with open(os.path.join(args.figures_dir, stem + '.csv'), 'w') as f:
     w = csv.writer(f)
     w.writerow(['round', 'noise_multiplier', 'server_validation_accuracy', 'run'])
     for r in rows:

@@ -5,7 +5,7 @@
 k in {0.3, 0.4, ..., 0.9}; k = 0.7 reuses the Fig. 4a run. Paper: a slow decline up
 to k = 0.7, faster beyond. Writes `figures/a_dpfl/fig6_mnist.png`, `fig6_mnist.csv`
 (final accuracy, final sigma, both epsilons and wall time per k) and each run's results
-under `figures/a_dpfl/fig6_mnist/k<k>/`.
+under `figures/a_dpfl/fig6_mnist/k<k>/` (`_E<E>` appended with `--local-epochs E`, E > 1).
 """
 
 from __future__ import annotations
@@ -25,24 +25,25 @@ def main(argv=None) -> int:
   p.add_argument('--k', type=float, nargs='+', default=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_fig6'] + list(argv if argv is not None else sys.argv[1:])
+  stem = common.artefact(args, 'fig6_mnist')
   table = []
   for k in (args.k[:2] if args.quick else args.k):
     cfg = common.method_config('a_dpfl', 'mnist', args, k=k)
     tag = 'a_dpfl_noniid' if k == 0.7 else f'a_dpfl_noniid_k{k:g}'
     out = common.run_dir(args, cfg, tag)
     rows = common.run_cached(cfg, out, command)
-    common.copy_results(out, os.path.join(args.figures_dir, 'fig6_mnist', f'k{k:g}'))
+    common.copy_results(out, os.path.join(args.figures_dir, stem, f'k{k:g}'))
     table.append(dict(k=k, final_test_accuracy=rows[-1]['test_accuracy'],
                       final_noise_multiplier=rows[-1]['noise_multiplier'],
                       epsilon_claimed=rows[-1]['epsilon_claimed'],
                       epsilon_guaranteed=rows[-1]['epsilon_guaranteed'],
                       wall_seconds=rows[-1]['wall_seconds'],
                       run=common.portable(out, args.runs_dir)))
-  common.write_table(os.path.join(args.figures_dir, 'fig6_mnist.csv'), table)
+  common.write_table(os.path.join(args.figures_dir, stem + '.csv'), table)
   fig = plotting.plot_curves({'A-DPFL (MNIST)': [dict(r, round=r['k']) for r in table]},
                              'final_test_accuracy', 'final test accuracy',
                              'A-DPFL Fig. 6: accuracy vs decay factor k', xlabel='k')
-  plotting.save(fig, os.path.join(args.figures_dir, 'fig6_mnist.png'))
+  plotting.save(fig, os.path.join(args.figures_dir, stem + '.png'))
   for r in table:
     print(f"k={r['k']:g}: final test accuracy {r['final_test_accuracy']:.4f}, "
           f"epsilon_guaranteed {r['epsilon_guaranteed']:.3g}")

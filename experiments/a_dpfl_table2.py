@@ -8,7 +8,8 @@ CIFAR-10 0.641 / 0.704 (final accuracy after 50 rounds). Non-IID runs are shared
 Fig. 4. A-DPFL runs with each participant selection (`--selections`; issue 11: Alg. 2 as
 printed is a static top-K, so both settings train on the same near-IID clients): `top_k`
 (the paper's), `weighted_sample` and `uniform`. Writes `figures/a_dpfl/table2.csv` and each
-run's results under `figures/a_dpfl/table2/<dataset>_<iid|noniid>[_<selection>]/`.
+run's results under `figures/a_dpfl/table2/<dataset>_<iid|noniid>[_<selection>]/`
+(`table2_E<E>` with `--local-epochs E`, E > 1).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ def main(argv=None) -> int:
                  default=list(common.SELECTIONS))
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_table2'] + list(argv if argv is not None else sys.argv[1:])
+  stem = common.artefact(args, 'table2')
   table = []
   for dataset in args.datasets:
     for setting, selection in itertools.product(('non-IID', 'IID'), args.selections):
@@ -47,7 +49,7 @@ def main(argv=None) -> int:
       cfg = common.method_config('a_dpfl', dataset, args, **extra)
       out = common.run_dir(args, cfg, tag)
       rows = common.run_cached(cfg, out, command)
-      common.copy_results(out, os.path.join(args.figures_dir, 'table2', name))
+      common.copy_results(out, os.path.join(args.figures_dir, stem, name))
       table.append(dict(dataset=dataset, setting=setting, selection=selection,
                         paper_accuracy=PAPER[(dataset, setting)],
                         tffdp_final_accuracy=rows[-1]['test_accuracy'],
@@ -56,7 +58,7 @@ def main(argv=None) -> int:
                         epsilon_guaranteed=rows[-1]['epsilon_guaranteed'],
                         wall_seconds=rows[-1]['wall_seconds'],
                         run=common.portable(out, args.runs_dir)))
-  common.write_table(os.path.join(args.figures_dir, 'table2.csv'), table)
+  common.write_table(os.path.join(args.figures_dir, stem + '.csv'), table)
   for r in table:
     print(f"{r['dataset']} {r['setting']} {r['selection']}: paper {r['paper_accuracy']}, tffdp "
           f"{r['tffdp_final_accuracy']:.4f}")

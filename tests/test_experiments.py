@@ -71,11 +71,19 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
     sweep = list(csv.DictReader(f))
   assert [(int(r['local_epochs']), r['chosen']) for r in sweep] == [(1, 'True')]
   assert not (tmp_path / 'runs' / 'mnist_fedavg_noniid_E5_seed0_quick').exists()
+  # issue 11's reruns with more local epochs sit beside the one-epoch artefacts
+  assert a_dpfl_fig4.main(['--dataset', 'mnist', '--local-epochs', '2', '--variants']
+                          + common) == 0
+  assert (tmp_path / 'figs' / 'fig4_mnist_E2.png').exists()
+  assert (tmp_path / 'figs' / 'fig4_mnist_E2' / 'fedavg' / 'config.json').exists()
+  assert (tmp_path / 'figs' / 'fig4_mnist.csv').exists()
   from experiments import a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
+  assert '### Fig. 4a (MNIST): test accuracy vs round (E = 2)' in report
+  assert '**Local epochs 1 -> 2** (mnist, Fig. 4, final test accuracy): Non-private FL' in report
+  assert '| mnist | IID | iid | 0.989 | top_k |' in report
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
-  assert '| mnist | IID | 0.989 |' in report
   # Fig. 6 keeps each k's results and names the command that made them.
   assert (tmp_path / 'figs' / 'fig6_mnist' / 'k0.3' / 'config.json').exists()
   assert '| 0.3 |' in report and 'experiments.a_dpfl_fig6' in report
