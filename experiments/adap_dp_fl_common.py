@@ -6,18 +6,23 @@ when its next round would pass it; a run ends when every client has stopped), th
 26,010-parameter CNN, Adam (lr 0.002 MNIST, 0.001 Fashion-MNIST). Test accuracy is
 evaluated every 50 rounds and at the stop. Runs are cached and resume from checkpoints
 (`experiments.common.run_cached`), so the long runs survive interruptions: rerun the same
-command to continue.
+command to continue. A run whose full folder is gone but whose published copy
+(`--figures-dir/runs/<name>/`: config, summary and evaluated rows) has the same
+configuration is read from that copy instead of being rerun (`--rerun` reruns it).
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 import shutil
 import statistics
 import sys
+
+import numpy as np
 
 from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
@@ -96,6 +101,9 @@ def add_common_flags(p) -> None:
   p.add_argument('--runs-dir', default='runs/adap_dp_fl')
   p.add_argument('--figures-dir', default='figures/adap_dp_fl')
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  p.add_argument('--rerun', action='store_true',
+                 help='rerun runs whose folder is gone even where their published copy in '
+                 '--figures-dir/runs has the same configuration (default: read the copy)')
 
 
 def final(rows: list[dict], key: str):
@@ -154,6 +162,70 @@ def round_profile(rows: list[dict]) -> dict:
   return out
 
 
+def published_rows(cfg: config_lib.RunConfig, out: str, figures_dir: str):
+  """The evaluated rows of run `out`'s published copy, if its configuration is `cfg`'s.
+
+  `publish` keeps a run's config, summary and `metrics_evaluated.csv` (the rows with a
+  test evaluation, every `eval_every` rounds and the stop) under `figures_dir/runs/`. The
+  figures read only those rows, so a copy stands in for a run whose folder is gone.
+
+  Returns:
+    The rows as `plotting.read_metrics` gives them, or None when there is no complete
+    copy or its configuration differs from `cfg` (the data directory aside).
+  """
+  dest = os.path.join(figures_dir, 'runs', os.path.basename(out))
+  if not all(os.path.exists(os.path.join(dest, f))
+             for f in ('config.json', 'summary.json', 'metrics_evaluated.csv')):
+    return None
+  with open(os.path.join(dest, 'config.json')) as f:
+    old = json.load(f)
+  new = dataclasses.asdict(dataclasses.replace(cfg, out=out).resolved())
+  if config_lib.differing_fields(old, new, ignore=(
+      'out', 'notes', 'log_every', 'checkpoint_every', 'workers', 'worker_timeout',
+      'data_dir')):
+    return None
+  return plotting.read_metrics(dest, 'metrics_evaluated.csv')
+
+
+def decays_from_sigma(sigma_0: float, beta: float, final_sigma: float, limit: int = 10**6):
+  """How many noise decays (`sigma <- beta sigma`, float32 as the server computes it) turn
+  `sigma_0` into `final_sigma` exactly; for a published copy, whose evaluated rows do not
+  hold every round's `noise_decayed` flag.
+
+  Raises:
+    ValueError: if no count up to `limit` gives `final_sigma` in float32.
+  """
+  sigma, b, target = np.float32(sigma_0), np.float32(beta), np.float32(final_sigma)
+  for n in range(limit + 1):
+    if sigma == target:
+      return n
+    if sigma < target:
+      break
+    sigma = np.float32(sigma * b)
+  raise ValueError(f'sigma {final_sigma} is not {sigma_0} times a power of {beta} in float32.')
+
+
+def run_or_reuse(cfg: config_lib.RunConfig, out: str, command: list[str], args,
+                 log=print) -> tuple[list[dict], bool]:
+  """A run's metrics rows: its folder's (running or resuming it), else its published copy.
+
+  Returns:
+    `(rows, from_copy)`: every round's rows and False after `run_cached` (the run is then
+    published to `args.figures_dir`), or the published copy's evaluated rows and True when
+    `out` has no finished run, the copy matches `cfg` and `args.rerun` is not set.
+  """
+  if not getattr(args, 'rerun', False) and not os.path.exists(
+      os.path.join(out, 'summary.json')):
+    rows = published_rows(cfg, out, args.figures_dir)
+    if rows is not None:
+      log(f'== reusing the published copy of {os.path.basename(out)} (evaluated rows; '
+          '--rerun reruns it)')
+      return rows, True
+  rows = run_cached(cfg, out, command, log=log)
+  publish(out, args.figures_dir)
+  return rows, False
+
+
 def run_figure(fig: int, doc: str, curves, argv=None) -> int:
   """Runs (or reuses) every curve of Fig. `fig` on each dataset; writes the plots and table.
 
@@ -177,8 +249,7 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
   for dataset in args.datasets:
     runs = {}
     for label, cfg, out, paper_acc in curves(dataset, args):
-      runs[label] = run_cached(cfg, out, command)
-      publish(out, args.figures_dir)
+      runs[label], _ = run_or_reuse(cfg, out, command, args)
       table.append(summary_row(dataset, label, runs[label], out, paper_acc))
     plots = [('test_accuracy', 'test accuracy', ''), ('test_loss', 'test loss', '_loss')]
     if fig in (3, 5):

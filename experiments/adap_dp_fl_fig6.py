@@ -36,15 +36,17 @@ def main(argv=None) -> int:
         ('Adap DP-FL, epsilon_guaranteed', 'adap_dp_fl', 'adaptive', 'accounted')):
       cfg, out = common.config(dataset, args, tag, clipping=clipping, noise_schedule='decay',
                                noise_multiplier=paper['sigma_0'], clip_norm_query=query)
-      rows = common.run_cached(cfg, out, command)
-      common.publish(out, args.figures_dir)
+      rows, from_copy = common.run_or_reuse(cfg, out, command, args)
       runs[label] = rows
+      decays = (common.decays_from_sigma(paper['sigma_0'], paper['beta'],
+                                         rows[-1]['noise_multiplier'])
+                if from_copy else int(sum(r.get('noise_decayed') or 0 for r in rows)))
       table.append(dict(dataset=dataset, run=label, paper_final_sigma=reported['final_sigma'],
                         tffdp_final_sigma=round(rows[-1]['noise_multiplier'], 4),
                         rounds=int(rows[-1]['round']),
                         epsilon_claimed=round(rows[-1]['epsilon_claimed'], 4),
                         epsilon_guaranteed=round(rows[-1]['epsilon_guaranteed'], 4),
-                        decays=int(sum(r.get('noise_decayed') or 0 for r in rows)),
+                        decays=decays,
                         run_dir=common.portable(out, args.runs_dir)))
     for x, suffix in (('epsilon_claimed', ''), ('epsilon_guaranteed', '_guaranteed')):
       fig = plotting.plot_curves(

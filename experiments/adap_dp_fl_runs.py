@@ -27,15 +27,20 @@ from experiments import adap_dp_fl_common as common
 
 
 def planned_runs(args) -> list[tuple[str, object, str]]:
-  """Distinct `(label, RunConfig, run directory)` of Figs. 3-5.
+  """Distinct `(label, RunConfig, run directory)` of Figs. 3-5 still to run.
 
-  Runs with a checkpoint and no summary (interrupted) come first, then the longest.
+  A run whose published copy in `--figures-dir/runs` has the same configuration is left
+  out (the figure modules read the copy) unless `--rerun`. Runs with a checkpoint and no
+  summary (interrupted) come first, then the longest.
   """
   from experiments import adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5  # pylint: disable=g-import-not-at-top
   runs = {}
   for dataset in args.datasets:
     for module in (adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5):
       for label, cfg, out, _ in module.curves(dataset, args):
+        if (not args.rerun and not os.path.exists(os.path.join(out, 'summary.json'))
+            and common.published_rows(cfg, out, args.figures_dir) is not None):
+          continue  # the figures read its published copy (`--rerun` reruns it)
         runs.setdefault(out, (f'{dataset}: {label}', cfg, out))
   def in_progress(out):
     return (os.path.exists(os.path.join(out, 'checkpoint.pkl')) and

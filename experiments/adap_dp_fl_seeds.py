@@ -50,8 +50,7 @@ def main(argv=None) -> int:
       cfg, out = common.config(dataset, seeded, f'constant_sigma{SIGMA:g}',
                                clipping='constant', noise_schedule='constant',
                                noise_multiplier=SIGMA)
-      rows = common.run_cached(cfg, out, command)
-      common.publish(out, args.figures_dir)
+      rows, _ = common.run_or_reuse(cfg, out, command, args)
       table.append(dict(seed=seed, **common.summary_row(
           dataset, f'constant sigma = {SIGMA:g}', rows, out, None)))
     s = spread(table, dataset)

@@ -3,7 +3,9 @@
 import csv
 import json
 import os
+import shutil
 
+import numpy as np
 import pytest
 
 from experiments import demo
@@ -139,6 +141,30 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   report = (figs / 'README.md').read_text()
   assert 'seed spread of constant sigma = 3 over 2 seeds' in report
   assert 'not settled by one seed' in report
+  # With the run folders gone, the figures are redrawn from the published copies
+  # (identical tables, no run remade); --rerun remakes them.
+  tables = {f: (figs / f).read_text() for f in ('fig4.csv', 'fig6.csv', 'seeds.csv')}
+  shutil.rmtree(tmp_path / 'runs')
+  for module in (adap_dp_fl_fig4, adap_dp_fl_fig6):
+    assert module.main(common) == 0
+  assert adap_dp_fl_seeds.main(common + ['--seeds', '0', '1']) == 0
+  assert {f: (figs / f).read_text() for f in tables} == tables
+  assert not (tmp_path / 'runs').exists()
+  assert adap_dp_fl_fig4.main(common + ['--rerun']) == 0
+  assert (tmp_path / 'runs' / 'mnist_decay_seed0_quick' / 'summary.json').exists()
+  assert (figs / 'fig4.csv').read_text().split('\n')[1].split(',')[:5] == \
+      tables['fig4.csv'].split('\n')[1].split(',')[:5]
+
+
+def test_adap_dp_fl_decays_from_sigma():
+  from experiments import adap_dp_fl_common
+  sigma = np.float32(6.0)
+  for _ in range(1234):
+    sigma = np.float32(sigma * np.float32(0.9999))
+  assert adap_dp_fl_common.decays_from_sigma(6.0, 0.9999, float(sigma)) == 1234
+  assert adap_dp_fl_common.decays_from_sigma(4.0, 0.9998, 4.0) == 0
+  with pytest.raises(ValueError, match='not 6.0 times a power of 0.9999'):
+    adap_dp_fl_common.decays_from_sigma(6.0, 0.9999, 5.0)
 
 
 def test_adap_dp_fl_round_profile():
@@ -156,7 +182,8 @@ def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
   from experiments import adap_dp_fl_runs
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   args = argparse.Namespace(datasets=['mnist', 'fashion_mnist'], data_dir=data_dir, seed=0,
-                            runs_dir=str(tmp_path / 'runs'), quick=False)
+                            runs_dir=str(tmp_path / 'runs'), quick=False, rerun=False,
+                            figures_dir=str(tmp_path / 'figs'))
   plan = adap_dp_fl_runs.planned_runs(args)
   names = [os.path.basename(out) for _, _, out in plan]
   # 9 distinct curves per dataset (Figs. 3-5), plus the unclipped and bounded threshold

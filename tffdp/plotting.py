@@ -12,9 +12,9 @@ matplotlib.use('Agg')
 import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
 
 
-def read_metrics(run_dir: str) -> list[dict]:
-  """Rows of `run_dir/metrics.csv` with numeric fields as floats (empty -> None)."""
-  with open(os.path.join(run_dir, 'metrics.csv')) as f:
+def read_metrics(run_dir: str, filename: str = 'metrics.csv') -> list[dict]:
+  """Rows of `run_dir/<filename>` with numeric fields as floats (empty -> None)."""
+  with open(os.path.join(run_dir, filename)) as f:
     rows = list(csv.DictReader(f))
   def num(v):
     if v in ('', None):
