@@ -147,6 +147,60 @@ def _clipping_notes(figs) -> list[str]:
   return out + ['']
 
 
+_READINGS = (
+    ('eq. 6 as written (clipped norms)', lambda c: c in (
+        "adaptive clipping, budget on the paper's count", "Adap DP-FL, budget on the paper's count")),
+    ('unclipped norms', lambda c: 'unclipped norms' in c),
+    ('norms clipped at C_max', lambda c: 'C_max' in c),
+    ('constant C = 1.0', lambda c: c.startswith('constant C') or c.startswith('DP-FL')),
+)
+
+
+def _what_changed(figs) -> list[str]:
+  """Issue 11: each threshold statistic's accuracy and final threshold, and the seed spread."""
+  out = ['## What changed the numbers (issue 11)', '',
+         'Computed from `fig3.csv`, `fig5.csv`, `seeds.csv` and each run\'s evaluated rows. '
+         'The readings differ only in the statistic eq. 6 takes the noisy mean of: the '
+         'per-example norms clipped at the current threshold (as written: the threshold can '
+         'only ratchet down), the unclipped norms (a fixed point at alpha times the mean norm; '
+         'no DP guarantee for the threshold, so `epsilon_guaranteed` is inf), or the norms '
+         'clipped at a fixed C_max = 1 (sensitivity C_max, accounted as a joint query). All '
+         'three run with the budget on the paper\'s count, so they are as long as the literal '
+         'run.', '']
+  found = False
+  for name, title in (('fig3', 'Fig. 3 (sigma 1.1)'), ('fig5', 'Fig. 5 (noise decay)')):
+    rows = _rows(os.path.join(figs, f'{name}.csv')) or []
+    for d in common.DATASETS:
+      rs = [r for r in rows if r['dataset'] == d]
+      parts = []
+      for label, match in _READINGS:
+        r = next((r for r in rs if match(r['curve'])), None)
+        if r is None:
+          continue
+        evaluated = _rows(os.path.join(figs, 'runs', os.path.basename(r['run']),
+                                       'metrics_evaluated.csv')) or []
+        c = evaluated[-1].get('clip_norm') if evaluated else None
+        parts.append(f"{label} {r['tffdp_test_accuracy']}%"
+                     + (f' (final mean C {_f(c, 3)})' if c not in (None, '') else ''))
+      if len(parts) > 2:
+        found = True
+        paper = next((r['paper_test_accuracy'] for r in rs if r['paper_test_accuracy']), '')
+        out.append(f'- {title}, {common.LABEL[d]}: ' + '; '.join(parts)
+                   + (f' (paper, Adap DP-FL: {paper}%)' if paper and name == 'fig5' else '')
+                   + '.')
+      elif rs:
+        out.append(f'- {title}, {common.LABEL[d]}: the unclipped and C_max readings are not '
+                   f'run yet (`python -m experiments.adap_dp_fl_{name}`).')
+  for d in common.DATASETS:
+    spread, text = _seed_spread(figs, d)
+    if spread is not None:
+      found = True
+      out.append(f'- {common.LABEL[d]}: {text}.')
+  if not found:
+    out.append('- Seed spread: not measured yet (`python -m experiments.adap_dp_fl_seeds`).')
+  return out + ['']
+
+
 def _commands(figs, rows):
   """One line per distinct command, naming its runs, seeds and machine."""
   by_command: dict[str, list[str]] = {}
@@ -193,7 +247,10 @@ def build(figs: str) -> str:
       out += ['Not regenerated yet (runs in progress; see the closing notes).', '']
       continue
     done = sorted({r['dataset'] for r in rows})
-    out += [f'![{name} {d}]({name}_{d}.png)' for d in done] + ['', paper_text, '']
+    out += [f'![{name} {d}]({name}_{d}.png)' for d in done]
+    out += [f'![{name} {d} threshold]({name}_{d}_threshold.png)' for d in done
+            if os.path.exists(os.path.join(figs, f'{name}_{d}_threshold.png'))]
+    out += ['', paper_text, '']
     out += _table(figs, rows, first, 'paper_test_accuracy') + ['']
     for d in done:
       if name == 'fig4':
@@ -219,6 +276,7 @@ def build(figs: str) -> str:
             f"{_f(r['tffdp_final_sigma'])} | {r['decays']} | {r['rounds']} | "
             f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} |" for r in rows]
     out.append('')
+  out += _what_changed(figs)
   out += ['## Notes', '',
           '- Wall time ("wall s") is the run\'s own active time, summed over its resumes',
           '  across sessions. Runs of Figs. 4-5 were made by `experiments.adap_dp_fl_runs`,',

@@ -128,6 +128,11 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert 'largest client threshold C' in report
   assert 'MNIST, Fig. 3 (alpha = 1): mean C' in report and "At Fig. 3's sigma = 1.1" in report
   assert 'the seed spread is not measured yet' in report
+  # issue 11: the three threshold statistics side by side, with their final thresholds
+  assert '- Fig. 5 (noise decay), MNIST: eq. 6 as written (clipped norms) ' in report
+  assert '; unclipped norms ' in report and '; norms clipped at C_max ' in report
+  assert 'final mean C' in report and '(paper, Adap DP-FL: 94.15%)' in report
+  assert '![fig3 mnist threshold](fig3_mnist_threshold.png)' in report
   from experiments import adap_dp_fl_seeds
   assert adap_dp_fl_seeds.main(common + ['--seeds', '0', '1']) == 0
   with open(figs / 'seeds.csv') as f:
