@@ -276,7 +276,8 @@ def build(figs: str) -> str:
          'McMahan CNN on MNIST, conv 32-32-pool-64-64-pool and dense 512 on CIFAR-10); each run\'s `runs/<name>/config.json` holds its full '
          'configuration, the notes on what the paper does not give, versions and machine '
          '(runs made two at a time by the same module with a scratch `--figures-dir` record '
-         'it as `SCRATCH_FIGURES_DIR` in their command).', '',
+         'it in their command, as `SCRATCH_FIGURES_DIR` (MNIST) or `runs/scratch_figs_*` '
+         '(CIFAR-10); the final pass with the default folder reused them).', '',
          '**Reconstructed baselines.** DP-FedAvg as this paper runs it (eq. 2 Gaussian on '
          'every coordinate, weights `n_k / n`) and DP-FedSNLC (eq. 2 Gaussian on the top 10% '
          'of `|g\'|` chosen without noise) are rebuilt from the paper\'s prose '
