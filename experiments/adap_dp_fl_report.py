@@ -172,11 +172,12 @@ def _what_changed(figs) -> list[str]:
     rows = _rows(os.path.join(figs, f'{name}.csv')) or []
     for d in common.DATASETS:
       rs = [r for r in rows if r['dataset'] == d]
-      parts = []
+      parts, accs = [], {}
       for label, match in _READINGS:
         r = next((r for r in rs if match(r['curve'])), None)
         if r is None:
           continue
+        accs[label] = float(r['tffdp_test_accuracy'])
         evaluated = _rows(os.path.join(figs, 'runs', os.path.basename(r['run']),
                                        'metrics_evaluated.csv')) or []
         c = evaluated[-1].get('clip_norm') if evaluated else None
@@ -187,6 +188,9 @@ def _what_changed(figs) -> list[str]:
         paper = next((r['paper_test_accuracy'] for r in rs if r['paper_test_accuracy']), '')
         out.append(f'- {title}, {common.LABEL[d]}: ' + '; '.join(parts)
                    + (f' (paper, Adap DP-FL: {paper}%)' if paper and name == 'fig5' else '')
+                   + '. Above the constant-threshold curve: '
+                   + (', '.join(k for k, a in accs.items() if k != _READINGS[-1][0]
+                                and a > accs.get(_READINGS[-1][0], math.inf)) or 'none')
                    + '.')
       elif rs:
         out.append(f'- {title}, {common.LABEL[d]}: the unclipped and C_max readings are not '
