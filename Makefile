@@ -97,5 +97,6 @@ cosafed_figures: venv
 dp_fedags_figures: venv
 	$(PY) -m experiments.dp_fedags_table4 --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_reference $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_mia --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_report

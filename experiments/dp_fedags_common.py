@@ -62,22 +62,24 @@ def add_common_flags(p: argparse.ArgumentParser) -> None:
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
 
 
-def config(args, dataset: str, method: str, epsilon: float,
+def config(args, dataset: str, method: str, epsilon: float | None,
            **overrides) -> tuple[config_lib.RunConfig, str]:
-  """One run's configuration and directory."""
+  """One run's configuration and directory (`epsilon` None: non-private `fedavg`)."""
   kw = dict(method=method, dataset=dataset, data_dir=args.data_dir, seed=args.seed,
             clients=100, clients_per_round=10, partition='dirichlet',
             partition_options={'alpha': 1.0}, model=MODELS[dataset], rounds=ROUNDS[dataset],
-            batch_size=128, local_epochs=1, clip_norm=1.0,
-            learning_rate=LEARNING_RATE[dataset], delta=1e-3,
-            epsilon=epsilon, eval_every=1, checkpoint_every=10, log_every=10)
+            batch_size=128, local_epochs=1, learning_rate=LEARNING_RATE[dataset],
+            eval_every=1, checkpoint_every=10, log_every=10)
+  if epsilon is not None:
+    kw.update(clip_norm=1.0, delta=1e-3, epsilon=epsilon)
   if args.quick:
     kw.update(clients=10, clients_per_round=3, rounds=2, model='logistic_regression',
               num_validation=500, log_every=1)
   kw.update(overrides)
   cfg = config_lib.RunConfig.create(**kw)
   cfg.notes.update(NOT_GIVEN)
-  out = os.path.join(args.runs_dir, f'{dataset}_{method}_eps{epsilon:g}_seed{args.seed}' +
+  eps = '' if epsilon is None else f'_eps{epsilon:g}'
+  out = os.path.join(args.runs_dir, f'{dataset}_{method}{eps}_seed{args.seed}' +
                      ('_quick' if args.quick else ''))
   return cfg, out
 

@@ -24,6 +24,7 @@ COMMANDS = {
     'mia': 'python -m experiments.dp_fedags_mia --datasets mnist',
     'mia_cifar10': 'python -m experiments.dp_fedags_mia --datasets cifar10 --epsilons 0.5',
     'pilot': 'python -m experiments.dp_fedags_pilot',
+    'reference': 'python -m experiments.dp_fedags_reference',
 }
 _COUNT = {2: 'two', 3: 'three', 4: 'four'}
 PAPER_ORDER = ('DP-FedAGS', 'DP-FedSNLC (reconstructed)', 'DP-FedAvg (reconstructed)', 'cpSGD')
@@ -180,6 +181,18 @@ def _table4(figs) -> list[str]:
                  f'({len(missing) * len(dc.METHODS)} runs; about {hours:.1f} h each as '
                  f'measured here). Command: `python -m experiments.dp_fedags_table4 '
                  f'--datasets {dataset} --epsilons {" ".join(f"{e:g}" for e in missing)}`.')
+    ref = next((r for r in read_rows(os.path.join(figs, 'reference.csv')) or []
+                if r['dataset'] == dataset), None)
+    if ref:
+      best = max(rs, key=lambda r: float(r['mean_accuracy']))
+      out.append(f"- Non-private FedAvg at the same settings (`{COMMANDS['reference']}`): "
+                 f"mean accuracy {ref['mean_accuracy']}%, final {ref['final_accuracy']}%; "
+                 f"the best private run ({best['method']}, epsilon {best['epsilon']}) is "
+                 f"{float(ref['mean_accuracy']) - float(best['mean_accuracy']):.2f} points "
+                 'below it in mean accuracy.')
+    else:
+      out.append(f"- Non-private FedAvg at the same settings: not run (`{COMMANDS['reference']}"
+                 f" --datasets {dataset}`).")
     means = [float(r['mean_accuracy']) for r in rs]
     paper_means = [float(r['paper_mean_accuracy']) for r in rs if r['paper_mean_accuracy']]
     out.append(f'- Across the runs the mean accuracy spans {min(means):.2f}-{max(means):.2f}% '

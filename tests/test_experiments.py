@@ -395,7 +395,16 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
     pilot = list(csv.DictReader(f))
   assert [r['round'] for r in pilot] == ['1', '2'] and pilot[0]['delta_s'] == 'clip'
   assert float(pilot[0]['noise_std']) == pytest.approx(dp_fedags.eq2_noise_multiplier(1.0, 0.5))
+  from experiments import dp_fedags_reference
+  assert dp_fedags_reference.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                                   str(tmp_path / 'runs'), '--figures-dir', str(figs)]) == 0
+  with open(figs / 'reference.csv') as f:
+    (ref,) = list(csv.DictReader(f))
+  assert ref['method'] == 'FedAvg (non-private)' and ref['rounds'] == '2'
+  assert (tmp_path / 'runs' / 'mnist_fedavg_seed0_quick' / 'summary.json').exists()
   assert dp_fedags_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '| 0.5 | DP-FedAGS | 94.75 |' in report and 'CIFAR-10: not run' in report
+  assert f"- Non-private FedAvg at the same settings (`python -m experiments.dp_fedags_reference`): mean accuracy {ref['mean_accuracy']}%" in report
+  assert '- Not run: epsilon 0.1, 0.2 (8 runs;' in report
   assert 'ML-Leaks (Salem et al. 2019)' in report and str(tmp_path) not in report
