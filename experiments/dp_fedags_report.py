@@ -46,8 +46,7 @@ def _pilot(figs) -> list[str]:
   out = []
   phases = ((1, 10), (91, 100), (191, 200))
   for r in table:
-    if r['dataset'] != 'mnist' or r['method'] not in ('DP-FedAGS', 'cpSGD',
-                                                      'DP-FedAvg (reconstructed)'):
+    if r['method'] not in ('DP-FedAGS', 'cpSGD', 'DP-FedAvg (reconstructed)'):
       continue
     m = _metrics(figs, r['run'])
     for lo, hi in phases:
@@ -55,7 +54,8 @@ def _pilot(figs) -> list[str]:
         continue
       noise, grad = _mean(m, 'noise_std', lo, hi), _mean(m, 'mean_abs_gradient', lo, hi)
       out.append(dict(
-          method=r['method'], epsilon=r['epsilon'], rounds=f'{lo}-{hi}',
+          dataset=dc.LABEL[r['dataset']], method=r['method'], epsilon=r['epsilon'],
+          rounds=f'{lo}-{hi}',
           acc=fmt(100 * _mean(m, 'test_accuracy', lo, hi), 4),
           lam=fmt(_mean(m, 'threshold', lo, hi), 3),
           frac=fmt(_mean(m, 'significant_fraction', lo, hi), 3),
@@ -66,6 +66,7 @@ def _pilot(figs) -> list[str]:
   lines = []
   if out:
     lines += _md_table(out, [
+        ('dataset', lambda r: r['dataset']),
         ('method', lambda r: r['method']), ('epsilon', lambda r: r['epsilon']),
         ('rounds', lambda r: r['rounds']), ('test acc (%)', lambda r: r['acc']),
         ('lambda_t', lambda r: r['lam']), ('perturbed fraction', lambda r: r['frac']),
@@ -229,6 +230,15 @@ def _mia(figs) -> list[str]:
       ('epsilon >= (95%)', lambda r: fmt(r.get('epsilon_lower_bound', ''), 3)),
       ('epsilon_guaranteed', lambda r: fmt(r.get('epsilon_guaranteed', ''), 4))])
   done = [r for r in rows if r['accuracy'] not in ('', 'not run')]
+  for dataset in dc.DATASETS:
+    accs = [float(r['accuracy']) for r in done if r['dataset'] == dataset]
+    paper = [float(r['paper_accuracy']) for r in done if r['dataset'] == dataset
+             and r.get('paper_accuracy', '').replace('.', '', 1).isdigit()]
+    if accs:
+      out += ['', f'{dc.LABEL[dataset]}: held-out attack accuracy {min(accs):.2f}-'
+              f'{max(accs):.2f}% over {len(accs)} (run, attack) pairs; paper '
+              + (f'{min(paper):.2f}-{max(paper):.2f}% on the rows it reports.' if paper
+                 else 'about 50%.')]
   if done:
     accs = [float(r['accuracy']) for r in done]
     lower = max(float(r['epsilon_lower_bound']) for r in done)
