@@ -199,12 +199,21 @@ def _table4(figs) -> list[str]:
     out.append(f'- Across the runs the mean accuracy spans {min(means):.2f}-{max(means):.2f}% '
                + (f'(paper {min(paper_means):.2f}-{max(paper_means):.2f}%)' if paper_means
                   else '')
-               + (': under `Delta_S = 2 eta C / n_k` the noise (pilot table: 3-60 times the '
-                  'mean `|g\'_j|` per coordinate, averaged over 10 clients and spread over '
-                  '1.6M coordinates) barely moves the trajectory, so neither the paper\'s '
-                  'growth with epsilon nor its ordering appears' if dataset == 'mnist'
-                  else '') + '; the runs shared the 2 cores with another experiment, so '
-               'their wall times include the sharing.')
+               + ': under `Delta_S = 2 eta C / n_k` the noise (pilot table: its std per '
+               'coordinate against the mean `|g\'_j|`) slows every method alike, whichever '
+               'coordinates it lands on, so '
+               + ('neither the paper\'s growth with epsilon nor its ordering appears'
+                  if len(run_eps) > 1 else 'the paper\'s ordering does not appear')
+               + (f" (against non-private FedAvg: {float(ref['mean_accuracy']) - max(means):.2f}-"
+                  f"{float(ref['mean_accuracy']) - min(means):.2f} points of mean accuracy)"
+                  if ref else '')
+               + (f"; even non-private FedAvg's mean ({ref['mean_accuracy']}%) is below the "
+                  f"paper's private {min(paper_means):.2f}%, so this setup (model, T, E, lr) "
+                  'under-trains against the paper\'s'
+                  if ref and paper_means and float(ref['mean_accuracy']) < min(paper_means)
+                  else '')
+               + '; the runs shared the 2 cores with another experiment, so their wall times '
+               'include the sharing.')
     out += ['']
   return out
 
