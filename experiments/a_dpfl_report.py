@@ -172,8 +172,9 @@ def _sweep_section(figs: str) -> list[str]:
   return out + ['']
 
 
-def _final(rows, key='method'):
-  return {r[key]: float(r['final_test_accuracy']) for r in rows or []}
+def _final(rows) -> dict:
+  """`{method: final test accuracy}` of a Fig. 4 table (empty if not made)."""
+  return {r['method']: float(r['final_test_accuracy']) for r in rows or []}
 
 
 def _changes(figs: str, epochs_list: list[int]) -> list[str]:
