@@ -167,3 +167,23 @@ def test_only_the_cohort_is_charged(tiny):
     np.testing.assert_array_equal(clients, cohort)
     assert event.num_clients == 2
   assert m.guaranteed_releases(np.array([], np.int64), None) == []
+
+
+def test_a_non_finite_update_ends_the_run_as_diverged(tiny, tmp_path):
+  # A learning rate of 1e37 overflows the logits in the second local step: NaN updates.
+  m = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=1.0, learning_rate=1e37,
+                            batch_size=4, clip_norm=0.5, clients_per_round=3)
+  with pytest.raises(Exception) as failure:  # pylint: disable=broad-exception-raised
+    m.run_round(m.initialize(), np.arange(3), 0, 0)
+  assert ddgauss.NORM_CHECK_MESSAGE in str(failure.value)
+  assert 'non-finite' in m.round_failure(failure.value)
+  assert m.round_failure(ValueError('something else')) is None
+  cfg = config_lib.RunConfig.create(
+      method='ddgauss', dataset='synthetic', clients=3, clients_per_round=3,
+      partition='iid', model='logistic_regression', batch_size=50, rounds=3,
+      learning_rate=1e37, noise_multiplier=1.0, clip_norm=0.5, num_validation=500,
+      out=str(tmp_path / 'r'), client_cache_dir=str(tmp_path / 'c'))
+  summary = runner.run(cfg, log=lambda s: None)
+  assert summary['stop_reason'].startswith('diverged in round 1: a client update reached')
+  assert summary['rounds_completed'] == 0
+  assert summary['epsilon_guaranteed'] == 0  # the failed round released nothing

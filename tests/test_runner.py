@@ -284,3 +284,79 @@ def test_an_option_name_two_methods_share_follows_the_chosen_method():
       run.config_from_args(args)
   finally:
     registry.unregister('toy_k')
+
+
+def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None):
+  """Runs FedAvg on the toy data with its `Method` changed by `wrap(method)`."""
+  from tffdp.algorithms import baselines, registry  # pylint: disable=g-import-not-at-top
+
+  def build(ctx, hp):
+    m = baselines.build_fedavg(ctx.keras_builder, ctx.data, learning_rate=0.5,
+                               batch_size=ctx.config.batch_size, seed=ctx.config.seed)
+    wrap(m)
+    return m
+
+  registry.register(registry.MethodSpec('wrapped', build, registry.MethodHparams, 'test'))
+  try:
+    return runner.run(_cfg(tmp_path, name, method='wrapped', rounds=rounds), log=log)
+  finally:
+    registry.unregister('wrapped')
+
+
+def test_a_declared_round_failure_ends_the_run_as_diverged(tmp_path):
+  def wrap(m):
+    inner = m.run_round
+
+    def run_round(state, cohort, r, seed):
+      if r == 2:
+        raise RuntimeError('boom')
+      return inner(state, cohort, r, seed)
+    m.run_round = run_round
+    m.round_failure = lambda exc: 'the toy exploded' if 'boom' in str(exc) else None
+
+  summary = _toy_with(tmp_path, 'declared', wrap)
+  assert summary['stop_reason'] == 'diverged in round 3: the toy exploded'
+  assert summary['rounds_completed'] == 2 and len(read_rows(tmp_path / 'declared')) == 2
+  assert summary['final_test_accuracy'] is not None
+
+
+def test_an_undeclared_failure_propagates_with_a_checkpoint(tmp_path):
+  def wrap(m):
+    inner = m.run_round
+
+    def run_round(state, cohort, r, seed):
+      if r == 1:
+        raise RuntimeError('boom')
+      return inner(state, cohort, r, seed)
+    m.run_round = run_round
+
+  lines = []
+  with pytest.raises(RuntimeError, match='boom'):
+    _toy_with(tmp_path, 'undeclared', wrap, log=lines.append)
+  assert any('failed in round 2 (RuntimeError)' in s and 'after round 1' in s
+             for s in lines), lines
+  assert not any('interrupted' in s for s in lines)
+  assert os.path.exists(tmp_path / 'undeclared' / runner.CHECKPOINT)
+
+
+def test_non_finite_model_weights_end_the_run_after_that_round(tmp_path):
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+
+  def wrap(m):
+    inner_round, inner_weights, done = m.run_round, m.model_weights, []
+
+    def run_round(state, cohort, r, seed):
+      done.append(r)
+      return inner_round(state, cohort, r, seed)
+
+    def model_weights(state):
+      w = inner_weights(state)
+      if len(done) < 2:
+        return w
+      return tf.nest.map_structure(lambda t: np.asarray(t) * np.float32('nan'), w)
+    m.run_round, m.model_weights = run_round, model_weights
+
+  summary = _toy_with(tmp_path, 'nan', wrap)
+  assert summary['stop_reason'].startswith('diverged in round 2: the model weights are '
+                                           'non-finite')
+  assert summary['rounds_completed'] == 2

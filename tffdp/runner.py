@@ -436,7 +436,13 @@ class Runner:
     if not len(cohort):
       return quantities, float('nan')
     with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
-      state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+      try:
+        state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+      except Exception as exc:  # pylint: disable=broad-except
+        reason = method.round_failure(exc)
+        if reason is None:
+          raise
+        raise Diverged(reason) from exc
     problem = method.check_round(cohort, state, metrics)
     if problem:
       raise DeclaredEventError(f'{method.name}, round {r + 1}: {problem}. The run stops '
@@ -491,7 +497,13 @@ class Runner:
       self.log(f'tffdp: stopping: {self.stop_reason}')
       return False
     t_train = time.perf_counter()
-    quantities, train_loss = self.train(cohort, r)
+    try:
+      quantities, train_loss = self.train(cohort, r)
+    except Diverged as exc:
+      self.stop_reason = f'diverged in round {r + 1}: {exc}'
+      self.log(f'tffdp: stopping after round {r}: {self.stop_reason}. The round released '
+               'nothing and is not accounted.')
+      return False
     t_train = time.perf_counter() - t_train
     t_account = time.perf_counter()
     if after:
@@ -515,6 +527,11 @@ class Runner:
     self.write_row(row)
     self.log_round(row, rep_c, rep_g,
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
+    if not _all_finite(method.model_weights(self.state)):
+      self.stop_reason = (f'diverged in round {r + 1}: the model weights are non-finite '
+                          '(NaN or inf); every later round would be too')
+      self.log(f'tffdp: stopping: {self.stop_reason}')
+      return False
     return True
 
   # ----- the loop -------------------------------------------------------------------
@@ -542,10 +559,12 @@ class Runner:
                'declared DP events (a defect of the method, not an interruption: '
                '--resume would repeat it); checkpoint saved.')
       raise
-    except BaseException:
+    except BaseException as exc:
       self.save_checkpoint(last_good)
-      self.log(f'tffdp: interrupted after round {last_good["round"]}; checkpoint saved. '
-               f'Continue with --resume (--out {config.out}).')
+      what = ('interrupted' if isinstance(exc, KeyboardInterrupt) else
+              f'failed in round {last_good["round"] + 1} ({type(exc).__name__})')
+      self.log(f'tffdp: {what}; the state after round {last_good["round"]} is '
+               f'checkpointed. Continue with --resume (--out {config.out}).')
       raise
     if self.stop_reason and self.rows and self.rows[-1]['test_accuracy'] == '':
       # A budget stop ends the run early: evaluate the final model there.
@@ -558,6 +577,15 @@ class Runner:
       summary['client_stop_round'] = {str(c): r for c, r in sorted(self.stopped.items())}
     atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
     return summary
+
+
+class Diverged(Exception):
+  """A round failed in the way its method declares a diverged model fails
+  (`Method.round_failure`); the message says how."""
+
+
+def _all_finite(weights) -> bool:
+  return all(bool(np.all(np.isfinite(np.asarray(t)))) for t in tf.nest.flatten(weights))
 
 
 def load_trained(out: str, data_dir: Optional[str] = None,

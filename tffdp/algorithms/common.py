@@ -250,6 +250,11 @@ class Method:
       runner then calls it instead of `claimed_releases` / `guaranteed_releases`, and
       such a method cannot run with an `--epsilon-budget` (the cost of a round is not
       known before it).
+    round_failure: `exception -> None or a message`: whether an exception raised by
+      `run_round` is the method's known sign of a diverged model (e.g. a non-finite
+      client update tripping a secure aggregator's norm check). On a message the runner
+      ends the run there (`stop_reason` 'diverged ...', the round unaccounted, as it
+      released nothing) instead of failing; None re-raises.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -278,6 +283,7 @@ class Method:
   ledger: str = 'rdp'
   releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
                                          tuple[Releases, Releases]]] = None
+  round_failure: Callable[[BaseException], Optional[str]] = lambda exc: None
 
   def __post_init__(self):
     if self.ledger not in ('rdp', 'laplace', 'basic_claimed'):

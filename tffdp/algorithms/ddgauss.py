@@ -8,7 +8,10 @@ aggregator is TFF's own `DistributedDpSumFactory(mechanism='distributed_dgauss')
 a discrete Gaussian noise share per client, modular SecAgg sum, the inverse steps on the
 server) inside `tff.aggregators.UnweightedMeanFactory` with a secure count, as
 `tff.learning.ddp_secure_aggregator` composes it, but with a fixed clip `S` (no adaptive
-clipping, no zeroing) so the run's clip is the paper's.
+clipping, no zeroing) so the run's clip is the paper's. Without zeroing, a client whose
+local training diverged (NaN/inf update) fails the norm check of TFF's DP query; the
+method declares that failure (`round_failure`) and the runner ends the run there as
+diverged instead of crashing.
 
 Secure aggregation is simulated: `tffdp.runtime.use_local_context` compiles TFF's secure
 sum intrinsics to their plain-sum bodies, as TFF's own test context does (there is one
@@ -44,6 +47,11 @@ from tffdp.algorithms.baselines import client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 ROTATIONS = ('hd', 'dft')
+# The assertion TFF's discrete Gaussian query makes on each clipped, rounded client update
+# (tensorflow_privacy `DistributedDiscreteGaussianSumQuery.preprocess_record`). After the
+# aggregator's own clip it fails only on a non-finite update: NaN cast to int32 is
+# INT_MIN in every coordinate (norm 2^31 sqrt(padded_dim)).
+NORM_CHECK_MESSAGE = 'Global L2 norm exceeds'
 
 
 def padded_dim(dim: int, rotation_type: str) -> int:
@@ -207,6 +215,13 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
             'scaled_inflated_l2': float(m['scaled_inflated_l2']),
             'scaled_local_stddev': float(m['scaled_local_stddev'])}
 
+  def round_failure(exc: BaseException) -> Optional[str]:
+    if NORM_CHECK_MESSAGE not in str(exc):
+      return None
+    return (f'a client update reached the DDGauss aggregator non-finite: TFF\'s check '
+            f'"{NORM_CHECK_MESSAGE} {stated.l2_sensitivity:g}" failed on the clipped, '
+            'rounded update, which only a NaN/inf update can do (local training diverged)')
+
   batching = ShuffleBatch(batch_size, local_epochs)
   run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
@@ -214,7 +229,7 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
       run_round=run_round, round_computation=None, check_round=check_round,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
-      round_metrics=round_metrics,
+      round_metrics=round_metrics, round_failure=round_failure,
       adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,
                                          'clip_norm': clip_norm},
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
