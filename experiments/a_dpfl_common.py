@@ -111,6 +111,19 @@ def artefact(args, base: str) -> str:
   return base if epochs in (None, 1) else f'{base}_E{epochs}'
 
 
+def sigma_holds(values) -> list[tuple[float, int]]:
+  """Runs of equal consecutive sigmas, `[(sigma, rounds it held), ...]` (Fig. 5's
+  "sigma holds 20 rounds" reading); `values` is sigma per round, in round order."""
+  holds: list[tuple[float, int]] = []
+  for v in values:
+    v = float(v)
+    if holds and holds[-1][0] == v:
+      holds[-1] = (v, holds[-1][1] + 1)
+    else:
+      holds.append((v, 1))
+  return holds
+
+
 def slug_of(label: str) -> str:
   """The run folder name of a curve label (`LABELS` or `VARIANTS`)."""
   names = {v: k for k, v in LABELS.items()}

@@ -40,13 +40,7 @@ def main(argv=None) -> int:
     for r in rows:
       w.writerow([int(r['round']), r['noise_multiplier'], r['server_validation_accuracy'],
                   common.portable(out, args.runs_dir)])
-  holds, prev, n = [], None, 0
-  for r in rows:
-    if r['noise_multiplier'] != prev and prev is not None:
-      holds.append((prev, n))
-      n = 0
-    prev, n = r['noise_multiplier'], n + 1
-  holds.append((prev, n))
+  holds = common.sigma_holds(r['noise_multiplier'] for r in rows)
   print('sigma holds (value x rounds): ' + ', '.join(f'{s:.3g} x {k}' for s, k in holds))
   return 0
 

@@ -123,15 +123,7 @@ def _figure_sections(figs: str, epochs: int) -> list[str]:
 
 def _holds(values) -> str:
   """`1 for 20, 0.7 for 4, ...`: how many consecutive rounds each sigma held."""
-  holds, prev, n = [], None, 0
-  for v in values:
-    s = _f(v, 3)
-    if s != prev and prev is not None:
-      holds.append(f'{prev} for {n}')
-      n = 0
-    prev, n = s, n + 1
-  holds.append(f'{prev} for {n}')
-  return ', '.join(holds)
+  return ', '.join(f'{_f(v, 3)} for {n}' for v, n in common.sigma_holds(values))
 
 
 def _table2_run(figs: str, sfx: str, r: dict) -> str:

@@ -18,6 +18,7 @@ per-example clip 1.0).
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import os
 import sys
@@ -184,7 +185,17 @@ def summary_row(dataset: str, curve: str, rows: list[dict], out: str, **extra) -
                                               'noise_multiplier'),
               budget_increases=_get(last, 'budget_increases'),
               wall_seconds=round(last['wall_seconds'], 1),
+              stop_reason=_stop_reason(out),
               run=portable(out, os.path.dirname(out)))
+
+
+def _stop_reason(out: str) -> str:
+  """The run's `stop_reason` (a budget stop, a divergence), '' when it ran every round."""
+  try:
+    with open(os.path.join(out, 'summary.json')) as f:
+      return json.load(f).get('stop_reason') or ''
+  except FileNotFoundError:
+    return ''
 
 
 def _get(row: dict, *keys):

@@ -87,6 +87,11 @@ def _table(figs, rows, extra_cols=()) -> list[str]:
              _f(r['final_noise_multiplier_max']), _f(r['budget_increases']),
              _f(r['wall_seconds'], 6), _profile(_metrics(figs, r))]
     out.append('| ' + ' | '.join(str(c) for c in cells) + ' |')
+  stops = [r for r in rows if r.get('stop_reason')]
+  if stops:
+    out.append('')
+    out += [f"- {common.LABEL.get(r['dataset'], r['dataset'])} {r['curve']} stopped after "
+            f"round {r['rounds']}: {r['stop_reason']}." for r in stops]
   return out
 
 

@@ -408,3 +408,10 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
   assert f"- Non-private FedAvg at the same settings (`python -m experiments.dp_fedags_reference`): mean accuracy {ref['mean_accuracy']}%" in report
   assert '- Not run: epsilon 0.1, 0.2 (8 runs;' in report
   assert 'ML-Leaks (Salem et al. 2019)' in report and str(tmp_path) not in report
+
+
+def test_sigma_holds_counts_runs_of_equal_sigma():
+  from experiments import a_dpfl_common  # pylint: disable=g-import-not-at-top
+  assert a_dpfl_common.sigma_holds([1.0, 1.0, 0.7, 0.7, 0.7, 0.49, 1.0]) == [
+      (1.0, 2), (0.7, 3), (0.49, 1), (1.0, 1)]
+  assert a_dpfl_common.sigma_holds([]) == []
