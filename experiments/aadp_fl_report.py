@@ -255,8 +255,10 @@ def _verdicts(table2) -> list[str]:
       d = rows.get(common.LABELS[key])
       if d:
         ahead = float(a['final_test_accuracy']) > float(d['final_test_accuracy'])
+        stopped = (f", stopped after round {d['rounds']}: "
+                   f"{d['stop_reason'].split(':')[0]}" if d.get('stop_reason') else '')
         line += (f" {common.LABELS[key]}: {_f(d['final_test_accuracy'])}% "
-                 f"(AADP-FL {'ahead' if ahead else '**behind**'}).")
+                 f"(AADP-FL {'ahead' if ahead else '**behind**'}{stopped}).")
     t1, own = (rows.get(common.LABELS[k]) for k in ('dp_scaffold_theorem1', 'dp_scaffold_own'))
     if t1 and own:
       apart = abs(float(t1['final_test_accuracy']) - float(own['final_test_accuracy']))
@@ -336,7 +338,7 @@ def _unlisted_runs(figs, table2) -> list[str]:
   """Finished runs whose figure has not been written yet (e.g. Table 2's first CIFAR-10
   rows while the others still run), read from their copies in `runs/`."""
   listed = {os.path.basename(r['run']) for r in table2 or []}
-  rows = []
+  rows, stops = [], []
   runs_dir = os.path.join(figs, 'runs')
   for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
     path = os.path.join(runs_dir, name, 'summary.json')
@@ -351,13 +353,16 @@ def _unlisted_runs(figs, table2) -> list[str]:
                 f"{_f(100 * s['best_test_accuracy'])} | {s['rounds_completed']} | "
                 f"{_f(s['epsilon_claimed'])} | {_f(s['epsilon_guaranteed'])} | "
                 f"{_f(s['wall_seconds'], 5)} | {_f(median, 3)} |")
+    if s.get('stop_reason'):
+      stops.append(f"- `{name}` stopped after round {s['rounds_completed']}: "
+                   f"{s['stop_reason']}.")
   if not rows:
     return []
   return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
           'the command has run; each run\'s copy is in `runs/<name>/`):', '',
           '| run | final test acc (%) | best (%) | rounds | epsilon_claimed | '
           'epsilon_guaranteed | wall s | median s/round |',
-          '|---|---|---|---|---|---|---|---|', *rows, '',
+          '|---|---|---|---|---|---|---|---|', *rows, '', *stops, *([''] if stops else []),
           'Wall time includes any pause of the process (a run was paused while other work '
           'used the cores); the median round time does not depend on one long round.']
 
