@@ -74,12 +74,19 @@ def main(argv=None) -> int:
     stated = common.COMMON['learning_rate']
     chosen = min(reaching, key=lambda r: (r['local_epochs'], r['learning_rate'] != stated),
                  default=None)
+    rule = f'smallest E reaching {target:g}'
+    if chosen is None and rows_d:
+      # Nothing reaches the paper's level: the setting that comes closest, the smaller E
+      # (then the stated lr) at equal accuracy to 0.1 points.
+      rule = f'no setting reaches {target:g}: the highest final accuracy'
+      chosen = min(rows_d, key=lambda r: (-round(r['final_test_accuracy'], 3),
+                                          r['local_epochs'], r['learning_rate'] != stated))
     for r in rows_d:
       r['chosen'] = r is chosen
+      r['choice_rule'] = rule
     table += rows_d
-    print(f'{dataset}: ' + (f"smallest setting reaching {target}: "
-                            f"{chosen['local_epochs']} local epochs, lr {chosen['learning_rate']}"
-                            if chosen else f'no setting reaches {target}'))
+    print(f"{dataset}: {rule}: {chosen['local_epochs']} local epochs, lr "
+          f"{chosen['learning_rate']} (final {chosen['final_test_accuracy']:.4f})")
   common.write_table(os.path.join(args.figures_dir, 'local_epochs.csv'), table)
   for r in table:
     print(f"{r['dataset']} E={r['local_epochs']} lr={r['learning_rate']}: final "

@@ -161,6 +161,9 @@ def _sweep_section(figs: str) -> list[str]:
           f"{_f(r['final_test_accuracy'])} | {_f(r['best_test_accuracy'])} | {r['target']} | "
           f"{'**yes**' if r['chosen'] == 'True' else ''} | {_f(r['wall_seconds'], 5)} |"
           for r in rows]
+  rules = sorted({f"{r['dataset']}: {r['choice_rule']}" for r in rows if r.get('choice_rule')})
+  if rules:
+    out += ['', 'Choice: ' + '; '.join(rules) + '.']
   return out + ['']
 
 
