@@ -38,7 +38,9 @@ def _table(figs, rows, first_col, paper_col):
          '|---|---|---|---|---|---|---|---|---|---|---|']
   for r in rows:
     summary = _run_doc(figs, r['run'], 'summary.json')
-    stop = 'budget' if summary.get('stop_reason') else 'round cap'
+    reason = summary.get('stop_reason') or ''
+    stop = ('round cap' if not reason else
+            'diverged' if reason.startswith('diverged') else 'budget')
     profile = _run_doc(figs, r['run'], 'profile.json')
     per_round = (f"{_f(profile.get('median_train_seconds'), 3)} / "
                  f"{_f(profile.get('median_accounting_seconds'), 2)}" if profile else '-')
