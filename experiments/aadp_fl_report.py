@@ -42,8 +42,10 @@ NOT_RUN = [
      'experiments.aadp_fl_fig7 --datasets cifar10 --model alexnet_cnn` (narrowed widths); '
      'they write `fig6_mcmahan_cnn*` and `fig7_alexnet_cnn*`'),
     ('CIFAR-10 rows (Table 2, Fig. 4b, Fig. 5 CIFAR-10)',
-     'not finished in this pass (300 rounds of the LeNet-style CNN per run; they resume '
-     'from their checkpoints): `python -m experiments.aadp_fl_table2 --datasets cifar10`, '
+     'not finished in this pass (300 rounds of the LeNet-style CNN per run, about 5 s a '
+     'round; DP-SCAFFOLD\'s per-example clipping makes its rounds 19-28 s with a second '
+     'job on the cores, about 2 h a run; they resume from their checkpoints): '
+     '`python -m experiments.aadp_fl_table2 --datasets cifar10`, '
      '`python -m experiments.aadp_fl_fig4 --datasets cifar10`, '
      '`python -m experiments.aadp_fl_fig5 --datasets cifar10`'),
 ]
