@@ -18,6 +18,7 @@ from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
 from experiments.common import report_main
 from experiments.common import read_rows as _rows
+from experiments.a_dpfl_local_epochs import EPOCHS
 from experiments.a_dpfl_table2 import PAPER as PAPER_T2
 
 PAPER_FIG4 = 'A-DPFL > CL-FL > DPFL, all below non-private (read off the figure; no numbers given)'
@@ -164,6 +165,15 @@ def _sweep_section(figs: str) -> list[str]:
   rules = sorted({f"{r['dataset']}: {r['choice_rule']}" for r in rows if r.get('choice_rule')})
   if rules:
     out += ['', 'Choice: ' + '; '.join(rules) + '.']
+  for dataset in sorted({r['dataset'] for r in rows}):
+    mine = [r for r in rows if r['dataset'] == dataset]
+    ran = {int(r['local_epochs']) for r in mine}
+    left = [e for e in EPOCHS if e > max(ran)]
+    if left and not any(r['reaches_target'] == 'True' for r in mine):
+      out += ['', f'{dataset}: E = {", ".join(map(str, left))} of the grid not in this table '
+              'yet (no smaller E reached the target, so the choice above may change): '
+              f'`python -m experiments.a_dpfl_local_epochs --datasets {dataset}` runs it '
+              'and reuses the runs above.']
   return out + ['']
 
 
