@@ -49,8 +49,9 @@ from tffdp.data.federated import FederatedData, ShuffleBatch
 ROTATIONS = ('hd', 'dft')
 # The assertion TFF's discrete Gaussian query makes on each clipped, rounded client update
 # (tensorflow_privacy `DistributedDiscreteGaussianSumQuery.preprocess_record`). After the
-# aggregator's own clip it fails only on a non-finite update: NaN cast to int32 is
-# INT_MIN in every coordinate (norm 2^31 sqrt(padded_dim)).
+# aggregator's own clip it fails only on a non-finite update (or one whose norm overflows
+# float32, which the clip turns into NaN): NaN cast to int32 is INT_MIN in every
+# coordinate (norm 2^31 sqrt(padded_dim)).
 NORM_CHECK_MESSAGE = 'Global L2 norm exceeds'
 
 
@@ -220,7 +221,8 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
       return None
     return (f'a client update reached the DDGauss aggregator non-finite: TFF\'s check '
             f'"{NORM_CHECK_MESSAGE} {stated.l2_sensitivity:g}" failed on the clipped, '
-            'rounded update, which only a NaN/inf update can do (local training diverged)')
+            'rounded update, which only a NaN/inf update (or one whose norm overflows '
+            'float32) can do: local training diverged')
 
   batching = ShuffleBatch(batch_size, local_epochs)
   run_round, round_computation = common.cohort_round(process, data, batching)
