@@ -303,17 +303,23 @@ def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None):
     registry.unregister('wrapped')
 
 
-def test_a_declared_round_failure_ends_the_run_as_diverged(tmp_path):
+def _failing_at(round_num, round_failure=None):
+  """A `wrap` for `_toy_with`: `run_round` raises RuntimeError('boom') at `round_num`."""
   def wrap(m):
     inner = m.run_round
 
     def run_round(state, cohort, r, seed):
-      if r == 2:
+      if r == round_num:
         raise RuntimeError('boom')
       return inner(state, cohort, r, seed)
     m.run_round = run_round
-    m.round_failure = lambda exc: 'the toy exploded' if 'boom' in str(exc) else None
+    if round_failure is not None:
+      m.round_failure = round_failure
+  return wrap
 
+
+def test_a_declared_round_failure_ends_the_run_as_diverged(tmp_path):
+  wrap = _failing_at(2, lambda exc: 'the toy exploded' if 'boom' in str(exc) else None)
   summary = _toy_with(tmp_path, 'declared', wrap)
   assert summary['stop_reason'] == 'diverged in round 3: the toy exploded'
   assert summary['rounds_completed'] == 2 and len(read_rows(tmp_path / 'declared')) == 2
@@ -321,18 +327,9 @@ def test_a_declared_round_failure_ends_the_run_as_diverged(tmp_path):
 
 
 def test_an_undeclared_failure_propagates_with_a_checkpoint(tmp_path):
-  def wrap(m):
-    inner = m.run_round
-
-    def run_round(state, cohort, r, seed):
-      if r == 1:
-        raise RuntimeError('boom')
-      return inner(state, cohort, r, seed)
-    m.run_round = run_round
-
   lines = []
   with pytest.raises(RuntimeError, match='boom'):
-    _toy_with(tmp_path, 'undeclared', wrap, log=lines.append)
+    _toy_with(tmp_path, 'undeclared', _failing_at(1), log=lines.append)
   assert any('failed in round 2 (RuntimeError)' in s and 'after round 1' in s
              for s in lines), lines
   assert not any('interrupted' in s for s in lines)
