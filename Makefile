@@ -4,8 +4,9 @@
 #   make bench  the speed benchmarks (prints measured ratios)
 #   make a_dpfl_figures      A-DPFL Fig. 4-6, Table 2 + report at paper scale (about 5 h
 #               on 2 cores at A_DPFL_E=1; finished runs in RUNS_DIR are reused, interrupted
-#               ones resumed); A_DPFL_E=<E> reruns them with E local epochs (_E<E> names)
-#   make a_dpfl_local_epochs the FedAvg local-epochs sweep that chooses A_DPFL_E (hours)
+#               ones resumed); A_DPFL_E=<E> A_DPFL_LR=<lr> reruns them with E local
+#               epochs and client lr (_E<E>_lr<lr> names; lr named unless 0.05)
+#   make a_dpfl_local_epochs the FedAvg sweep that chooses A_DPFL_E, A_DPFL_LR (hours)
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
 #   make cosafed_figures     cosAFed calibration, Table 3, Figs. 2-7 + report (about 1.5 h)
@@ -27,7 +28,9 @@ DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 RUNS_DIR ?= runs
 A_DPFL_E ?= 1
-A_DPFL_FLAGS := $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl --local-epochs $(A_DPFL_E)
+A_DPFL_LR ?= 0.05
+A_DPFL_FLAGS := $(DATA_FLAG) --runs-dir $(RUNS_DIR)/a_dpfl --local-epochs $(A_DPFL_E) \
+    --learning-rate $(A_DPFL_LR)
 
 venv: $(VENV)/.installed
 

@@ -35,6 +35,14 @@ NOT_GIVEN = {
              'sigma = 1.0, update clip S = 1.0, Poisson cohort q = K/N chosen as standard '
              'client-level DP-FedAvg settings',
 }
+# Notes of the settings issue 11's sweep chooses (`experiments.a_dpfl_local_epochs`).
+SWEPT = {
+    'local_epochs': 'not given in the paper ("max local_round"); chosen by the non-private '
+                    'FedAvg sweep (experiments.a_dpfl_local_epochs, figures/a_dpfl/'
+                    'local_epochs.csv): the smallest E whose FedAvg reaches 98% on MNIST, '
+                    'or the closest setting when none does',
+    'learning_rate': 'paper: 0.05; chosen with E by the same sweep (0.05 and one higher)',
+}
 LABELS = {'fedavg': 'Non-private FL', 'dpfl': 'DPFL', 'cl_fl': 'CL-FL', 'a_dpfl': 'A-DPFL'}
 # Issue 11's readings, run beside the paper-literal curves of Fig. 4 (slug -> label,
 # method, overrides): A-DPFL's participant selection (Alg. 2 as printed is static top-K),
@@ -71,6 +79,8 @@ def base_config(dataset: str, args, **overrides) -> config_lib.RunConfig:
             seed=args.seed)
   if getattr(args, 'local_epochs', None):
     kw['local_epochs'] = args.local_epochs
+  if getattr(args, 'learning_rate', None):
+    kw['learning_rate'] = args.learning_rate
   kw['clients_per_round'] = kw['clients'] // 10
   if args.quick:
     kw.update(clients=10, clients_per_round=3, rounds=2, model='logistic_regression',
@@ -81,6 +91,10 @@ def base_config(dataset: str, args, **overrides) -> config_lib.RunConfig:
   cfg = config_lib.RunConfig.create(**kw)
   cfg.notes.update({k: v for k, v in NOT_GIVEN.items()
                     if k in kw or k in cfg.method_options or k == 'cl_fl'})
+  if cfg.local_epochs != 1 and 'local_epochs' not in overrides:
+    cfg.notes['local_epochs'] = SWEPT['local_epochs']
+  if cfg.learning_rate != COMMON['learning_rate'] and 'learning_rate' not in overrides:
+    cfg.notes['learning_rate'] = SWEPT['learning_rate']
   return cfg
 
 
@@ -95,20 +109,28 @@ def method_config(name: str, dataset: str, args, **overrides) -> config_lib.RunC
 
 
 def run_dir(args, cfg: config_lib.RunConfig, tag: str) -> str:
-  """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1]_seed<seed>[_quick]`."""
+  """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1][_lr<--learning-rate> unless the
+  paper's]_seed<seed>[_quick]`."""
   epochs = '' if cfg.local_epochs == 1 else f'_E{cfg.local_epochs}'
-  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{epochs}_seed{cfg.seed}' +
-                      ('_quick' if args.quick else ''))
+  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{epochs}{_lr_suffix(args)}'
+                      f'_seed{cfg.seed}' + ('_quick' if args.quick else ''))
+
+
+def _lr_suffix(args) -> str:
+  lr = getattr(args, 'learning_rate', None)
+  return '' if lr in (None, COMMON['learning_rate']) else f'_lr{lr:g}'
 
 
 def artefact(args, base: str) -> str:
-  """`base` (a figure's file stem, e.g. `fig4_mnist`) with `_E<local epochs>` unless 1.
+  """`base` (a figure's file stem, e.g. `fig4_mnist`) with `_E<local epochs>` unless 1
+  and `_lr<learning rate>` unless the paper's 0.05.
 
-  Issue 11 reruns every figure with more local epochs; the suffix keeps the one-epoch
-  artefacts beside the new ones (`fig4_mnist.csv` and `fig4_mnist_E5.csv`).
+  Issue 11 reruns every figure with the local epochs and learning rate its sweep chooses;
+  the suffix keeps the first regeneration's artefacts beside the new ones
+  (`fig4_mnist.csv` and `fig4_mnist_E5_lr0.1.csv`).
   """
   epochs = getattr(args, 'local_epochs', None)
-  return base if epochs in (None, 1) else f'{base}_E{epochs}'
+  return (base if epochs in (None, 1) else f'{base}_E{epochs}') + _lr_suffix(args)
 
 
 def sigma_holds(values) -> list[tuple[float, int]]:
@@ -131,12 +153,18 @@ def slug_of(label: str) -> str:
   return names[label]
 
 
-def add_common_flags(p) -> None:
+def add_common_flags(p, settings: bool = True) -> None:
+  """The flags of every A-DPFL module; `settings=False` leaves out `--local-epochs` and
+  `--learning-rate` (the sweep that chooses them sets its own per run)."""
   p.add_argument('--data-dir', default=None)
   p.add_argument('--seed', type=int, default=0)
   p.add_argument('--runs-dir', default='runs/a_dpfl')
   p.add_argument('--figures-dir', default='figures/a_dpfl')
-  p.add_argument('--local-epochs', type=int, default=None,
-                 help='local epochs of every run (default: 1; issue 11 sweeps it with '
-                 'experiments.a_dpfl_local_epochs)')
+  if settings:
+    p.add_argument('--local-epochs', type=int, default=None,
+                   help='local epochs of every run (default: 1; issue 11 sweeps it with '
+                   'experiments.a_dpfl_local_epochs)')
+    p.add_argument('--learning-rate', type=float, default=None,
+                   help='client learning rate of every run (default: the paper\'s 0.05; '
+                   'the sweep chooses it with E)')
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')

@@ -39,7 +39,7 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_local_epochs',
                               description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-  common.add_common_flags(p)
+  common.add_common_flags(p, settings=False)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'), default=['mnist'])
   p.add_argument('--epochs', type=int, nargs='+', default=list(EPOCHS))
   p.add_argument('--learning-rates', type=float, nargs='+', default=[0.05, 0.1])

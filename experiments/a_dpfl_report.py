@@ -2,8 +2,8 @@
 
     python -m experiments.a_dpfl_report [--figures-dir figures/a_dpfl]
 
-Reads `local_epochs.csv`, `fig4_<dataset>[_E<E>].csv`, `fig5_mnist[_E<E>].csv`,
-`fig6_mnist[_E<E>].csv`, `table2[_E<E>].csv` and the per-run `config.json` and
+Reads `local_epochs.csv`, `fig4_<dataset>[_E<E>][_lr<lr>].csv`, `fig5_mnist[...].csv`,
+`fig6_mnist[...].csv`, `table2[...].csv` and the per-run `config.json` and
 `metrics.csv` copies; artefacts not yet produced are listed as such. Issue 11's section
 "What changed the numbers" compares the runs made with each reading.
 """
@@ -34,24 +34,44 @@ def _command(run_dir):
     return ' '.join(json.load(f)['command'])
 
 
-def _epochs_present(figs: str) -> list[int]:
-  """Local-epoch counts with artefacts here: 1 (no suffix) and every `_E<E>` found."""
-  found = {1} if any(os.path.exists(os.path.join(figs, f)) for f in
-                     ('fig4_mnist.csv', 'fig4_cifar10.csv', 'table2.csv')) else set()
+Setting = tuple[int, float]  # (local epochs E, client learning rate)
+FIRST: Setting = (1, common.COMMON['learning_rate'])  # the first regeneration's
+
+
+def _settings_present(figs: str) -> list[Setting]:
+  """(E, lr) with artefacts here: the first regeneration's (no suffix) and every
+  `_E<E>[_lr<lr>]` / `_lr<lr>` suffix found (`a_dpfl_common.artefact`)."""
+  found = {FIRST} if any(os.path.exists(os.path.join(figs, f)) for f in
+                         ('fig4_mnist.csv', 'fig4_cifar10.csv', 'table2.csv')) else set()
   for name in os.listdir(figs) if os.path.isdir(figs) else ():
-    m = re.fullmatch(r'(?:fig[456]_\w+?|table2)_E(\d+)\.csv', name)
-    if m:
-      found.add(int(m.group(1)))
+    m = re.fullmatch(r'(?:fig[456]_\w+?|table2)(?:_E(\d+))?(?:_lr([\d.e-]+))?\.csv', name)
+    if m and (m.group(1) or m.group(2)):
+      found.add((int(m.group(1) or 1),
+                 float(m.group(2)) if m.group(2) else common.COMMON['learning_rate']))
   return sorted(found)
 
 
-def _sfx(epochs: int) -> str:
-  return '' if epochs == 1 else f'_E{epochs}'
+def _sfx(setting: Setting) -> str:
+  epochs, lr = setting
+  return (('' if epochs == 1 else f'_E{epochs}') +
+          ('' if lr == common.COMMON['learning_rate'] else f'_lr{lr:g}'))
 
 
-def _figure_sections(figs: str, epochs: int) -> list[str]:
-  """Figs. 4-6 and Table 2 as regenerated with `epochs` local epochs."""
-  sfx, tag = _sfx(epochs), f' (E = {epochs})'
+def _label(setting: Setting) -> str:
+  """`E = 5` or `E = 5, lr = 0.1` (lr named only when not the paper's)."""
+  epochs, lr = setting
+  return f'E = {epochs}' + ('' if lr == common.COMMON['learning_rate'] else f', lr = {lr:g}')
+
+
+def _flags(setting: Setting) -> str:
+  epochs, lr = setting
+  return ((f' --local-epochs {epochs}' if epochs != 1 else '') +
+          (f' --learning-rate {lr:g}' if lr != common.COMMON['learning_rate'] else ''))
+
+
+def _figure_sections(figs: str, setting: Setting) -> list[str]:
+  """Figs. 4-6 and Table 2 as regenerated with `setting` (local epochs, learning rate)."""
+  sfx, tag = _sfx(setting), f' ({_label(setting)})'
   out = []
   for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
     rows = _rows(os.path.join(figs, f'fig4_{dataset}{sfx}.csv'))
@@ -59,7 +79,7 @@ def _figure_sections(figs: str, epochs: int) -> list[str]:
                f'round{tag}')
     if rows is None:
       out += ['', 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset '
-              f'{dataset}' + (f' --local-epochs {epochs}`' if epochs != 1 else '`'), '']
+              f'{dataset}{_flags(setting)}`', '']
       continue
     out += ['', f'![fig4](fig4_{dataset}{sfx}.png)', '', f'Paper: {PAPER_FIG4}.', '',
             '| method | final test acc | best test acc | epsilon_claimed | epsilon_guaranteed | wall s | command |',
@@ -182,22 +202,22 @@ def _final(rows) -> dict:
   return {r['method']: float(r['final_test_accuracy']) for r in rows or []}
 
 
-def _changes(figs: str, epochs_list: list[int]) -> list[str]:
+def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
   out = ['## What changed the numbers (issue 11)', '',
          'Computed from the result files above; each line names what differs between the '
          'runs it compares (one seed each, so gaps under about one point are not settled).',
          '']
-  new = [e for e in epochs_list if e != 1]
-  for e in new:
+  for e in [x for x in settings if x != FIRST]:
     for dataset in ('mnist', 'cifar10'):
       old, cur = (_final(_rows(os.path.join(figs, f'fig4_{dataset}{s}.csv')))
                   for s in ('', _sfx(e)))
       both = [m for m in cur if m in old]
       if both:
-        out.append(f'- **Local epochs 1 -> {e}** ({dataset}, Fig. 4, final test accuracy): '
+        out.append(f'- **{_label(FIRST)} -> {_label(e)}** ({dataset}, Fig. 4, final test '
+                   'accuracy): '
                    + '; '.join(f'{m} {_f(old[m])} -> {_f(cur[m])}' for m in both) + '.')
-  for e in epochs_list:
+  for e in settings:
     rows = _rows(os.path.join(figs, f'table2{_sfx(e)}.csv')) or []
     for dataset in ('mnist', 'cifar10'):
       by = {(r['setting'], r.get('selection') or 'top_k'): r for r in rows
@@ -211,20 +231,20 @@ def _changes(figs: str, epochs_list: list[int]) -> list[str]:
           gaps.append(f'{sel}: non-IID {_f(a)}, IID {_f(b)} (IID - non-IID '
                       f'{100 * (b - a):+.2f} points; IID partition {part})')
       if gaps:
-        out.append(f'- **Selection and the IID split** ({dataset}, Table 2, E = {e}; paper '
+        out.append(f'- **Selection and the IID split** ({dataset}, Table 2, {_label(e)}; paper '
                    f"IID - non-IID {100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')]):+.1f} "
                    'points): ' + '; '.join(gaps) + '.')
-  for e in epochs_list:
+  for e in settings:
     trace = _sigma_trace(figs, e)
     if trace:
-      out.append(f'- **When sigma first decays** (MNIST, E = {e}; paper: sigma holds 20 '
+      out.append(f'- **When sigma first decays** (MNIST, {_label(e)}; paper: sigma holds 20 '
                  'rounds): ' + '; '.join(f'{label}: {hold}' for label, hold in trace) + '.')
-  for e in epochs_list:
+  for e in settings:
     acc = _final(_rows(os.path.join(figs, f'fig4_mnist{_sfx(e)}.csv')))
     cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
     if 'A-DPFL' in acc and len(cl) > 1:
       ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
-      out.append(f'- **CL-FL\'s sigma** (MNIST, E = {e}): A-DPFL {_f(acc["A-DPFL"])} against '
+      out.append(f'- **CL-FL\'s sigma** (MNIST, {_label(e)}): A-DPFL {_f(acc["A-DPFL"])} against '
                  + ', '.join(f'{m} {_f(a)}' for m, a in cl.items())
                  + f': A-DPFL ahead of {len(ahead)} of {len(cl)} CL-FL settings, so the Fig. 4 '
                  'ordering against CL-FL ' + ('does not hinge on CL-FL\'s sigma.'
@@ -234,11 +254,11 @@ def _changes(figs: str, epochs_list: list[int]) -> list[str]:
                                            'listed as not regenerated above.', ''])
 
 
-def _sigma_trace(figs: str, epochs: int):
+def _sigma_trace(figs: str, setting: Setting):
   """(label, 'first decay after N rounds') for A-DPFL every round and every 5 rounds."""
   out = []
   for label, slug in (('Alg. 4 every round', 'a_dpfl'), ('every 5 rounds', 'a_dpfl_adjust5')):
-    rows = _rows(os.path.join(figs, f'fig4_mnist{_sfx(epochs)}', slug, 'metrics.csv'))
+    rows = _rows(os.path.join(figs, f'fig4_mnist{_sfx(setting)}', slug, 'metrics.csv'))
     if not rows or 'noise_multiplier' not in rows[0]:
       continue
     sig = [float(r['noise_multiplier']) for r in rows]
@@ -249,7 +269,7 @@ def _sigma_trace(figs: str, epochs: int):
 
 
 def build(figs: str) -> str:
-  epochs_list = _epochs_present(figs)
+  settings = _settings_present(figs)
   out = ['# A-DPFL: regenerated figures and tables', '',
          'Generated by `python -m experiments.a_dpfl_report` from the result files in this',
          'folder; every number below comes from a run listed with its command. Settings: A-DPFL',
@@ -263,11 +283,11 @@ def build(figs: str) -> str:
          'Poisson cohort q = K/N (not given in the paper). Epsilons: max over clients,',
          'sample-level except CL-FL (client-level). Machine: 2-core x86_64 CPU, 24 GiB.', '']
   out += _sweep_section(figs)
-  for e in sorted(epochs_list, reverse=True):
-    out += [f'## Figures with E = {e} local epoch{"s" if e > 1 else ""}'
-            + (' (first regeneration, before issue 11)' if e == 1 else ''), '']
+  for e in sorted(settings, reverse=True):
+    out += [f'## Figures with {_label(e)}'
+            + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']
     out += _figure_sections(figs, e)
-  out += _changes(figs, epochs_list)
+  out += _changes(figs, settings)
   out += ['## Notes', '',
           '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',
           '  picks the same K clients (the least skewed) in every round: A-DPFL trains on 10% of',

@@ -81,16 +81,24 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert [(int(r['local_epochs']), r['chosen']) for r in sweep] == [(1, 'True')]
   assert not (tmp_path / 'runs' / 'mnist_fedavg_noniid_E5_seed0_quick').exists()
   # issue 11's reruns with more local epochs sit beside the one-epoch artefacts
-  assert a_dpfl_fig4.main(['--dataset', 'mnist', '--local-epochs', '2', '--variants']
-                          + common) == 0
-  assert (tmp_path / 'figs' / 'fig4_mnist_E2.png').exists()
-  assert (tmp_path / 'figs' / 'fig4_mnist_E2' / 'fedavg' / 'config.json').exists()
+  # ... and with the learning rate the sweep chose with E (named when not the paper's)
+  assert a_dpfl_fig4.main(['--dataset', 'mnist', '--local-epochs', '2', '--learning-rate',
+                           '0.1', '--variants'] + common) == 0
+  assert (tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1.png').exists()
+  cfg = json.loads((tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1' / 'fedavg' /
+                    'config.json').read_text())
+  assert (cfg['local_epochs'], cfg['learning_rate']) == (2, 0.1)
+  assert 'local_epochs.csv' in cfg['notes']['local_epochs']
+  assert 'paper: 0.05' in cfg['notes']['learning_rate']
+  assert (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_lr0.1_seed0_quick').is_dir()
   assert (tmp_path / 'figs' / 'fig4_mnist.csv').exists()
   from experiments import a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
-  assert '### Fig. 4a (MNIST): test accuracy vs round (E = 2)' in report
-  assert '**Local epochs 1 -> 2** (mnist, Fig. 4, final test accuracy): Non-private FL' in report
+  assert '### Fig. 4a (MNIST): test accuracy vs round (E = 2, lr = 0.1)' in report
+  assert ('**E = 1 -> E = 2, lr = 0.1** (mnist, Fig. 4, final test accuracy): '
+          'Non-private FL') in report
+  assert '--local-epochs 2 --learning-rate 0.1' in report  # the command of a missing artefact
   assert '| mnist | IID | iid | 0.989 | top_k |' in report
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
   # Fig. 6 keeps each k's results and names the command that made them.
