@@ -8,6 +8,7 @@ resumes from its checkpoint.
 from __future__ import annotations
 
 import os
+from typing import Optional
 
 
 from experiments.common import copy_results, entry, portable, run_cached, write_table  # pylint: disable=unused-import
@@ -111,14 +112,17 @@ def method_config(name: str, dataset: str, args, **overrides) -> config_lib.RunC
 def run_dir(args, cfg: config_lib.RunConfig, tag: str) -> str:
   """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1][_lr<--learning-rate> unless the
   paper's]_seed<seed>[_quick]`."""
-  epochs = '' if cfg.local_epochs == 1 else f'_E{cfg.local_epochs}'
-  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{epochs}{_lr_suffix(args)}'
-                      f'_seed{cfg.seed}' + ('_quick' if args.quick else ''))
+  sfx = setting_suffix(cfg.local_epochs, getattr(args, 'learning_rate', None))
+  return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{sfx}_seed{cfg.seed}' +
+                      ('_quick' if args.quick else ''))
 
 
-def _lr_suffix(args) -> str:
-  lr = getattr(args, 'learning_rate', None)
-  return '' if lr in (None, COMMON['learning_rate']) else f'_lr{lr:g}'
+def setting_suffix(epochs: Optional[int], learning_rate: Optional[float]) -> str:
+  """`_E<epochs>` unless 1 (or None), then `_lr<learning_rate>` unless the paper's 0.05
+  (or None): how run folders and artefacts name issue 11's settings."""
+  return (('' if epochs in (None, 1) else f'_E{epochs}') +
+          ('' if learning_rate in (None, COMMON['learning_rate'])
+           else f'_lr{learning_rate:g}'))
 
 
 def artefact(args, base: str) -> str:
@@ -129,8 +133,8 @@ def artefact(args, base: str) -> str:
   the suffix keeps the first regeneration's artefacts beside the new ones
   (`fig4_mnist.csv` and `fig4_mnist_E5_lr0.1.csv`).
   """
-  epochs = getattr(args, 'local_epochs', None)
-  return (base if epochs in (None, 1) else f'{base}_E{epochs}') + _lr_suffix(args)
+  return base + setting_suffix(getattr(args, 'local_epochs', None),
+                               getattr(args, 'learning_rate', None))
 
 
 def sigma_holds(values) -> list[tuple[float, int]]:

@@ -52,9 +52,7 @@ def _settings_present(figs: str) -> list[Setting]:
 
 
 def _sfx(setting: Setting) -> str:
-  epochs, lr = setting
-  return (('' if epochs == 1 else f'_E{epochs}') +
-          ('' if lr == common.COMMON['learning_rate'] else f'_lr{lr:g}'))
+  return common.setting_suffix(*setting)
 
 
 def _label(setting: Setting) -> str:
