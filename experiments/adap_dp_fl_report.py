@@ -15,6 +15,7 @@ import os
 from experiments import adap_dp_fl_common as common
 from experiments.common import fmt, report_main
 from experiments.common import read_rows as _rows
+from tffdp import runner
 
 PAPER_FIG3 = 'adaptive clipping beats constant C = 1.0 on both datasets (no number given)'
 
@@ -38,9 +39,7 @@ def _table(figs, rows, first_col, paper_col):
          '|---|---|---|---|---|---|---|---|---|---|---|']
   for r in rows:
     summary = _run_doc(figs, r['run'], 'summary.json')
-    reason = summary.get('stop_reason') or ''
-    stop = ('round cap' if not reason else
-            'diverged' if reason.startswith('diverged') else 'budget')
+    stop = runner.stop_kind(summary) or 'round cap'
     profile = _run_doc(figs, r['run'], 'profile.json')
     per_round = (f"{_f(profile.get('median_train_seconds'), 3)} / "
                  f"{_f(profile.get('median_accounting_seconds'), 2)}" if profile else '-')

@@ -127,6 +127,7 @@ def test_epsilon_budget_stops_before_exceeding(tmp_path):
                             noise_multiplier=1.0, clip_norm=0.1, clients_per_round=2,
                             epsilon_budget=1.5), log=lambda s: None)
   assert summary['stop_reason'] and summary['rounds_completed'] < 50
+  assert summary['stop_kind'] == runner.STOP_BUDGET
   assert summary['epsilon_guaranteed'] <= 1.5
   assert summary['dp_unit'] == 'client-level'
 
@@ -322,6 +323,7 @@ def test_a_declared_round_failure_ends_the_run_as_diverged(tmp_path):
   wrap = _failing_at(2, lambda exc: 'the toy exploded' if 'boom' in str(exc) else None)
   summary = _toy_with(tmp_path, 'declared', wrap)
   assert summary['stop_reason'] == 'diverged in round 3: the toy exploded'
+  assert summary['stop_kind'] == runner.STOP_DIVERGED
   assert summary['rounds_completed'] == 2 and len(read_rows(tmp_path / 'declared')) == 2
   assert summary['final_test_accuracy'] is not None
 
@@ -356,4 +358,19 @@ def test_non_finite_model_weights_end_the_run_after_that_round(tmp_path):
   summary = _toy_with(tmp_path, 'nan', wrap)
   assert summary['stop_reason'].startswith('diverged in round 2: the model weights are '
                                            'non-finite')
+  assert summary['stop_kind'] == runner.STOP_DIVERGED
   assert summary['rounds_completed'] == 2
+
+
+@pytest.mark.parametrize('summary, kind', [
+    (dict(stop_reason=None, stop_kind=None), None),
+    (dict(stop_reason='round 7 would take epsilon_guaranteed past the budget 4',
+          stop_kind='budget'), runner.STOP_BUDGET),
+    # Summaries written before `stop_kind`: read from the reason.
+    (dict(stop_reason='diverged in round 8: a client update reached ...'),
+     runner.STOP_DIVERGED),
+    (dict(stop_reason='every client has spent its budget: ...'), runner.STOP_BUDGET),
+    (dict(), None),
+])
+def test_stop_kind_reads_the_field_or_an_older_summary_s_reason(summary, kind):
+  assert runner.stop_kind(summary) == kind

@@ -369,7 +369,8 @@ class Runner:
     self.budget_on_claimed = self.per_client_budget and method.budget_ledger != 'guaranteed'
     self.stopped: dict[int, int] = {}
     self.rows: list[dict] = []
-    self.start_round, self.wall_before, self.stop_reason = 0, 0.0, None
+    self.start_round, self.wall_before = 0, 0.0
+    self.stop_reason, self.stop_kind = None, None
     self.ckpt_path = os.path.join(config.out, CHECKPOINT)
     self._t_start = time.perf_counter()
 
@@ -419,6 +420,7 @@ class Runner:
     for c in np.setdiff1d(cohort, within):
       self.stopped[int(c)] = r
     if len(within) == 0:
+      self.stop_kind = STOP_BUDGET
       self.stop_reason = (f'every client has spent its budget: a further round would take '
                           f'its epsilon_{method.budget_ledger} past {config.epsilon_budget}')
       self.log(f'tffdp: stopping at round {r}: {self.stop_reason}')
@@ -492,6 +494,7 @@ class Runner:
       rel_guaranteed = method.guaranteed_releases(cohort, self.state)
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
+      self.stop_kind = STOP_BUDGET
       self.stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
                           f'{config.epsilon_budget}')
       self.log(f'tffdp: stopping: {self.stop_reason}')
@@ -500,6 +503,7 @@ class Runner:
     try:
       quantities, train_loss = self.train(cohort, r)
     except Diverged as exc:
+      self.stop_kind = STOP_DIVERGED
       self.stop_reason = f'diverged in round {r + 1}: {exc}'
       self.log(f'tffdp: stopping after round {r}: {self.stop_reason}. The round released '
                'nothing and is not accounted.')
@@ -528,6 +532,7 @@ class Runner:
     self.log_round(row, rep_c, rep_g,
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
     if not _all_finite(method.model_weights(self.state)):
+      self.stop_kind = STOP_DIVERGED
       self.stop_reason = (f'diverged in round {r + 1}: the model weights are non-finite '
                           '(NaN or inf); every later round would be too')
       self.log(f'tffdp: stopping: {self.stop_reason}')
@@ -572,11 +577,36 @@ class Runner:
       self.metrics_csv.rewrite(self.rows)
     self.save_checkpoint(self.snapshot())
     summary = summarize(self.rows, self.claimed.report(), self.guaranteed.report(),
-                        self.method, config, self.wall(), self.stop_reason)
+                        self.method, config, self.wall(), self.stop_reason, self.stop_kind)
     if self.per_client_budget:
       summary['client_stop_round'] = {str(c): r for c, r in sorted(self.stopped.items())}
     atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
     return summary
+
+
+# `summary.json`'s `stop_kind`: why a run ended before its round cap (None: it did not).
+STOP_BUDGET = 'budget'
+STOP_DIVERGED = 'diverged'
+
+
+def stop_kind(summary: dict) -> Optional[str]:
+  """Why the run of `summary` (a `summary.json`) ended before its round cap.
+
+  Summaries written before `stop_kind` existed are read from their `stop_reason`
+  (a divergence's reason starts with 'diverged'; any other stop was a budget's).
+
+  Args:
+    summary: The parsed `summary.json` of a run.
+
+  Returns:
+    `STOP_BUDGET`, `STOP_DIVERGED`, or None when the run reached its round cap.
+  """
+  if summary.get('stop_kind'):
+    return summary['stop_kind']
+  reason = summary.get('stop_reason') or ''
+  if not reason:
+    return None
+  return STOP_DIVERGED if reason.startswith('diverged') else STOP_BUDGET
 
 
 class Diverged(Exception):
@@ -617,14 +647,15 @@ def load_trained(out: str, data_dir: Optional[str] = None,
   return exp, exp.method.model_weights(state), int(ckpt['round'])
 
 
-def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason) -> dict:
+def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason,
+              stop_kind=None) -> dict:
   evaluated = [r for r in rows if r.get('test_accuracy') != '']
   best = max(evaluated, key=lambda r: r['test_accuracy']) if evaluated else None
   final = evaluated[-1] if evaluated else None
   jsonable = lambda x: x if not (isinstance(x, float) and math.isinf(x)) else 'inf'
   return dict(
       method=method.name, dataset=config.dataset, seed=config.seed,
-      rounds_completed=len(rows), stop_reason=stop_reason,
+      rounds_completed=len(rows), stop_reason=stop_reason, stop_kind=stop_kind,
       final_test_accuracy=final['test_accuracy'] if final else None,
       final_test_loss=final['test_loss'] if final else None,
       best_test_accuracy=best['test_accuracy'] if best else None,
