@@ -35,6 +35,14 @@ TARGET = {'mnist': 0.98, 'cifar10': 0.641}
 
 EPOCHS = (1, 2, 5, 10)  # the grid issue 11 names
 
+# The config notes of a sweep run: E and lr are the sweep's grid, not a default.
+SWEEP_POINT = {
+    'local_epochs': 'not given in the paper ("max local_round"); one point of the '
+                    'local-epochs sweep (experiments.a_dpfl_local_epochs)',
+    'learning_rate': 'paper: 0.05; one point of the sweep (0.05 and one higher)',
+}
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_local_epochs',
                               description=__doc__,
@@ -60,6 +68,7 @@ def main(argv=None) -> int:
       for lr in args.learning_rates:
         cfg = common.method_config('fedavg', dataset, args, local_epochs=epochs,
                                    learning_rate=lr)
+        cfg.notes.update(SWEEP_POINT)
         tag = 'fedavg_noniid' if lr == common.COMMON['learning_rate'] else f'fedavg_lr{lr:g}_noniid'
         out = common.run_dir(args, cfg, tag)
         rows = common.run_cached(cfg, out, command)

@@ -71,8 +71,9 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert all(r['choice_rule'].startswith('no setting reaches 0.98') for r in sweep)
   # E = 1 is Fig. 4's FedAvg run (reused); E = 2 has its own run folder
   assert (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_seed0_quick').is_dir()
-  assert (tmp_path / 'figs' / 'local_epochs' / 'mnist_fedavg_noniid_E2_seed0_quick' /
-          'config.json').exists()
+  swept = json.loads((tmp_path / 'figs' / 'local_epochs' / 'mnist_fedavg_noniid_E2_seed0_quick'
+                       / 'config.json').read_text())
+  assert 'one point of the local-epochs sweep' in swept['notes']['local_epochs']
   # E above the first that reaches the target is not run (cannot be the choice)
   assert a_dpfl_local_epochs.main(common + ['--epochs', '2', '1', '5', '--learning-rates',
                                             '0.05', '--target', '0']) == 0
