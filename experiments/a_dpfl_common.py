@@ -110,9 +110,10 @@ def method_config(name: str, dataset: str, args, **overrides) -> config_lib.RunC
 
 
 def run_dir(args, cfg: config_lib.RunConfig, tag: str) -> str:
-  """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1][_lr<--learning-rate> unless the
-  paper's]_seed<seed>[_quick]`."""
-  sfx = setting_suffix(cfg.local_epochs, getattr(args, 'learning_rate', None))
+  """`<runs>/<dataset>_<tag>[_E<local epochs> unless 1][_lr<learning rate> unless the
+  paper's]_seed<seed>[_quick]`, E and lr from `cfg`: the sweep's run of a setting is the
+  figures' run of it (reused, not run twice)."""
+  sfx = setting_suffix(cfg.local_epochs, cfg.learning_rate)
   return os.path.join(args.runs_dir, f'{cfg.dataset}_{tag}{sfx}_seed{cfg.seed}' +
                       ('_quick' if args.quick else ''))
 

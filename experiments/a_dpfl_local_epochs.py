@@ -69,8 +69,7 @@ def main(argv=None) -> int:
         cfg = common.method_config('fedavg', dataset, args, local_epochs=epochs,
                                    learning_rate=lr)
         cfg.notes.update(SWEEP_POINT)
-        tag = 'fedavg_noniid' if lr == common.COMMON['learning_rate'] else f'fedavg_lr{lr:g}_noniid'
-        out = common.run_dir(args, cfg, tag)
+        out = common.run_dir(args, cfg, 'fedavg_noniid')
         rows = common.run_cached(cfg, out, command)
         common.copy_results(out, os.path.join(args.figures_dir, 'local_epochs',
                                               os.path.basename(out)))

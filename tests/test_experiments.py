@@ -92,6 +92,16 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert 'local_epochs.csv' in cfg['notes']['local_epochs']
   assert 'paper: 0.05' in cfg['notes']['learning_rate']
   assert (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_lr0.1_seed0_quick').is_dir()
+  # the sweep's run of a setting is the figures' run of it: reused, not run again
+  done = (tmp_path / 'runs' / 'mnist_fedavg_noniid_E2_lr0.1_seed0_quick' / 'summary.json')
+  before = done.stat().st_mtime_ns
+  assert a_dpfl_local_epochs.main(common + ['--epochs', '2', '--learning-rates', '0.1']) == 0
+  assert done.stat().st_mtime_ns == before
+  with open(tmp_path / 'figs' / 'local_epochs.csv') as f:
+    row, = csv.DictReader(f)
+  assert row['run'].endswith('mnist_fedavg_noniid_E2_lr0.1_seed0_quick')
+  assert len([d for d in os.listdir(tmp_path / 'runs') if d.startswith('mnist_fedavg')
+              and 'E2' in d and 'lr0.1' in d]) == 1
   assert (tmp_path / 'figs' / 'fig4_mnist.csv').exists()
   from experiments import a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
