@@ -17,7 +17,8 @@ choice, and each costs about E times a one-epoch run (about 10 min per epoch on 
 `--full-grid` runs them anyway.
 
 Writes `figures/a_dpfl/local_epochs.csv` (final and best accuracy, wall time per setting,
-and the choice; when no setting reaches the target, the closest) and each run's config,
+and the choice; when no setting reaches the target, the smallest E within `--tolerance`
+(half a point) of the highest final accuracy) and each run's config,
 metrics and summary to `local_epochs/<run>/`. The figure modules take the choice with
 `--local-epochs`.
 """
@@ -43,6 +44,47 @@ SWEEP_POINT = {
 }
 
 
+# When no setting reaches the target: settings within this much final test accuracy of
+# the highest count as equal. Issue 11 (point 7) notes that one seed cannot settle gaps of
+# about half a point, and each local epoch adds about a one-epoch run's time to every
+# A-DPFL run (E = 10 took 3248 s for FedAvg on MNIST, E = 5 1163 s).
+TOLERANCE = 0.005
+
+
+def closest(rows: list[dict], target: float, tolerance: float,
+            stated_lr: float) -> tuple[dict, str]:
+  """The setting chosen when none of `rows` reaches `target`, and the rule's wording.
+
+  The smallest E, then the stated learning rate, among the settings whose final test
+  accuracy is within `tolerance` of the highest (rounded to 0.1 points, as the table
+  prints it).
+
+  Args:
+    rows: The sweep's rows of one dataset (`local_epochs`, `learning_rate`,
+      `final_test_accuracy` as a fraction).
+    target: The accuracy none of them reached (for the wording).
+    tolerance: Accuracy (fraction) under which two settings count as equal; 0 chooses
+      the highest.
+    stated_lr: The paper's learning rate, preferred at equal E.
+
+  Returns:
+    `(row, rule)`.
+
+  Raises:
+    ValueError: If `rows` is empty or `tolerance` is negative.
+  """
+  if not rows or tolerance < 0:
+    raise ValueError(f'closest needs rows and tolerance >= 0; found {len(rows)} rows and '
+                     f'tolerance={tolerance!r}.')
+  best = max(round(r['final_test_accuracy'], 3) for r in rows)
+  near = [r for r in rows if round(r['final_test_accuracy'], 3) >= best - tolerance - 1e-9]
+  chosen = min(near, key=lambda r: (r['local_epochs'], r['learning_rate'] != stated_lr))
+  if tolerance == 0:
+    return chosen, f'no setting reaches {target:g}: the highest final accuracy'
+  return chosen, (f'no setting reaches {target:g}: the smallest E within {tolerance * 100:g} '
+                  f'points of the highest final accuracy ({best:.3f})')
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_local_epochs',
                               description=__doc__,
@@ -54,6 +96,10 @@ def main(argv=None) -> int:
   p.add_argument('--target', type=float, default=None,
                  help='final test accuracy a setting must reach (default: MNIST 0.98, '
                  'CIFAR-10 0.641)')
+  p.add_argument('--tolerance', type=float, default=TOLERANCE,
+                 help='when no setting reaches the target: the smallest E (then the stated '
+                 'lr) whose final accuracy is within this of the highest (default '
+                 f'{TOLERANCE:g}: half a point, less than one seed resolves; 0: the highest)')
   p.add_argument('--full-grid', action='store_true',
                  help='run every E, not only up to the first that reaches the target')
   args = p.parse_args(argv)
@@ -90,11 +136,7 @@ def main(argv=None) -> int:
                  default=None)
     rule = f'smallest E reaching {target:g}'
     if chosen is None and rows_d:
-      # Nothing reaches the paper's level: the setting that comes closest, the smaller E
-      # (then the stated lr) at equal accuracy to 0.1 points.
-      rule = f'no setting reaches {target:g}: the highest final accuracy'
-      chosen = min(rows_d, key=lambda r: (-round(r['final_test_accuracy'], 3),
-                                          r['local_epochs'], r['learning_rate'] != stated))
+      chosen, rule = closest(rows_d, target, args.tolerance, stated)
     for r in rows_d:
       r['chosen'] = r is chosen
       r['choice_rule'] = rule
