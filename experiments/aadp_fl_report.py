@@ -41,7 +41,8 @@ NOT_RUN = [
      '(the paper gives no CNN widths: the standard FL MNIST CNN), `python -m '
      'experiments.aadp_fl_fig7 --datasets cifar10 --model alexnet_cnn` (narrowed widths); '
      'they write `fig6_mcmahan_cnn*` and `fig7_alexnet_cnn*`'),
-    ('CIFAR-10 rows (Table 2, Fig. 4b, Fig. 5 CIFAR-10)',
+    ('CIFAR-10 rows (Table 2\'s DP-SCAFFOLD at its own accountant\'s sigma, Fig. 4b, '
+     'Fig. 5 CIFAR-10)',
      'not finished in this pass (300 rounds of the LeNet-style CNN per run, about 5 s a '
      'round; DP-SCAFFOLD\'s per-example clipping makes its rounds 19-28 s with a second '
      'job on the cores, about 2 h a run; they resume from their checkpoints): '
@@ -261,6 +262,8 @@ def _verdicts(table2) -> list[str]:
                    f"{d['stop_reason'].split(':')[0]}" if d.get('stop_reason') else '')
         line += (f" {common.LABELS[key]}: {_f(d['final_test_accuracy'])}% "
                  f"(AADP-FL {'ahead' if ahead else '**behind**'}{stopped}).")
+      else:
+        line += f' {common.LABELS[key]}: not run yet.'
     t1, own = (rows.get(common.LABELS[k]) for k in ('dp_scaffold_theorem1', 'dp_scaffold_own'))
     if t1 and own:
       apart = abs(float(t1['final_test_accuracy']) - float(own['final_test_accuracy']))

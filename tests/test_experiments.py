@@ -460,3 +460,16 @@ def test_a_dpfl_sweep_choice_when_nothing_reaches_the_target(e10, tolerance, cho
   assert rule.startswith('no setting reaches 0.98')
   with pytest.raises(ValueError, match='tolerance'):
     a_dpfl_local_epochs.closest(rows, 0.98, -0.1, 0.05)
+
+
+def test_aadp_fl_verdicts_name_a_baseline_not_run_yet():
+  from experiments import aadp_fl_common, aadp_fl_report
+  row = lambda label, acc, **kw: dict(dataset='cifar10', curve=aadp_fl_common.LABELS[label],
+                                      final_test_accuracy=str(acc), rounds='300', **kw)
+  table2 = [row('fedavg', 55.2), row('aadp_fl', 55.6), row('dp_fedavg_theorem1', 47.6),
+            row('ddgauss_own', 10.1, stop_reason='diverged in round 8: ...')]
+  line, = aadp_fl_report._verdicts(table2)
+  assert 'the claim holds' in line
+  assert f"{aadp_fl_common.LABELS['dp_scaffold_own']}: not run yet." in line
+  assert f"{aadp_fl_common.LABELS['dp_fedavg_theorem1']}: 47.6% (AADP-FL ahead)." in line
+  assert 'stopped after round 300: diverged in round 8' in line
