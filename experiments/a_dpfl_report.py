@@ -44,7 +44,8 @@ def _settings_present(figs: str) -> list[Setting]:
   found = {FIRST} if any(os.path.exists(os.path.join(figs, f)) for f in
                          ('fig4_mnist.csv', 'fig4_cifar10.csv', 'table2.csv')) else set()
   for name in os.listdir(figs) if os.path.isdir(figs) else ():
-    m = re.fullmatch(r'(?:fig[456]_\w+?|table2)(?:_E(\d+))?(?:_lr([\d.e-]+))?\.csv', name)
+    # a figure's table, or the folder of its finished runs' copies (table not yet written)
+    m = re.fullmatch(r'(?:fig[456]_\w+?|table2)(?:_E(\d+))?(?:_lr([\d.e-]+?))?(?:\.csv)?', name)
     if m and (m.group(1) or m.group(2)):
       found.add((int(m.group(1) or 1),
                  float(m.group(2)) if m.group(2) else common.COMMON['learning_rate']))
@@ -78,6 +79,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
     if rows is None:
       out += ['', 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset '
               f'{dataset}{_flags(setting)}`', '']
+      out += _finished_so_far(os.path.join(figs, f'fig4_{dataset}{sfx}'))
       continue
     out += ['', f'![fig4](fig4_{dataset}{sfx}.png)', '', f'Paper: {PAPER_FIG4}.', '',
             '| method | final test acc | best test acc | epsilon_claimed | epsilon_guaranteed | wall s | command |',
@@ -103,6 +105,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
   out.append(f'### Fig. 6 (MNIST): final accuracy vs k{tag}')
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
+    out += _finished_so_far(os.path.join(figs, f'fig6_mnist{sfx}'))
   else:
     out += ['', f'![fig6](fig6_mnist{sfx}.png)', '', f'Paper: {PAPER_FIG6}.', '',
             '| k | final test acc | final sigma | epsilon_claimed | epsilon_guaranteed | wall s | command |',
@@ -124,6 +127,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
   out.append(f'### Table 2: A-DPFL accuracy, non-IID vs IID{tag}')
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
+    out += _finished_so_far(os.path.join(figs, f'table2{sfx}'))
   else:
     out += ['', '| dataset | setting | partition | paper | selection | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s | command |',
             '|---|---|---|---|---|---|---|---|---|---|---|']
@@ -138,6 +142,30 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
       out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
     out.append('')
   return out
+
+
+def _finished_so_far(folder: str) -> list[str]:
+  """The runs of a figure whose table is not written yet but which have finished (their
+  copies in `folder`, made as each run ends), read from their `summary.json`."""
+  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+  rows = []
+  for name in names:
+    path = os.path.join(folder, name, 'summary.json')
+    if not os.path.exists(path):
+      continue
+    with open(path) as f:
+      s = json.load(f)
+    rows.append(f"| {name} | {_f(s['final_test_accuracy'])} | {_f(s['best_test_accuracy'])} | "
+                f"{s['rounds_completed']} | {_f(s['epsilon_claimed'])} | "
+                f"{_f(s['epsilon_guaranteed'])} | {_f(s['wall_seconds'], 5)} | "
+                f"`{_command(os.path.join(folder, name))}` |")
+  if not rows:
+    return []
+  return ['Finished so far (the figure and its table are written when every run of the '
+          'command has finished):', '',
+          '| run | final test acc | best test acc | rounds | epsilon_claimed | '
+          'epsilon_guaranteed | wall s | command |', '|---|---|---|---|---|---|---|---|',
+          *rows, '']
 
 
 def _holds(values) -> str:

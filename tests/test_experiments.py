@@ -473,3 +473,18 @@ def test_aadp_fl_verdicts_name_a_baseline_not_run_yet():
   assert f"{aadp_fl_common.LABELS['dp_scaffold_own']}: not run yet." in line
   assert f"{aadp_fl_common.LABELS['dp_fedavg_theorem1']}: 47.6% (AADP-FL ahead)." in line
   assert 'stopped after round 300: diverged in round 8' in line
+
+
+def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
+  from experiments import a_dpfl_report
+  run = tmp_path / 'fig4_mnist_E5_lr0.1' / 'fedavg'
+  run.mkdir(parents=True)
+  (run / 'summary.json').write_text(json.dumps(dict(
+      final_test_accuracy=0.9672, best_test_accuracy=0.9672, rounds_completed=50,
+      epsilon_claimed='inf', epsilon_guaranteed='inf', wall_seconds=1176.6)))
+  (run / 'config.json').write_text(json.dumps(dict(command=['python', '-m', 'x'])))
+  report = a_dpfl_report.build(str(tmp_path))
+  section = report.split('## Figures with E = 5, lr = 0.1')[1].split('### Fig. 4b')[0]
+  assert 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset mnist ' \
+         '--local-epochs 5 --learning-rate 0.1`' in section
+  assert '| fedavg | 0.9672 | 0.9672 | 50 | inf | inf | 1176.6 | `python -m x` |' in section
