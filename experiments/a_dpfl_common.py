@@ -41,7 +41,8 @@ SWEPT = {
     'local_epochs': 'not given in the paper ("max local_round"); chosen by the non-private '
                     'FedAvg sweep (experiments.a_dpfl_local_epochs, figures/a_dpfl/'
                     'local_epochs.csv): the smallest E whose FedAvg reaches 98% on MNIST, '
-                    'or the closest setting when none does',
+                    'or, when none does, the smallest E within half a point of the highest '
+                    'final accuracy',
     'learning_rate': 'paper: 0.05; chosen with E by the same sweep (0.05 and one higher)',
 }
 LABELS = {'fedavg': 'Non-private FL', 'dpfl': 'DPFL', 'cl_fl': 'CL-FL', 'a_dpfl': 'A-DPFL'}
