@@ -236,6 +236,11 @@ def _final(rows) -> dict:
   return {r['method']: float(r['final_test_accuracy']) for r in rows or []}
 
 
+def _epsilon(rows) -> dict:
+  """`{method: final epsilon_guaranteed}` of a Fig. 4 table (empty if not made)."""
+  return {r['method']: float(r['epsilon_guaranteed']) for r in rows or []}
+
+
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
   out = ['## What changed the numbers (issue 11)', '',
@@ -244,13 +249,17 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
          '']
   for e in [x for x in settings if x != FIRST]:
     for dataset in ('mnist', 'cifar10'):
-      old, cur = (_final(_rows(os.path.join(figs, f'fig4_{dataset}{s}.csv')))
-                  for s in ('', _sfx(e)))
+      old_rows, cur_rows = (_rows(os.path.join(figs, f'fig4_{dataset}{s}.csv'))
+                            for s in ('', _sfx(e)))
+      old, cur = _final(old_rows), _final(cur_rows)
+      eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
       both = [m for m in cur if m in old]
       if both:
         out.append(f'- **{_label(FIRST)} -> {_label(e)}** ({dataset}, Fig. 4, final test '
-                   'accuracy): '
-                   + '; '.join(f'{m} {_f(old[m])} -> {_f(cur[m])}' for m in both) + '.')
+                   'accuracy, and epsilon_guaranteed: more local steps also spend more of a '
+                   'sample-level budget): '
+                   + '; '.join(f'{m} {_f(old[m])} -> {_f(cur[m])} (epsilon '
+                               f'{_f(eps_old[m])} -> {_f(eps_cur[m])})' for m in both) + '.')
   for e in settings:
     rows = _rows(os.path.join(figs, f'table2{_sfx(e)}.csv')) or []
     for dataset in ('mnist', 'cifar10'):

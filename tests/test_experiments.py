@@ -3,6 +3,7 @@
 import csv
 import json
 import os
+import re
 import shutil
 
 import numpy as np
@@ -108,8 +109,10 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
   assert '### Fig. 4a (MNIST): test accuracy vs round (E = 2, lr = 0.1)' in report
-  assert ('**E = 1 -> E = 2, lr = 0.1** (mnist, Fig. 4, final test accuracy): '
-          'Non-private FL') in report
+  change = report.split('**E = 1 -> E = 2, lr = 0.1** (mnist, Fig. 4, final test accuracy')[1]
+  assert '): Non-private FL' in change.split('\n')[0]
+  assert re.search(r'DPFL [\d.]+ -> [\d.]+ \(epsilon [\d.e+]+ -> [\d.e+]+\)',
+                   change.split('\n')[0])
   assert '--local-epochs 2 --learning-rate 0.1' in report  # the command of a missing artefact
   assert '| mnist | IID | iid | 0.989 | top_k |' in report
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
