@@ -56,8 +56,8 @@ def closest(rows: list[dict], target: float, tolerance: float,
   """The setting chosen when none of `rows` reaches `target`, and the rule's wording.
 
   The smallest E, then the stated learning rate, among the settings whose final test
-  accuracy is within `tolerance` of the highest (rounded to 0.1 points, as the table
-  prints it).
+  accuracy is within `tolerance` of the highest, accuracies compared rounded to 0.1
+  points.
 
   Args:
     rows: The sweep's rows of one dataset (`local_epochs`, `learning_rate`,

@@ -648,14 +648,14 @@ def load_trained(out: str, data_dir: Optional[str] = None,
 
 
 def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason,
-              stop_kind=None) -> dict:
+              kind=None) -> dict:
   evaluated = [r for r in rows if r.get('test_accuracy') != '']
   best = max(evaluated, key=lambda r: r['test_accuracy']) if evaluated else None
   final = evaluated[-1] if evaluated else None
   jsonable = lambda x: x if not (isinstance(x, float) and math.isinf(x)) else 'inf'
   return dict(
       method=method.name, dataset=config.dataset, seed=config.seed,
-      rounds_completed=len(rows), stop_reason=stop_reason, stop_kind=stop_kind,
+      rounds_completed=len(rows), stop_reason=stop_reason, stop_kind=kind,
       final_test_accuracy=final['test_accuracy'] if final else None,
       final_test_loss=final['test_loss'] if final else None,
       best_test_accuracy=best['test_accuracy'] if best else None,
