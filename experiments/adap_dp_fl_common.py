@@ -236,7 +236,8 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
     argv: Command-line arguments (default `sys.argv[1:]`).
 
   Writes `fig<fig>_<dataset>.png` (test accuracy), `fig<fig>_<dataset>_loss.png` and
-  `fig<fig>.csv` (one row per curve, see `summary_row`) into `--figures-dir`, and each
+  `fig<fig>.csv` (one row per curve, see `summary_row`; rows of datasets not in
+  `--datasets` are kept) into `--figures-dir`, and each
   run's config, summary and evaluated rows into `--figures-dir/runs/` (`publish`).
   """
   name = f'experiments.adap_dp_fl_fig{fig}'
@@ -258,7 +259,11 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
       figure = plotting.plot_curves(runs, y, ylabel, f'Adap DP-FL Fig. {fig}: '
                                     f'{LABEL[dataset]}, until epsilon = {BUDGET:g}')
       plotting.save(figure, os.path.join(args.figures_dir, f'fig{fig}_{dataset}{suffix}.png'))
-  write_table(os.path.join(args.figures_dir, f'fig{fig}.csv'), table)
+  # Rows of datasets not run now stay (e.g. `--datasets mnist` while Fashion-MNIST runs).
+  path = os.path.join(args.figures_dir, f'fig{fig}.csv')
+  kept = [{k: r.get(k, '') for k in table[0]} for r in read_rows(path) or []
+          if r['dataset'] not in args.datasets]
+  write_table(path, sorted(kept + table, key=lambda r: DATASETS.index(r['dataset'])))
   for r in table:
     print(f"{r['dataset']} {r['curve']}: test accuracy {r['tffdp_test_accuracy']}% "
           f"(paper {r['paper_test_accuracy'] or '-'}), {r['rounds']} rounds, eps claimed "

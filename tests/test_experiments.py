@@ -123,6 +123,7 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
 
 def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   from experiments import adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5, adap_dp_fl_fig6
+  from experiments import common as common_lib
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
   common = ['--quick', '--datasets', 'mnist', '--data-dir', data_dir,
@@ -134,6 +135,12 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert [r['curve'] for r in fig4] == ['noise decay', 'constant sigma = 3',
                                         'constant sigma = 4', 'constant sigma = 6']
   assert fig4[0]['paper_test_accuracy'] == '93.56'
+  # A figure rerun for one dataset keeps the other dataset's rows (sorted by dataset).
+  common_lib.write_table(str(figs / 'fig4.csv'), [dict(r, dataset='fashion_mnist')
+                                                  for r in fig4[:1]] + fig4)
+  assert adap_dp_fl_fig4.main(common) == 0
+  with open(figs / 'fig4.csv') as f:
+    assert [r['dataset'] for r in csv.DictReader(f)] == ['mnist'] * 4 + ['fashion_mnist']
   with open(figs / 'fig3.csv') as f:
     fig3 = {r['curve']: r for r in csv.DictReader(f)}
   # Sigma 1.1 with the clipping-norm query counted: the budget stops it within rounds.
