@@ -24,7 +24,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from experiments.common import copy_results, entry, portable, read_rows, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_results, entry, portable, read_rows, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import models, plotting, privacy
 from tffdp.algorithms import aadp_fl, ddgauss
@@ -265,11 +265,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
       _plot_sweep([r for r in table if r['dataset'] == dataset], sweep,
                   f'AADP-FL {title}: {LABEL[dataset]}',
                   os.path.join(args.figures_dir, f'{name}_{dataset}_sweep.png'))
-  # Rows of datasets not run now stay (e.g. `--datasets cifar10` after MNIST/FMNIST).
-  path = os.path.join(args.figures_dir, f'{name}.csv')
-  kept = [{k: r.get(k, '') for k in table[0]} for r in read_rows(path) or []
-          if r['dataset'] not in args.datasets]
-  write_table(path, sorted(kept + table, key=lambda r: DATASETS.index(r['dataset'])))
+  write_dataset_table(os.path.join(args.figures_dir, f'{name}.csv'), table, args.datasets,
+                      DATASETS)
   for r in table:
     print(f"{r['dataset']} {r['curve']}: final test accuracy {r['final_test_accuracy']}% "
           f"(best {r['best_test_accuracy']}%), eps claimed {r['epsilon_claimed']} / "

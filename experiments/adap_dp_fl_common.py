@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 
-from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import plotting
 
@@ -259,11 +259,8 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
       figure = plotting.plot_curves(runs, y, ylabel, f'Adap DP-FL Fig. {fig}: '
                                     f'{LABEL[dataset]}, until epsilon = {BUDGET:g}')
       plotting.save(figure, os.path.join(args.figures_dir, f'fig{fig}_{dataset}{suffix}.png'))
-  # Rows of datasets not run now stay (e.g. `--datasets mnist` while Fashion-MNIST runs).
-  path = os.path.join(args.figures_dir, f'fig{fig}.csv')
-  kept = [{k: r.get(k, '') for k in table[0]} for r in read_rows(path) or []
-          if r['dataset'] not in args.datasets]
-  write_table(path, sorted(kept + table, key=lambda r: DATASETS.index(r['dataset'])))
+  write_dataset_table(os.path.join(args.figures_dir, f'fig{fig}.csv'), table, args.datasets,
+                      DATASETS)
   for r in table:
     print(f"{r['dataset']} {r['curve']}: test accuracy {r['tffdp_test_accuracy']}% "
           f"(paper {r['paper_test_accuracy'] or '-'}), {r['rounds']} rounds, eps claimed "

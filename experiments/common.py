@@ -93,6 +93,15 @@ def write_table(path: str, rows: list[dict]) -> None:
     w.writerows(rows)
 
 
+def write_dataset_table(path: str, rows: list[dict], datasets, order) -> None:
+  """Writes a figure's table `rows` (the datasets run now) to `path`, keeping the rows of
+  the datasets not in `datasets` that `path` already holds (a figure rerun with
+  `--datasets cifar10` keeps the MNIST rows); rows sorted by dataset in `order`."""
+  kept = [{k: r.get(k, '') for k in rows[0]} for r in read_rows(path) or []
+          if r['dataset'] not in datasets]
+  write_table(path, sorted(kept + rows, key=lambda r: list(order).index(r['dataset'])))
+
+
 def entry(main) -> None:
   runtime.use_local_context()
   code = main()
