@@ -16,6 +16,7 @@ import re
 
 from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
+from experiments.common import finished_runs_table
 from experiments.common import report_main
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl_local_epochs import EPOCHS
@@ -146,26 +147,12 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
 
 def _finished_so_far(folder: str) -> list[str]:
   """The runs of a figure whose table is not written yet but which have finished (their
-  copies in `folder`, made as each run ends), read from their `summary.json`."""
-  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-  rows = []
-  for name in names:
-    path = os.path.join(folder, name, 'summary.json')
-    if not os.path.exists(path):
-      continue
-    with open(path) as f:
-      s = json.load(f)
-    rows.append(f"| {name} | {_f(s['final_test_accuracy'])} | {_f(s['best_test_accuracy'])} | "
-                f"{s['rounds_completed']} | {_f(s['epsilon_claimed'])} | "
-                f"{_f(s['epsilon_guaranteed'])} | {_f(s['wall_seconds'], 5)} | "
-                f"`{_command(os.path.join(folder, name))}` |")
-  if not rows:
+  copies in `folder`, made as each run ends)."""
+  table = finished_runs_table(folder, extra=[('command', lambda d: f'`{_command(d)}`')])
+  if not table:
     return []
   return ['Finished so far (the figure and its table are written when every run of the '
-          'command has finished):', '',
-          '| run | final test acc | best test acc | rounds | epsilon_claimed | '
-          'epsilon_guaranteed | wall s | command |', '|---|---|---|---|---|---|---|---|',
-          *rows, '']
+          'command has finished):', '', *table, '']
 
 
 def _holds(values) -> str:

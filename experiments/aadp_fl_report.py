@@ -14,7 +14,7 @@ import os
 import statistics
 
 from experiments import aadp_fl_common as common
-from experiments.common import fmt, read_rows, report_main
+from experiments.common import finished_runs_table, fmt, read_rows, report_main
 
 COMMANDS = {
     'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
@@ -339,35 +339,24 @@ def build(figs: str) -> str:
   return '\n'.join(out) + '\n'
 
 
+def _median_round_seconds(run_dir) -> str:
+  metrics = read_rows(os.path.join(run_dir, 'metrics.csv')) or []
+  times = [float(r['round_seconds']) for r in metrics if r.get('round_seconds')]
+  return _f(statistics.median(times) if times else math.nan, 3)
+
+
 def _unlisted_runs(figs, table2) -> list[str]:
-  """Finished runs whose figure has not been written yet (e.g. Table 2's first CIFAR-10
-  rows while the others still run), read from their copies in `runs/`."""
+  """Finished CIFAR-10 runs whose figure has not been written yet (e.g. Table 2's first
+  CIFAR-10 rows while the others still run), read from their copies in `runs/`."""
   listed = {os.path.basename(r['run']) for r in table2 or []}
-  rows, stops = [], []
-  runs_dir = os.path.join(figs, 'runs')
-  for name in sorted(os.listdir(runs_dir)) if os.path.isdir(runs_dir) else []:
-    path = os.path.join(runs_dir, name, 'summary.json')
-    if name in listed or not name.startswith('cifar10_') or not os.path.exists(path):
-      continue
-    with open(path) as f:
-      s = json.load(f)
-    metrics = read_rows(os.path.join(runs_dir, name, 'metrics.csv')) or []
-    times = [float(r['round_seconds']) for r in metrics if r.get('round_seconds')]
-    median = statistics.median(times) if times else math.nan
-    rows.append(f"| `{name}` | {_f(100 * s['final_test_accuracy'])} | "
-                f"{_f(100 * s['best_test_accuracy'])} | {s['rounds_completed']} | "
-                f"{_f(s['epsilon_claimed'])} | {_f(s['epsilon_guaranteed'])} | "
-                f"{_f(s['wall_seconds'], 5)} | {_f(median, 3)} |")
-    if s.get('stop_reason'):
-      stops.append(f"- `{name}` stopped after round {s['rounds_completed']}: "
-                   f"{s['stop_reason']}.")
-  if not rows:
+  table = finished_runs_table(
+      os.path.join(figs, 'runs'), percent=True, empty='-',
+      keep=lambda name: name.startswith('cifar10_') and name not in listed,
+      extra=[('median s/round', _median_round_seconds)])
+  if not table:
     return []
   return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
-          'the command has run; each run\'s copy is in `runs/<name>/`):', '',
-          '| run | final test acc (%) | best (%) | rounds | epsilon_claimed | '
-          'epsilon_guaranteed | wall s | median s/round |',
-          '|---|---|---|---|---|---|---|---|', *rows, '', *stops, *([''] if stops else []),
+          'the command has run; each run\'s copy is in `runs/<name>/`):', '', *table, '',
           'Wall time includes any pause of the process (a run was paused while other work '
           'used the cores); the median round time does not depend on one long round.']
 

@@ -134,6 +134,51 @@ def md_table(rows, cols) -> list[str]:
   return out
 
 
+def finished_runs_table(folder: str, *, keep=lambda name: True, percent: bool = False,
+                        empty: str = '', extra=()) -> list[str]:
+  """Markdown lines listing the finished runs copied under `folder`, one row per run.
+
+  Used by the report modules for runs whose figure is not written yet (its other runs
+  still going). A run is finished when `<folder>/<name>/summary.json` exists.
+
+  Args:
+    folder: Directory of run copies (`<name>/summary.json`, `config.json`, ...).
+    keep: `name -> bool`; runs for which it is false are left out.
+    percent: Accuracies as percentages (header says `(%)`) rather than fractions.
+    empty: Text for a missing number.
+    extra: Extra columns `[(header, run_dir -> cell)]` after the shared ones (run, final
+      and best test accuracy, rounds, both epsilons, wall seconds).
+
+  Returns:
+    The table lines, then one line per run that stopped early (its `stop_reason`);
+    `[]` when no run has finished.
+  """
+  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+  runs = []
+  for name in names:
+    path = os.path.join(folder, name, 'summary.json')
+    if keep(name) and os.path.exists(path):
+      with open(path) as f:
+        runs.append((name, os.path.join(folder, name), json.load(f)))
+  if not runs:
+    return []
+  scale, unit = (100, ' (%)') if percent else (1, '')
+
+  def acc(key):
+    return lambda r: fmt(scale * float(r[2][key]), 4, empty)
+
+  cols = [('run', lambda r: r[0]), (f'final test acc{unit}', acc('final_test_accuracy')),
+          (f'best test acc{unit}', acc('best_test_accuracy')),
+          ('rounds', lambda r: r[2]['rounds_completed']),
+          ('epsilon_claimed', lambda r: fmt(r[2]['epsilon_claimed'], 4, empty)),
+          ('epsilon_guaranteed', lambda r: fmt(r[2]['epsilon_guaranteed'], 4, empty)),
+          ('wall s', lambda r: fmt(r[2]['wall_seconds'], 5, empty)),
+          *[(h, lambda r, get=get: get(r[1])) for h, get in extra]]
+  stops = [f"- `{name}` stopped after round {s['rounds_completed']}: {s['stop_reason']}."
+           for name, _, s in runs if s.get('stop_reason')]
+  return md_table(runs, cols) + ([''] + stops if stops else [])
+
+
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:
   """CLI of a report module: writes `build(figures_dir)` to `<figures_dir>/README.md`."""
   import argparse  # pylint: disable=g-import-not-at-top

@@ -498,3 +498,23 @@ def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
   assert 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset mnist ' \
          '--local-epochs 5 --learning-rate 0.1`' in section
   assert '| fedavg | 0.9672 | 0.9672 | 50 | inf | inf | 1176.6 | `python -m x` |' in section
+
+
+def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path):
+  from experiments import common
+  for name, acc, stop in [('cifar10_a', 0.5563, ''), ('cifar10_b', 0.1012, 'diverged in round 8'),
+                          ('mnist_c', 0.9, '')]:
+    (tmp_path / name).mkdir()
+    (tmp_path / name / 'summary.json').write_text(json.dumps(dict(
+        final_test_accuracy=acc, best_test_accuracy=acc, rounds_completed=7,
+        epsilon_claimed=4.0, epsilon_guaranteed='inf', wall_seconds=41.9, stop_reason=stop)))
+  (tmp_path / 'cifar10_running').mkdir()  # no summary.json: not finished
+  lines = common.finished_runs_table(str(tmp_path), percent=True,
+                                     keep=lambda n: n.startswith('cifar10_'),
+                                     extra=[('dir', os.path.basename)])
+  assert lines[0].startswith('| run | final test acc (%) | best test acc (%) | rounds |')
+  assert lines[2:4] == ['| cifar10_a | 55.63 | 55.63 | 7 | 4 | inf | 41.9 | cifar10_a |',
+                        '| cifar10_b | 10.12 | 10.12 | 7 | 4 | inf | 41.9 | cifar10_b |']
+  assert lines[4:] == ['', '- `cifar10_b` stopped after round 7: diverged in round 8.']
+  assert common.finished_runs_table(str(tmp_path), keep=lambda n: False) == []
+  assert common.finished_runs_table(str(tmp_path / 'missing')) == []
