@@ -518,3 +518,20 @@ def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path)
   assert lines[4:] == ['', '- `cifar10_b` stopped after round 7: diverged in round 8.']
   assert common.finished_runs_table(str(tmp_path), keep=lambda n: False) == []
   assert common.finished_runs_table(str(tmp_path / 'missing')) == []
+
+
+def test_aadp_fl_report_names_the_l_runs_that_used_the_same_budgets(tmp_path):
+  from experiments import aadp_fl_common, aadp_fl_report, common
+  schedules = {'cifar10_a': ['4.0', '4.44', '4.94'], 'cifar10_b': ['4.0', '4.44', '4.94'],
+               'mnist_a': ['4.0', '4.0', '4.0'], 'mnist_b': ['4.0', '4.44', '4.94']}
+  for name, budgets in schedules.items():
+    (tmp_path / 'runs' / name).mkdir(parents=True)
+    common.write_table(str(tmp_path / 'runs' / name / 'metrics.csv'),
+                       [dict(round=i + 1, epsilon_budget_max=b) for i, b in enumerate(budgets)])
+  table2 = [dict(dataset=d, curve=curve, run=f'x/{d}_{k}', final_test_accuracy=acc)
+            for d in ('cifar10', 'mnist')
+            for k, curve, acc in [('a', aadp_fl_common.LABELS['aadp_fl'], '55.63'),
+                                  ('b', 'AADP-FL, l = 2e-4', '56.45')]]
+  line, = aadp_fl_report._same_schedule_notes(str(tmp_path), table2)
+  assert line.startswith('- CIFAR-10: the convergence test fires in the same rounds')
+  assert '55.63% and 56.45%, 0.82 points apart' in line
