@@ -51,3 +51,37 @@ def test_joint_event_is_the_composition_of_both_queries():
   joint = dp_accounting.rdp.RdpAccountant(orders)
   joint.compose(queries.joint_event([a, b]))
   assert joint.get_epsilon(1e-5) == pytest.approx(both.get_epsilon(1e-5), rel=1e-9)
+
+
+@pytest.mark.parametrize('num', [1, 7, 200_001])
+def test_standard_normal_is_standard_normal(num):
+  from scipy import stats
+  seed = tf.constant([3, 4], tf.int64)
+  z = queries.standard_normal(tf.constant(num), seed).numpy()
+  assert z.shape == (num,) and z.dtype == np.float32 and np.all(np.isfinite(z))
+  np.testing.assert_array_equal(z, queries.standard_normal(tf.constant(num), seed).numpy())
+  if num < 1000:
+    return
+  assert stats.kstest(z, 'norm').pvalue > 1e-3
+  assert np.mean(z) == pytest.approx(0.0, abs=5 / math.sqrt(num))
+  assert np.std(z) == pytest.approx(1.0, abs=0.01)
+  assert np.mean(np.abs(z) > 3) == pytest.approx(2 * stats.norm.sf(3), rel=0.25)
+  assert np.max(np.abs(z)) <= math.sqrt(2 * 23 * math.log(2)) + 1e-5
+  # The cos and sin halves of the Box-Muller pairs are independent, not merely
+  # uncorrelated: their squares are uncorrelated too.
+  half = (num + 1) // 2
+  c, s = z[:half][:num - half], z[half:]
+  assert abs(np.corrcoef(c, s)[0, 1]) < 5 / math.sqrt(half)
+  assert abs(np.corrcoef(c ** 2, s ** 2)[0, 1]) < 5 / math.sqrt(half)
+  other = queries.standard_normal(tf.constant(num), tf.constant([3, 5], tf.int64)).numpy()
+  assert abs(np.corrcoef(z, other)[0, 1]) < 5 / math.sqrt(num)
+
+
+def test_gaussian_noise_like_gives_each_tensor_its_own_noise():
+  seed = tf.constant([1, 2], tf.int64)
+  tensors = [tf.zeros([300, 40]), tf.zeros([12000]), tf.zeros([], tf.float32)]
+  noise = queries.gaussian_noise_like(tensors, 2.0, seed)
+  assert [n.shape for n in noise] == [t.shape for t in tensors]
+  a, b = noise[0].numpy().ravel(), noise[1].numpy().ravel()
+  assert abs(np.corrcoef(a, b)[0, 1]) < 5 / math.sqrt(a.size)
+  assert np.std(np.concatenate([a, b])) == pytest.approx(2.0, rel=0.02)

