@@ -353,9 +353,12 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '## Pilot: the adaptive quantities' in report
-  # Every section but Fig. 3's AlexNet panel (run here with another model) is filled.
+  # Every section but the other-model panels (Fig. 3's AlexNet, run here with another
+  # model; Fig. 6's CNN; Fig. 7a) is filled, and those are listed as not run.
+  other_model = ('Fig. 3', 'Fig. 6, CNN', 'Fig. 7a')
   assert all('Not regenerated yet' not in section for section in report.split('\n## ')
-             if not section.startswith('Fig. 3'))
+             if not section.startswith(other_model))
+  assert '- Fig. 7a (CIFAR-10, AlexNet-style): not run yet' in report
   assert (runs / 'mnist_fedavg_logistic_regression_seed0_quick').is_dir()
   assert str(tmp_path) not in report
 
@@ -535,3 +538,21 @@ def test_aadp_fl_report_names_the_l_runs_that_used_the_same_budgets(tmp_path):
   line, = aadp_fl_report._same_schedule_notes(str(tmp_path), table2)
   assert line.startswith('- CIFAR-10: the convergence test fires in the same rounds')
   assert '55.63% and 56.45%, 0.82 points apart' in line
+
+
+def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
+  from experiments import aadp_fl_common, aadp_fl_report
+  tables = {name: None for name in aadp_fl_report.COMMANDS}
+  missing = aadp_fl_report._not_run(tables)
+  assert len(missing) == len(aadp_fl_report.EXPECTED)
+  tables.update(
+      table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
+      fig3=[dict(dataset='mnist', curve='x')], fig4=[dict(dataset='mnist', curve='x')],
+      fig5=[dict(dataset='cifar10', curve='x')], fig6_mcmahan_cnn=[dict(dataset='mnist')],
+      fig7_alexnet_cnn=[dict(dataset='cifar10')])
+  line, = aadp_fl_report._not_run(tables)
+  assert line.startswith('- Fig. 4b (CIFAR-10): not run yet: '
+                         '`python -m experiments.aadp_fl_fig4 --datasets cifar10`')
+  tables['fig4'].append(dict(dataset='cifar10', curve='x'))
+  assert aadp_fl_report._not_run(tables) == [
+      'Nothing: every artefact of the issue is regenerated.']
