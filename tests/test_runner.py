@@ -4,6 +4,7 @@ import csv
 import dataclasses
 import json
 import os
+import pickle
 import subprocess
 import sys
 
@@ -120,6 +121,28 @@ def test_resume_equals_uninterrupted(tmp_path):
     for col in ('test_accuracy', 'test_loss', 'epsilon_claimed', 'epsilon_guaranteed'):
       assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
   assert resumed['epsilon_guaranteed'] == full['epsilon_guaranteed']
+  # Each process that ran rounds is one segment, with the code it ran.
+  assert [(g['start_round'], g['code']) for g in full['segments']] == [
+      (0, runner.code_version())]
+  first, second = resumed['segments']
+  assert first['start_round'] == 0 and 0 < second['start_round'] < 4
+  assert first['code'] == second['code'] == runner.code_version()
+  assert runner.code_version().startswith(runner.versions()['tffdp'])
+
+
+def test_resume_of_a_checkpoint_without_segments_marks_its_code_unknown(tmp_path):
+  cfg = _cfg(tmp_path, 'old', rounds=2, method='fedavg')
+  runner.run(cfg, log=lambda s: None)
+  path = tmp_path / 'old' / runner.CHECKPOINT
+  with open(path, 'rb') as f:
+    ckpt = pickle.load(f)
+  del ckpt['segments']  # as written before segments were recorded
+  with open(path, 'wb') as f:
+    pickle.dump(ckpt, f)
+  summary = runner.run(_cfg(tmp_path, 'old', rounds=3, method='fedavg'), resume=True,
+                       log=lambda s: None)
+  assert [(g['start_round'], g['code']) for g in summary['segments']] == [
+      (0, None), (2, runner.code_version())]
 
 
 def test_epsilon_budget_stops_before_exceeding(tmp_path):

@@ -9,10 +9,13 @@ Results in `config.out`:
   client work, aggregation, server update), `accounting_seconds`, `eval_seconds`
   (validation and test evaluation), `round_seconds, wall_seconds`);
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
-  the reasons for any `inf`, total wall time;
+  the reasons for any `inf`, total wall time, and `segments`: one entry per process that
+  ran rounds of the run (`start_round`, `code` = `code_version()`, `started` UTC), so a
+  run resumed across sessions or code changes says so;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
   `--resume` continues from it exactly (same seed, same cohorts, same noise; DP-FedAvg's
-  server noise excepted: TFF draws it unseeded).
+  server noise excepted: TFF draws it unseeded) when the code is the same: a segment
+  with other code may draw other noise or batches from the same seeds.
 Every file is written atomically (temporary file + rename).
 """
 
@@ -74,6 +77,21 @@ def versions() -> dict:
     except metadata.PackageNotFoundError:
       out[pkg] = 'unknown'
   return out
+
+
+@functools.lru_cache(maxsize=1)
+def code_version() -> str:
+  """The tffdp code a process runs: `<version>+<git describe --always --dirty>` when the
+  package is imported from a git checkout, else the installed version."""
+  import subprocess  # pylint: disable=g-import-not-at-top
+  version = versions()['tffdp']
+  try:
+    described = subprocess.run(
+        ['git', 'describe', '--always', '--dirty'], cwd=os.path.dirname(__file__),
+        capture_output=True, text=True, timeout=10, check=True).stdout.strip()
+  except (OSError, subprocess.SubprocessError):
+    return version
+  return f'{version}+{described}' if described else version
 
 
 def build_method(config: RunConfig, data: FederatedData, keras_builder,
@@ -371,6 +389,8 @@ class Runner:
     self.rows: list[dict] = []
     self.start_round, self.wall_before = 0, 0.0
     self.stop_reason, self.stop_kind = None, None
+    # One entry per process that ran rounds of this run: where it started, with which code.
+    self.segments: list[dict] = []
     self.ckpt_path = os.path.join(config.out, CHECKPOINT)
     self._t_start = time.perf_counter()
 
@@ -390,12 +410,15 @@ class Runner:
     self.rows, self.start_round = ckpt['rows'], ckpt['round']
     self.wall_before = ckpt['wall_seconds']
     self.stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
+    # Checkpoints written before segments were recorded: the first segment's code unknown.
+    self.segments = list(ckpt.get('segments') or [dict(start_round=0, code=None)])
     self.log(f'tffdp: resuming {self.config.out} at round {self.start_round}')
 
   def snapshot(self) -> dict:
     return dict(config=self.comparable, state=tf.nest.flatten(self.state),
                 claimed=self.claimed.state_dict(), guaranteed=self.guaranteed.state_dict(),
-                rows=list(self.rows), round=len(self.rows), stopped=dict(self.stopped))
+                rows=list(self.rows), round=len(self.rows), stopped=dict(self.stopped),
+                segments=list(self.segments))
 
   def save_checkpoint(self, snap: dict) -> None:
     atomic_write(self.ckpt_path, pickle.dumps(dict(snap, wall_seconds=self.wall())))
@@ -550,6 +573,8 @@ class Runner:
     config = self.config
     self.metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), self.rows)
     self._t_start = time.perf_counter()
+    self.segments.append(dict(start_round=self.start_round, code=code_version(),
+                              started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())))
     last_good = self.snapshot()  # the state after the last completed round
     try:
       for r in range(self.start_round, config.rounds):
@@ -578,6 +603,7 @@ class Runner:
     self.save_checkpoint(self.snapshot())
     summary = summarize(self.rows, self.claimed.report(), self.guaranteed.report(),
                         self.method, config, self.wall(), self.stop_reason, self.stop_kind)
+    summary['segments'] = self.segments
     if self.per_client_budget:
       summary['client_stop_round'] = {str(c): r for c, r in sorted(self.stopped.items())}
     atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
