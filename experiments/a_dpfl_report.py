@@ -228,6 +228,20 @@ def _epsilon(rows) -> dict:
   return {r['method']: float(r['epsilon_guaranteed']) for r in rows or []}
 
 
+def _copied_rows(folder: str) -> list[dict]:
+  """Fig. 4 table rows (`method`, final accuracy, epsilon_guaranteed) read from the run
+  copies in `folder` (`<slug>/summary.json`), for a figure whose table is not written."""
+  rows = []
+  for slug, label in {**common.LABELS, **{k: v[0] for k, v in common.VARIANTS.items()}}.items():
+    path = os.path.join(folder, slug, 'summary.json')
+    if os.path.exists(path):
+      with open(path) as f:
+        s = json.load(f)
+      rows.append(dict(method=label, final_test_accuracy=s['final_test_accuracy'],
+                       epsilon_guaranteed=s['epsilon_guaranteed']))
+  return rows
+
+
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
   out = ['## What changed the numbers (issue 11)', '',
@@ -238,11 +252,15 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
     for dataset in ('mnist', 'cifar10'):
       old_rows, cur_rows = (_rows(os.path.join(figs, f'fig4_{dataset}{s}.csv'))
                             for s in ('', _sfx(e)))
+      so_far = cur_rows is None
+      if so_far:
+        cur_rows = _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(e)}'))
       old, cur = _final(old_rows), _final(cur_rows)
       eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
       both = [m for m in cur if m in old]
       if both:
-        out.append(f'- **{_label(FIRST)} -> {_label(e)}** ({dataset}, Fig. 4, final test '
+        out.append(f'- **{_label(FIRST)} -> {_label(e)}** ({dataset}, Fig. 4'
+                   + (', the runs finished so far' if so_far else '') + ', final test '
                    'accuracy, and epsilon_guaranteed: more local steps also spend more of a '
                    'sample-level budget): '
                    + '; '.join(f'{m} {_f(old[m])} -> {_f(cur[m])} (epsilon '

@@ -556,3 +556,19 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
   tables['fig4'].append(dict(dataset='cifar10', curve='x'))
   assert aadp_fl_report._not_run(tables) == [
       'Nothing: every artefact of the issue is regenerated.']
+
+
+def test_a_dpfl_report_compares_finished_runs_with_the_first_regeneration(tmp_path):
+  from experiments import a_dpfl_report, common
+  common.write_table(str(tmp_path / 'fig4_mnist.csv'), [
+      dict(method='DPFL', final_test_accuracy=0.7519, best_test_accuracy=0.7519,
+           epsilon_claimed=18.66, epsilon_guaranteed=22.59, wall_seconds=907, run='x')])
+  run = tmp_path / 'fig4_mnist_E5_lr0.1' / 'dpfl'
+  run.mkdir(parents=True)
+  (run / 'summary.json').write_text(json.dumps(dict(
+      final_test_accuracy=0.8825, best_test_accuracy=0.8832, rounds_completed=50,
+      epsilon_claimed=48.9, epsilon_guaranteed=69.42, wall_seconds=6053.4)))
+  report = a_dpfl_report.build(str(tmp_path))
+  assert ('- **E = 1 -> E = 5, lr = 0.1** (mnist, Fig. 4, the runs finished so far, '
+          'final test accuracy') in report
+  assert 'DPFL 0.7519 -> 0.8825 (epsilon 22.59 -> 69.42).' in report
