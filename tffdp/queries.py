@@ -30,8 +30,9 @@ def standard_normal(num: tf.Tensor, seed: tf.Tensor) -> tf.Tensor:
 
   The transform TF's own `tf.random.stateless_normal` applies per element (Box and
   Muller 1958: `r = sqrt(-2 ln u1)`, `z = (r cos 2 pi u2, r sin 2 pi u2)`), written as
-  whole-tensor ops: about 2x faster on CPU (3.27M draws, the Deep-MNIST CNN's size:
-  9 ms against 17.5 ms on 2 cores), which is a third of a DP-SGD step's time.
+  whole-tensor ops: 1.7-1.9x faster on CPU (3.27M draws, the Deep-MNIST CNN's size:
+  9.0-9.4 ms against 16.3-17.5 ms on 2 cores; TF's sampler took about half of that
+  CNN's DP-SGD step, `benchmarks/README.md`).
   `u1 = 1 - u` with `u` TF's float32 uniform on `[0, 1)` (23-bit grid), so
   `|z| <= sqrt(2 * 23 ln 2) = 5.64`, as TF's own sampler (floor `1e-7`, 5.68).
 

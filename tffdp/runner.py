@@ -82,12 +82,16 @@ def versions() -> dict:
 @functools.lru_cache(maxsize=1)
 def code_version() -> str:
   """The tffdp code a process runs: `<version>+<git describe --always --dirty>` when the
-  package is imported from a git checkout, else the installed version."""
+  package is imported from its source checkout (`setup.cfg` beside it), else the
+  installed version."""
   import subprocess  # pylint: disable=g-import-not-at-top
   version = versions()['tffdp']
+  package_dir = os.path.dirname(os.path.abspath(__file__))
+  if not os.path.exists(os.path.join(os.path.dirname(package_dir), 'setup.cfg')):
+    return version
   try:
     described = subprocess.run(
-        ['git', 'describe', '--always', '--dirty'], cwd=os.path.dirname(__file__),
+        ['git', 'describe', '--always', '--dirty'], cwd=package_dir,
         capture_output=True, text=True, timeout=10, check=True).stdout.strip()
   except (OSError, subprocess.SubprocessError):
     return version
