@@ -17,6 +17,7 @@ import re
 from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
+from experiments.common import finished_summaries
 from experiments.common import report_main
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl_local_epochs import EPOCHS
@@ -231,15 +232,11 @@ def _epsilon(rows) -> dict:
 def _copied_rows(folder: str) -> list[dict]:
   """Fig. 4 table rows (`method`, final accuracy, epsilon_guaranteed) read from the run
   copies in `folder` (`<slug>/summary.json`), for a figure whose table is not written."""
-  rows = []
-  for slug, label in {**common.LABELS, **{k: v[0] for k, v in common.VARIANTS.items()}}.items():
-    path = os.path.join(folder, slug, 'summary.json')
-    if os.path.exists(path):
-      with open(path) as f:
-        s = json.load(f)
-      rows.append(dict(method=label, final_test_accuracy=s['final_test_accuracy'],
-                       epsilon_guaranteed=s['epsilon_guaranteed']))
-  return rows
+  labels = {**common.LABELS, **{k: v[0] for k, v in common.VARIANTS.items()}}
+  runs = finished_summaries(folder, keep=lambda name: name in labels)
+  runs.sort(key=lambda run: list(labels).index(run[0]))  # the figure's curve order
+  return [dict(method=labels[name], final_test_accuracy=s['final_test_accuracy'],
+               epsilon_guaranteed=s['epsilon_guaranteed']) for name, _, s in runs]
 
 
 def _changes(figs: str, settings: list[Setting]) -> list[str]:

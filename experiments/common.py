@@ -134,6 +134,19 @@ def md_table(rows, cols) -> list[str]:
   return out
 
 
+def finished_summaries(folder: str, keep=lambda name: True) -> list[tuple[str, str, dict]]:
+  """`(name, run_dir, summary)` of each finished run copied under `folder` (one with a
+  `<name>/summary.json`), in name order; runs for which `keep(name)` is false left out."""
+  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+  out = []
+  for name in names:
+    path = os.path.join(folder, name, 'summary.json')
+    if keep(name) and os.path.exists(path):
+      with open(path) as f:
+        out.append((name, os.path.join(folder, name), json.load(f)))
+  return out
+
+
 def finished_runs_table(folder: str, *, keep=lambda name: True, percent: bool = False,
                         empty: str = '', extra=()) -> list[str]:
   """Markdown lines listing the finished runs copied under `folder`, one row per run.
@@ -153,13 +166,7 @@ def finished_runs_table(folder: str, *, keep=lambda name: True, percent: bool = 
     The table lines, then one line per run that stopped early (its `stop_reason`);
     `[]` when no run has finished.
   """
-  names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-  runs = []
-  for name in names:
-    path = os.path.join(folder, name, 'summary.json')
-    if keep(name) and os.path.exists(path):
-      with open(path) as f:
-        runs.append((name, os.path.join(folder, name), json.load(f)))
+  runs = finished_summaries(folder, keep)
   if not runs:
     return []
   scale, unit = (100, ' (%)') if percent else (1, '')
