@@ -45,6 +45,15 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert all(r['run'].startswith('$RUNS_DIR/') for r in rows)
   copied = (tmp_path / 'figs' / 'fig4_mnist' / 'a_dpfl' / 'config.json').read_text()
   assert str(tmp_path / 'runs') not in copied and '$RUNS_DIR' in copied
+  # A fresh checkout: the committed copies, put back, make Fig. 4 reuse every run.
+  from experiments import restore_runs
+  shutil.rmtree(tmp_path / 'runs')
+  assert len(restore_runs.restore(str(tmp_path / 'figs'), str(tmp_path / 'runs'),
+                                  log=lambda s: None)) == len(rows)
+  from tffdp import runner
+  with monkeypatch.context() as m:
+    m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a restored run ran again'))
+    assert a_dpfl_fig4.main(['--dataset', 'mnist'] + common) == 0
   assert a_dpfl_fig5.main(common) == 0  # reuses Fig. 4's A-DPFL run
   assert a_dpfl_fig6.main(common) == 0
   assert a_dpfl_table2.main(['--datasets', 'mnist'] + common) == 0
@@ -501,6 +510,39 @@ def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
   assert 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset mnist ' \
          '--local-epochs 5 --learning-rate 0.1`' in section
   assert '| fedavg | 0.9672 | 0.9672 | 50 | inf | inf | 1176.6 | `python -m x` |' in section
+
+
+def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
+  from experiments import restore_runs
+  figs, runs = tmp_path / 'figs', tmp_path / 'runs'
+  for copy, out in [('fig4/a', '$RUNS_DIR/a_dpfl/mnist_a_seed0'),
+                    ('fig5/a', '$RUNS_DIR/a_dpfl/mnist_a_seed0'),  # the same run, twice
+                    ('t2/b', 'runs/aadp_fl/mnist_b_seed0'),
+                    ('t2/c', 'runs/aadp_fl/mnist_c_seed0'),
+                    ('t2/d', 'runs/aadp_fl/mnist_d_seed0'),
+                    ('t2/e', '/elsewhere/mnist_e_seed0'),  # not under a runs root: skipped
+                    ('t2/f', 'runs/aadp_fl/mnist_f_seed0')]:
+    (figs / copy).mkdir(parents=True)
+    (figs / copy / 'config.json').write_text(json.dumps({'out': out}))
+    (figs / copy / 'metrics.csv').write_text(f'round\n{copy}\n')
+    if copy != 't2/f':  # no summary: not a finished run's copy
+      (figs / copy / 'summary.json').write_text('{}')
+  (runs / 'aadp_fl' / 'mnist_c_seed0').mkdir(parents=True)  # finished here: kept
+  (runs / 'aadp_fl' / 'mnist_c_seed0' / 'summary.json').write_text('{"here": 1}')
+  (runs / 'aadp_fl' / 'mnist_d_seed0').mkdir()  # interrupted here: kept
+  from tffdp import runner
+  (runs / 'aadp_fl' / 'mnist_d_seed0' / runner.CHECKPOINT).write_text('')
+  assert restore_runs.restore(str(figs), str(runs), dry_run=True, log=lambda s: None) == [
+      str(runs / 'a_dpfl' / 'mnist_a_seed0'), str(runs / 'aadp_fl' / 'mnist_b_seed0')]
+  assert not (runs / 'a_dpfl').exists()
+  restore_runs.restore(str(figs), str(runs), log=lambda s: None)
+  assert (runs / 'a_dpfl' / 'mnist_a_seed0' / 'metrics.csv').read_text() == 'round\nfig4/a\n'
+  assert (runs / 'aadp_fl' / 'mnist_b_seed0' / 'summary.json').exists()
+  assert (runs / 'aadp_fl' / 'mnist_c_seed0' / 'summary.json').read_text() == '{"here": 1}'
+  assert not (runs / 'aadp_fl' / 'mnist_d_seed0' / 'summary.json').exists()
+  assert sorted(os.listdir(runs / 'aadp_fl')) == ['mnist_b_seed0', 'mnist_c_seed0',
+                                                   'mnist_d_seed0']
+  assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == []
 
 
 def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path):

@@ -1,0 +1,103 @@
+"""Puts the finished runs committed under `figures/` back into a runs folder.
+
+    python -m experiments.restore_runs [--figures-dir figures] [--runs-dir runs] [--dry-run]
+
+Every experiment module copies each finished run's `config.json`, `metrics.csv` and
+`summary.json` to `figures/` (`experiments.common.copy_results`), and reuses a run whose
+folder holds a `summary.json` for the same configuration (`experiments.common.run_cached`).
+On a fresh checkout the runs folder is empty, so a figure command would run every curve
+again, the finished ones included. This module writes the committed copies back to the
+folders their `config.json` names (`"out"`: `$RUNS_DIR/<method>/<run>` or
+`runs/<method>/<run>`, both taken relative to `--runs-dir`), so the figure commands reuse
+them and run only what is missing.
+
+A folder that already holds a `summary.json` or a checkpoint is left as it is (a finished
+or interrupted run of this machine wins over a copy). Restored runs have no checkpoint and
+no final weights: modules that reload a trained model (`experiments.dp_fedags_mia`) run
+those again. The reuse test of `run_cached` still compares the whole configuration (data
+directory included), so a copy made under another configuration is not reused.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+
+from tffdp import runner
+
+FILES = ('config.json', 'metrics.csv', 'summary.json')
+_PREFIXES = ('$RUNS_DIR/', 'runs/')
+
+
+def committed_runs(figures_dir: str) -> dict[str, str]:
+  """Finished run copies under `figures_dir`, by the run folder they came from.
+
+  Args:
+    figures_dir: Folder searched recursively for run copies (a folder holding all of
+      `FILES`).
+
+  Returns:
+    `{relative run folder (e.g. 'a_dpfl/mnist_fedavg_noniid_seed0'): copy folder}`; where
+    several copies name one run (a run shared by two figures) the first in sorted path
+    order is kept. Copies whose `"out"` is neither under `$RUNS_DIR/` nor `runs/` are
+    skipped.
+  """
+  found = {}
+  for root, dirs, files in os.walk(figures_dir):
+    dirs.sort()
+    if not all(f in files for f in FILES):
+      continue
+    with open(os.path.join(root, 'config.json')) as f:
+      out = json.load(f).get('out') or ''
+    for prefix in _PREFIXES:
+      if out.startswith(prefix):
+        found.setdefault(os.path.normpath(out[len(prefix):]), root)
+        break
+  return found
+
+
+def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
+            log=print) -> list[str]:
+  """Copies each committed run (`committed_runs`) into `runs_dir` where none is there.
+
+  Args:
+    figures_dir: Folder holding the committed run copies.
+    runs_dir: The runs root (the Makefile's `RUNS_DIR`, default `runs`).
+    dry_run: Only list what would be restored.
+    log: Receives one line per restored run.
+
+  Returns:
+    The run folders written (or that would be, with `dry_run`).
+  """
+  written = []
+  for rel, src in sorted(committed_runs(figures_dir).items()):
+    dest = os.path.join(runs_dir, rel)
+    if (os.path.exists(os.path.join(dest, 'summary.json')) or
+        os.path.exists(os.path.join(dest, runner.CHECKPOINT))):
+      continue
+    log(f'{"would restore" if dry_run else "restored"} {dest} <- {src}')
+    written.append(dest)
+    if not dry_run:
+      os.makedirs(dest, exist_ok=True)
+      for f in FILES:
+        shutil.copy(os.path.join(src, f), os.path.join(dest, f))
+  return written
+
+
+def main(argv=None) -> int:
+  p = argparse.ArgumentParser(prog='python -m experiments.restore_runs', description=__doc__,
+                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument('--figures-dir', default='figures')
+  p.add_argument('--runs-dir', default='runs')
+  p.add_argument('--dry-run', action='store_true')
+  args = p.parse_args(argv)
+  n = len(restore(args.figures_dir, args.runs_dir, args.dry_run))
+  print(f'{n} run(s) {"to restore" if args.dry_run else "restored"} into {args.runs_dir}')
+  return 0
+
+
+if __name__ == '__main__':
+  sys.exit(main())
