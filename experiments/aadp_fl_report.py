@@ -221,7 +221,8 @@ def _stability(metrics) -> str:
 
 
 def _l_ablation(figs, table2, opts) -> str:
-  rows = [r for r in table2 if r['dataset'] == 'mnist' and r['curve'] == 'AADP-FL, l = 2e-4']
+  rows = [r for r in table2
+          if r['dataset'] == 'mnist' and r['curve'] == common.LABELS['aadp_fl_l2e-4']]
   metrics = _metrics(figs, rows[0]) if rows else []
   if not metrics:
     return 'The l = 2e-4 run is not regenerated yet.'
@@ -276,7 +277,7 @@ def _same_schedule_notes(figs, table2) -> list[str]:
   out = []
   for dataset in ('mnist', 'fashion_mnist', 'cifar10'):
     rows = {r['curve']: r for r in table2 if r['dataset'] == dataset}
-    pair = [rows.get(common.LABELS['aadp_fl']), rows.get('AADP-FL, l = 2e-4')]
+    pair = [rows.get(common.LABELS['aadp_fl']), rows.get(common.LABELS['aadp_fl_l2e-4'])]
     if not all(pair):
       continue
     budgets = [[m['epsilon_budget_max'] for m in _metrics(figs, r)] for r in pair]

@@ -27,7 +27,7 @@ def curves(dataset: str, args):
   return [
       (common.LABELS['fedavg'], *common.config(dataset, args, 'fedavg', 'fedavg'), none),
       (common.LABELS['aadp_fl'], *common.config(dataset, args, 'aadp_fl'), claim),
-      ('AADP-FL, l = 2e-4', *common.config(dataset, args, 'aadp_fl_l2e-4', l=2e-4), none),
+      (common.LABELS['aadp_fl_l2e-4'], *common.config(dataset, args, 'aadp_fl_l2e-4', l=2e-4), none),
   ] + [(common.LABELS[b], *common.config(dataset, args, b, b),
          dict(paper='behind AADP-FL' if b.endswith('theorem1') else ''))
         for b in args.baselines]
