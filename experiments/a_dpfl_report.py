@@ -239,6 +239,15 @@ def _copied_rows(folder: str) -> list[dict]:
                epsilon_guaranteed=s['epsilon_guaranteed']) for name, _, s in runs]
 
 
+def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], bool]:
+  """Fig. 4 rows of `setting`: `(rows of fig4_<dataset><sfx>.csv, False)`, or, while that
+  table is not written, `(_copied_rows of the finished run copies, True)`."""
+  rows = _rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}.csv'))
+  if rows is not None:
+    return rows, False
+  return _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}')), True
+
+
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
   out = ['## What changed the numbers (issue 11)', '',
@@ -247,11 +256,8 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
          '']
   for e in [x for x in settings if x != FIRST]:
     for dataset in ('mnist', 'cifar10'):
-      old_rows, cur_rows = (_rows(os.path.join(figs, f'fig4_{dataset}{s}.csv'))
-                            for s in ('', _sfx(e)))
-      so_far = cur_rows is None
-      if so_far:
-        cur_rows = _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(e)}'))
+      old_rows = _rows(os.path.join(figs, f'fig4_{dataset}.csv'))
+      cur_rows, so_far = _fig4_rows(figs, dataset, e)
       old, cur = _final(old_rows), _final(cur_rows)
       eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
       both = [m for m in cur if m in old]
@@ -285,11 +291,14 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
       out.append(f'- **When sigma first decays** (MNIST, {_label(e)}; paper: sigma holds 20 '
                  'rounds): ' + '; '.join(f'{label}: {hold}' for label, hold in trace) + '.')
   for e in settings:
-    acc = _final(_rows(os.path.join(figs, f'fig4_mnist{_sfx(e)}.csv')))
+    rows, so_far = _fig4_rows(figs, 'mnist', e)
+    acc = _final(rows)
     cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
     if 'A-DPFL' in acc and len(cl) > 1:
       ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
-      out.append(f'- **CL-FL\'s sigma** (MNIST, {_label(e)}): A-DPFL {_f(acc["A-DPFL"])} against '
+      out.append(f'- **CL-FL\'s sigma** (MNIST, {_label(e)}'
+                 + (', the runs finished so far' if so_far else '')
+                 + f'): A-DPFL {_f(acc["A-DPFL"])} against '
                  + ', '.join(f'{m} {_f(a)}' for m, a in cl.items())
                  + f': A-DPFL ahead of {len(ahead)} of {len(cl)} CL-FL settings, so the Fig. 4 '
                  'ordering against CL-FL ' + ('does not hinge on CL-FL\'s sigma.'

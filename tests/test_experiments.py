@@ -605,12 +605,18 @@ def test_a_dpfl_report_compares_finished_runs_with_the_first_regeneration(tmp_pa
   common.write_table(str(tmp_path / 'fig4_mnist.csv'), [
       dict(method='DPFL', final_test_accuracy=0.7519, best_test_accuracy=0.7519,
            epsilon_claimed=18.66, epsilon_guaranteed=22.59, wall_seconds=907, run='x')])
-  run = tmp_path / 'fig4_mnist_E5_lr0.1' / 'dpfl'
-  run.mkdir(parents=True)
-  (run / 'summary.json').write_text(json.dumps(dict(
-      final_test_accuracy=0.8825, best_test_accuracy=0.8832, rounds_completed=50,
-      epsilon_claimed=48.9, epsilon_guaranteed=69.42, wall_seconds=6053.4)))
+  for slug, acc, eps in (('dpfl', 0.8825, 69.42), ('a_dpfl', 0.9301, 1.8e11),
+                         ('cl_fl', 0.959, 5.881), ('cl_fl_sigma2', 0.8923, 1.844)):
+    run = tmp_path / 'fig4_mnist_E5_lr0.1' / slug
+    run.mkdir(parents=True)
+    (run / 'summary.json').write_text(json.dumps(dict(
+        final_test_accuracy=acc, best_test_accuracy=acc, rounds_completed=50,
+        epsilon_claimed=eps, epsilon_guaranteed=eps, wall_seconds=6053.4)))
   report = a_dpfl_report.build(str(tmp_path))
+  # Issue 11 point 5 from the finished copies, before the Fig. 4 table is written.
+  assert ("- **CL-FL's sigma** (MNIST, E = 5, lr = 0.1, the runs finished so far): A-DPFL "
+          "0.9301 against CL-FL 0.959, CL-FL (sigma 2) 0.8923: A-DPFL ahead of 1 of 2 CL-FL "
+          "settings, so the Fig. 4 ordering against CL-FL hinges on CL-FL's sigma.") in report
   assert ('- **E = 1 -> E = 5, lr = 0.1** (mnist, Fig. 4, the runs finished so far, '
           'final test accuracy') in report
   assert 'DPFL 0.7519 -> 0.8825 (epsilon 22.59 -> 69.42).' in report
