@@ -310,12 +310,12 @@ def test_an_option_name_two_methods_share_follows_the_chosen_method():
     registry.unregister('toy_k')
 
 
-def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None):
+def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None, learning_rate=0.5):
   """Runs FedAvg on the toy data with its `Method` changed by `wrap(method)`."""
   from tffdp.algorithms import baselines, registry  # pylint: disable=g-import-not-at-top
 
   def build(ctx, hp):
-    m = baselines.build_fedavg(ctx.keras_builder, ctx.data, learning_rate=0.5,
+    m = baselines.build_fedavg(ctx.keras_builder, ctx.data, learning_rate=learning_rate,
                                batch_size=ctx.config.batch_size, seed=ctx.config.seed)
     wrap(m)
     return m
@@ -383,6 +383,35 @@ def test_non_finite_model_weights_end_the_run_after_that_round(tmp_path):
                                            'non-finite')
   assert summary['stop_kind'] == runner.STOP_DIVERGED
   assert summary['rounds_completed'] == 2
+
+
+def test_rounds_whose_update_tff_rejects_are_marked_and_counted(tmp_path):
+  # An infinite client learning rate makes every client update non-finite: TFF's finalizer
+  # rejects each aggregate, so the model never moves, and the run says so.
+  lines = []
+  summary = _toy_with(tmp_path, 'rejected', lambda m: None, rounds=3, log=lines.append,
+                      learning_rate=float('inf'))
+  rows = read_rows(tmp_path / 'rejected')
+  assert [r['update_rejected'] for r in rows] == ['1', '1', '1']
+  assert len({r['test_loss'] for r in rows}) == 1  # the evaluated model is the initial one
+  assert summary['rounds_update_rejected'] == 3 and summary['stop_kind'] is None
+  assert sum('the aggregated update was non-finite' in s for s in lines) == 1
+  assert any('3 update(s) rejected' in s for s in lines)
+  # A healthy run records the column too, all zeros.
+  summary = _toy_with(tmp_path, 'healthy', lambda m: None, rounds=2)
+  assert [r['update_rejected'] for r in read_rows(tmp_path / 'healthy')] == ['0', '0']
+  assert summary['rounds_update_rejected'] == 0
+
+
+def test_update_rejected_finds_the_finalizer_measurement_in_nested_metrics():
+  nested = {'learning': {'client_work': {'train': {'loss': 1.0}},
+                         'finalizer': {'update_non_finite': np.int32(1)}}}
+  assert runner.update_rejected(nested) is True
+  assert runner.update_rejected({'finalizer': {'update_non_finite': 0}}) is False
+  assert runner.update_rejected([{'a': 1}, ({'update_non_finite': 1},)]) is True
+  assert runner.update_rejected({'client_work': {'train': 1}}) is None
+  assert runner.rejected_rounds([{'update_rejected': '1'}, {'update_rejected': 0.0}]) == 1
+  assert runner.rejected_rounds([{'round': 1}]) is None
 
 
 @pytest.mark.parametrize('summary, kind', [

@@ -5,11 +5,12 @@ Results in `config.out`:
 - `metrics.csv`: one row per round (`round, test_accuracy, test_loss,
   validation_accuracy, validation_loss, train_loss, epsilon_claimed,
   epsilon_guaranteed` (max over clients) and their means, `cohort_size`, the method's
-  adaptive quantities, and the per-round profile `train_seconds` (the TFF round:
+  adaptive quantities, `update_rejected` (1 when TFF's finalizer rejected the round's
+  aggregated update as non-finite, leaving the model unchanged; `update_rejected`), and the per-round profile `train_seconds` (the TFF round:
   client work, aggregation, server update), `accounting_seconds`, `eval_seconds`
   (validation and test evaluation), `round_seconds, wall_seconds`);
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
-  the reasons for any `inf`, total wall time, and `segments`: one entry per process that
+  the reasons for any `inf`, `rounds_update_rejected`, total wall time, and `segments`: one entry per process that
   ran rounds of the run (`start_round`, `code` = `code_version()`, `started` UTC), so a
   run resumed across sessions or code changes says so;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
@@ -479,6 +480,9 @@ class Runner:
     self.state = state
     self.last_metrics = metrics
     quantities.update(method.round_metrics(metrics))
+    rejected = update_rejected(metrics)
+    if rejected is not None:
+      quantities[REJECTED] = int(rejected)
     return quantities, method.train_loss(metrics)
 
   def account(self, rel_claimed, rel_guaranteed):
@@ -502,9 +506,11 @@ class Runner:
     rate = (self.wall() - self.wall_before) / (done - self.start_round)
     acc = row['test_accuracy']
     ledger = self.claimed if self.budget_on_claimed else self.guaranteed
+    rejected = rejected_rounds(self.rows)
     self.log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
              f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
-             f'(delta {config.delta:g}, {self.method.dp_unit}) | {rate:.2f} s/round | ETA '
+             f'(delta {config.delta:g}, {self.method.dp_unit}) | {rate:.2f} s/round | '
+             + (f'{rejected} update(s) rejected | ' if rejected else '') + 'ETA '
              + _eta(rate, config.rounds - done, ledger, releases, config,
                     self.per_client_budget))
 
@@ -556,6 +562,10 @@ class Runner:
                eval_seconds=time.perf_counter() - t_eval,
                round_seconds=time.perf_counter() - t0, wall_seconds=self.wall())
     self.write_row(row)
+    if row.get(REJECTED) and rejected_rounds(self.rows) == 1:
+      self.log(f'tffdp: round {r + 1}: the aggregated update was non-finite (NaN or inf) '
+               'and TFF\'s finalizer rejected it: the model is unchanged, the round is '
+               'still accounted. metrics.csv marks each such round (update_rejected).')
     self.log_round(row, rep_c, rep_g,
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
     if not _all_finite(method.model_weights(self.state)):
@@ -644,6 +654,49 @@ class Diverged(Exception):
   (`Method.round_failure`); the message says how."""
 
 
+# The metrics.csv column of `update_rejected`.
+REJECTED = 'update_rejected'
+
+
+def update_rejected(metrics) -> Optional[bool]:
+  """Whether TFF's finalizer rejected the round's aggregated update.
+
+  `tff.learning.templates.build_apply_optimizer_finalizer` (the server step of every
+  method composed with `tffdp.algorithms.common.compose_fedavg_style`) leaves the model
+  weights unchanged when the aggregated update holds a NaN or inf, and says so in its
+  `update_non_finite` measurement (TFF's `reject_non_finite_update`). A client whose local
+  training diverged makes the whole aggregate non-finite, so such rounds train nothing
+  though they still release (and are accounted).
+
+  Args:
+    metrics: The `process.next` metrics of one round (nested mappings and sequences; a
+      wrapped process nests the inner one's).
+
+  Returns:
+    True or False from the first `update_non_finite` found (depth first), None when the
+    metrics hold none (a method without that finalizer).
+  """
+  if hasattr(metrics, 'items'):
+    for key, value in metrics.items():
+      found = (bool(np.asarray(value)) if key == 'update_non_finite'
+               else update_rejected(value))
+      if found is not None:
+        return found
+  elif isinstance(metrics, (list, tuple)):
+    for value in metrics:
+      found = update_rejected(value)
+      if found is not None:
+        return found
+  return None
+
+
+def rejected_rounds(rows) -> Optional[int]:
+  """How many of `rows` (metrics.csv rows) had their update rejected (`REJECTED`); None
+  when no row records it (runs made before the column, or methods without it)."""
+  marks = [int(float(r[REJECTED])) for r in rows if r.get(REJECTED) not in (None, '')]
+  return sum(marks) if marks else None
+
+
 def _all_finite(weights) -> bool:
   return all(bool(np.all(np.isfinite(np.asarray(t)))) for t in tf.nest.flatten(weights))
 
@@ -694,5 +747,6 @@ def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason,
       epsilon_guaranteed=jsonable(rep_g.max),
       epsilon_guaranteed_mean=jsonable(rep_g.mean),
       epsilon_reasons=sorted(set(rep_c.reasons) | set(rep_g.reasons)),
+      rounds_update_rejected=rejected_rounds(rows),
       delta=config.delta, dp_unit=method.dp_unit, wall_seconds=wall_seconds,
       seconds_per_round=wall_seconds / max(1, len(rows)))
