@@ -19,6 +19,7 @@ from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
+from experiments.common import untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl_local_epochs import EPOCHS
 from experiments.a_dpfl_table2 import PAPER as PAPER_T2
@@ -342,6 +343,7 @@ def build(figs: str) -> str:
             + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']
     out += _figure_sections(figs, e)
   out += _changes(figs, settings)
+  out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Notes', '',
           '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',
           '  picks the same K clients (the least skewed) in every round: A-DPFL trains on 10% of',

@@ -15,6 +15,7 @@ import statistics
 
 from experiments import aadp_fl_common as common
 from experiments.common import finished_runs_table, fmt, read_rows, report_main
+from experiments.common import untrained_rounds_section
 
 COMMANDS = {
     'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
@@ -393,6 +394,7 @@ def build(figs: str) -> str:
     images = sorted(f for f in os.listdir(figs) if f.startswith(name + '_')
                     and f.endswith('.png') and not any(f.startswith(o) for o in others))
     out += [f'![{f}]({f})' for f in images] + ['']
+  out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
   out += _not_run(tables)
   out += _unlisted_runs(figs, tables['table2'])

@@ -186,6 +186,62 @@ def finished_runs_table(folder: str, *, keep=lambda name: True, percent: bool = 
   return md_table(runs, cols) + ([''] + stops if stops else [])
 
 
+def untrained_rounds(rows: list[dict]) -> tuple[list[int], bool]:
+  """Rounds of a run (its `metrics.csv` rows) whose model update did not happen.
+
+  Rows with the runner's `update_rejected` column: the rounds marked 1 (TFF's finalizer
+  rejected a non-finite aggregate). Older rows without it: inferred, the rounds whose
+  evaluated test and validation losses repeat the previous round's to the last digit (the
+  model came out of the round unchanged).
+
+  Returns:
+    `(rounds, inferred)`: the round numbers, and whether they were inferred.
+  """
+  if any(r.get(runner.REJECTED) not in (None, '') for r in rows):
+    return [int(r['round']) for r in rows
+            if r.get(runner.REJECTED) not in (None, '') and float(r[runner.REJECTED])], False
+  same = []
+  for prev, cur in zip(rows, rows[1:]):
+    keys = ('test_loss', 'validation_loss')
+    if (int(cur['round']) == int(prev['round']) + 1 and
+        all(cur.get(k) not in (None, '') and cur.get(k) == prev.get(k) for k in keys)):
+      same.append(int(cur['round']))
+  return same, True
+
+
+def untrained_rounds_section(figs: str) -> list[str]:
+  """Markdown lines: the runs copied under `figs` (any depth) with rounds that trained
+  nothing (`untrained_rounds`), each run once (copies of one run, by its config's `out`,
+  listed at the first path)."""
+  lines, seen = [], set()
+  for root, dirs, files in os.walk(figs):
+    dirs.sort()
+    if 'metrics.csv' not in files:
+      continue
+    out = root
+    if 'config.json' in files:
+      with open(os.path.join(root, 'config.json')) as f:
+        out = json.load(f).get('out') or root
+    rows = read_rows(os.path.join(root, 'metrics.csv'))
+    if out in seen or not rows or 'round' not in rows[0]:
+      continue
+    seen.add(out)
+    rounds, inferred = untrained_rounds(rows)
+    if rounds:
+      shown = ', '.join(map(str, rounds[:12])) + (', ...' if len(rounds) > 12 else '')
+      lines.append(f'- `{os.path.relpath(root, figs)}`: {len(rounds)} of {len(rows)} rounds '
+                   f'(rounds {shown})' + (' (inferred)' if inferred else '') + '.')
+  intro = ('A round trains nothing when its aggregated update holds a NaN or inf: TFF\'s '
+           'server step (`build_apply_optimizer_finalizer`) then rejects it and the model '
+           'stays as it was, while the round still releases its noisy aggregate and is '
+           'accounted. A single client whose local training diverged (for instance on a '
+           'model that noise has already pushed far from any trained one) is enough. Runs '
+           'record it per round in `metrics.csv` (`update_rejected`); for runs made before '
+           'that column it is inferred (marked) from evaluated test and validation losses '
+           'that repeat the previous round\'s to the last digit.')
+  return [intro, ''] + (lines or ['No run here has such a round.'])
+
+
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:
   """CLI of a report module: writes `build(figures_dir)` to `<figures_dir>/README.md`."""
   import argparse  # pylint: disable=g-import-not-at-top

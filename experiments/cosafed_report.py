@@ -15,6 +15,7 @@ import statistics
 
 from experiments import cosafed_common as cc
 from experiments.common import fmt, md_table as _md_table, read_rows, report_main
+from experiments.common import untrained_rounds_section
 
 COMMANDS = {
     'calibration': 'python -m experiments.cosafed_calibrate',
@@ -265,6 +266,7 @@ def build(figs: str) -> str:
          'with N (Figs. 2-5); the budget drops and returns to its initial value, with a '
          'wider range for larger epsilon and a narrower one for larger N (Figs. 6-7; '
          'plots only).', '', *_figs(figs), '',
+         '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
          '## Speed', '', *_speed(figs), '']
   return '\n'.join(out) + '\n'
 

@@ -14,6 +14,7 @@ import statistics
 
 from experiments import dp_fedags_common as dc
 from experiments.common import fmt, md_table as _md_table, read_rows, report_main
+from experiments.common import untrained_rounds_section
 
 COMMANDS = {
     'table4': 'python -m experiments.dp_fedags_table4 --datasets mnist',
@@ -337,6 +338,7 @@ def build(figs: str) -> str:
          *_cpsgd_true_sensitivity(figs), '',
          *_fig3_images(figs), '',
          '## Tables II-III: membership inference', '', *_mia(figs), '',
+         '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
          '## Speed', '', *_speed(figs), '']
   return '\n'.join(out) + '\n'
 

@@ -545,6 +545,29 @@ def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == []
 
 
+def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path):
+  from experiments import common
+  row = lambda r, loss, **kw: dict(round=str(r), test_loss=loss, validation_loss=loss, **kw)
+  marked = [row(1, '2.1', update_rejected='0'), row(2, '2.1', update_rejected='1'),
+            row(3, '1.9', update_rejected='0')]
+  assert common.untrained_rounds(marked) == ([2], False)  # the column, not the losses
+  old = [row(1, '2.1'), row(2, '2.1'), row(3, '1.9'), row(4, '1.9'),
+         row(6, '1.9'),  # not the next round of 4: not compared
+         row(7, '')]     # not evaluated
+  assert common.untrained_rounds(old) == ([2, 4], True)
+  for name, rows, out in (('a', old, '$RUNS_DIR/a'), ('a_copy', old, '$RUNS_DIR/a'),
+                          ('b', marked[:1], '$RUNS_DIR/b')):
+    (tmp_path / name).mkdir()
+    common.write_table(str(tmp_path / name / 'metrics.csv'), rows)
+    (tmp_path / name / 'config.json').write_text(json.dumps({'out': out}))
+  lines = common.untrained_rounds_section(str(tmp_path))
+  assert lines[2:] == ['- `a`: 2 of 6 rounds (rounds 2, 4) (inferred).']  # one line per run
+  (tmp_path / 'a' / 'metrics.csv').unlink()
+  (tmp_path / 'a_copy' / 'metrics.csv').unlink()
+  assert common.untrained_rounds_section(str(tmp_path))[2:] == [
+      'No run here has such a round.']
+
+
 def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path):
   from experiments import common
   for name, acc, stop in [('cifar10_a', 0.5563, ''), ('cifar10_b', 0.1012, 'diverged in round 8'),
