@@ -6,13 +6,15 @@ Results in `config.out`:
   validation_accuracy, validation_loss, train_loss, epsilon_claimed,
   epsilon_guaranteed` (max over clients) and their means, `cohort_size`, the method's
   adaptive quantities, `update_rejected` (1 when TFF's finalizer rejected the round's
-  aggregated update as non-finite, leaving the model unchanged; `update_rejected`), and the per-round profile `train_seconds` (the TFF round:
-  client work, aggregation, server update), `accounting_seconds`, `eval_seconds`
-  (validation and test evaluation), `round_seconds, wall_seconds`);
+  aggregated update as non-finite, leaving the model unchanged; see `update_rejected`), and
+  the per-round profile `train_seconds` (the TFF round: client work, aggregation, server
+  update), `accounting_seconds`, `eval_seconds` (validation and test evaluation),
+  `round_seconds, wall_seconds`);
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
-  the reasons for any `inf`, `rounds_update_rejected`, total wall time, and `segments`: one entry per process that
-  ran rounds of the run (`start_round`, `code` = `code_version()`, `started` UTC), so a
-  run resumed across sessions or code changes says so;
+  the reasons for any `inf`, `rounds_update_rejected`, total wall time, and `segments`:
+  one entry per process that ran rounds of the run (`start_round`, `code` =
+  `code_version()`, `started` UTC), so a run resumed across sessions or code changes
+  says so;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
   `--resume` continues from it exactly (same seed, same cohorts, same noise; DP-FedAvg's
   server noise excepted: TFF draws it unseeded) when the code is the same: a segment
