@@ -293,14 +293,16 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
                  'rounds): ' + '; '.join(f'{label}: {hold}' for label, hold in trace) + '.')
   for e in settings:
     rows, so_far = _fig4_rows(figs, 'mnist', e)
-    acc = _final(rows)
+    acc, eps = _final(rows), _epsilon(rows)
     cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
     if 'A-DPFL' in acc and len(cl) > 1:
       ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
       out.append(f'- **CL-FL\'s sigma** (MNIST, {_label(e)}'
                  + (', the runs finished so far' if so_far else '')
-                 + f'): A-DPFL {_f(acc["A-DPFL"])} against '
-                 + ', '.join(f'{m} {_f(a)}' for m, a in cl.items())
+                 + '; final test accuracy, epsilon_guaranteed sample-level for A-DPFL, '
+                 f'client-level for CL-FL): A-DPFL {_f(acc["A-DPFL"])} (epsilon '
+                 f'{_f(eps["A-DPFL"])}) against '
+                 + ', '.join(f'{m} {_f(a)} (epsilon {_f(eps[m])})' for m, a in cl.items())
                  + f': A-DPFL ahead of {len(ahead)} of {len(cl)} CL-FL settings, so the Fig. 4 '
                  'ordering against CL-FL ' + ('does not hinge on CL-FL\'s sigma.'
                                              if len(ahead) in (0, len(cl)) else
