@@ -394,6 +394,7 @@ class Runner:
     self.budget_on_claimed = self.per_client_budget and method.budget_ledger != 'guaranteed'
     self.stopped: dict[int, int] = {}
     self.rows: list[dict] = []
+    self.rejected = 0  # rounds whose update TFF rejected (`REJECTED`), this run so far
     self.start_round, self.wall_before = 0, 0.0
     self.stop_reason, self.stop_kind = None, None
     # One entry per process that ran rounds of this run: where it started, with which code.
@@ -415,6 +416,7 @@ class Runner:
     self.claimed.load_state_dict(ckpt['claimed'])
     self.guaranteed.load_state_dict(ckpt['guaranteed'])
     self.rows, self.start_round = ckpt['rows'], ckpt['round']
+    self.rejected = rejected_rounds(self.rows) or 0
     self.wall_before = ckpt['wall_seconds']
     self.stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
     # Checkpoints written before segments were recorded: the first segment's code unknown.
@@ -508,7 +510,7 @@ class Runner:
     rate = (self.wall() - self.wall_before) / (done - self.start_round)
     acc = row['test_accuracy']
     ledger = self.claimed if self.budget_on_claimed else self.guaranteed
-    rejected = rejected_rounds(self.rows)
+    rejected = self.rejected
     self.log(f'round {done}/{config.rounds} | test_acc {acc if acc == "" else f"{acc:.4f}"} | '
              f'eps_claimed {_fmt(rep_c.max)} eps_guaranteed {_fmt(rep_g.max)} '
              f'(delta {config.delta:g}, {self.method.dp_unit}) | {rate:.2f} s/round | '
@@ -564,7 +566,8 @@ class Runner:
                eval_seconds=time.perf_counter() - t_eval,
                round_seconds=time.perf_counter() - t0, wall_seconds=self.wall())
     self.write_row(row)
-    if row.get(REJECTED) and rejected_rounds(self.rows) == 1:
+    self.rejected += row.get(REJECTED, 0)
+    if row.get(REJECTED) and self.rejected == 1:
       self.log(f'tffdp: round {r + 1}: the aggregated update was non-finite (NaN or inf) '
                'and TFF\'s finalizer rejected it: the model is unchanged, the round is '
                'still accounted. metrics.csv marks each such round (update_rejected).')
