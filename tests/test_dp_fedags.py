@@ -117,7 +117,11 @@ def test_noise_scales(perturbation):
     expected = dp_fedags.eq2_noise_multiplier(ds, 0.5) * 1.0   # sigma C
     assert noise.std() == pytest.approx(expected, rel=0.02)
   else:
-    assert noise.var() == pytest.approx(2 * (ds / 0.45) ** 2, rel=0.03)
+    # Laplace scale b = Delta_S / epsilon: E|z| = b (sd of the mean b / sqrt(dim), 0.3%
+    # here), and var = 2 b^2 (sd of the sample variance about 0.7% of it, heavier-tailed:
+    # one unseeded CI draw came out 3.8% high, so the variance gets a looser bound).
+    assert np.abs(noise).mean() == pytest.approx(ds / 0.45, rel=0.02)
+    assert noise.var() == pytest.approx(2 * (ds / 0.45) ** 2, rel=0.06)
   assert float(out.measurements['significant_gradient']['noise_std']) == pytest.approx(
       expected if perturbation == 'gaussian' else math.sqrt(2) * ds / 0.45, rel=1e-5)
 
