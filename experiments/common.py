@@ -197,9 +197,9 @@ def untrained_rounds(rows: list[dict]) -> tuple[list[int], bool]:
   Returns:
     `(rounds, inferred)`: the round numbers, and whether they were inferred.
   """
-  if any(r.get(runner.REJECTED) not in (None, '') for r in rows):
-    return [int(r['round']) for r in rows
-            if r.get(runner.REJECTED) not in (None, '') and float(r[runner.REJECTED])], False
+  marked = runner.rejected_round_numbers(rows)
+  if marked is not None:
+    return marked, False
   same = []
   for prev, cur in zip(rows, rows[1:]):
     keys = ('test_loss', 'validation_loss')

@@ -410,7 +410,8 @@ def test_update_rejected_finds_the_finalizer_measurement_in_nested_metrics():
   assert runner.update_rejected({'finalizer': {'update_non_finite': 0}}) is False
   assert runner.update_rejected([{'a': 1}, ({'update_non_finite': 1},)]) is True
   assert runner.update_rejected({'client_work': {'train': 1}}) is None
-  assert runner.rejected_rounds([{'update_rejected': '1'}, {'update_rejected': 0.0}]) == 1
+  assert runner.rejected_rounds([{'round': 1, 'update_rejected': '1'},
+                                 {'round': 2, 'update_rejected': 0.0}]) == 1
   assert runner.rejected_rounds([{'round': 1}]) is None
 
 

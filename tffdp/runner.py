@@ -695,11 +695,20 @@ def update_rejected(metrics) -> Optional[bool]:
   return None
 
 
+def rejected_round_numbers(rows) -> Optional[list[int]]:
+  """The `round`s of `rows` (metrics.csv rows) whose update was rejected (`REJECTED`);
+  None when no row records it (runs made before the column, or methods without it)."""
+  marked = [r for r in rows if r.get(REJECTED) not in (None, '')]
+  if not marked:
+    return None
+  return [int(r['round']) for r in marked if float(r[REJECTED])]
+
+
 def rejected_rounds(rows) -> Optional[int]:
-  """How many of `rows` (metrics.csv rows) had their update rejected (`REJECTED`); None
-  when no row records it (runs made before the column, or methods without it)."""
-  marks = [int(float(r[REJECTED])) for r in rows if r.get(REJECTED) not in (None, '')]
-  return sum(marks) if marks else None
+  """How many of `rows` had their update rejected (`rejected_round_numbers`); None when
+  no row records it."""
+  rounds = rejected_round_numbers(rows)
+  return None if rounds is None else len(rounds)
 
 
 def _all_finite(weights) -> bool:
