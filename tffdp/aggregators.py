@@ -17,6 +17,7 @@ from typing import Optional, Sequence, Union
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+import tensorflow_probability as tfp
 from tensorflow_federated.python.aggregators import robust
 
 
@@ -289,14 +290,25 @@ def with_noise_multipliers(aggregator_state, noise_multipliers: np.ndarray):
 
 
 def laplace_noise(shape, scale: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
-  """`Lap(0, scale)` per coordinate: the difference of two `Exp(1)` draws, times `scale`.
+  """`Lap(0, scale)` per coordinate, drawn by `tfp.distributions.Laplace` in float64.
 
-  Variance `2 scale^2`. TF's stateful RNG (fresh per call), like TFF's DP factories.
+  Variance `2 scale^2`. TF's stateful RNG (fresh per call), like TFF's DP factories. The
+  draw is made in float64 and cast to `dtype`: a float32 draw (before 2026-11-24, as
+  `log(u0) - log(u1)` with `u ~ U[tiny, 1)` in float32) put an atom of size `87.3 scale`
+  at probability `2^-23` per uniform draw (a uniform draw of exactly 0 maps to `tiny`) and
+  cut the tail at about `16 scale` otherwise; float64 pushes both out of reach.
+
+  Args:
+    shape: the output shape (1-D int list or tensor).
+    scale: the Laplace scale `b` (scalar, same units as the values it perturbs).
+    dtype: the output dtype.
+
+  Returns:
+    A tensor of `shape` and `dtype`.
   """
   shape = tf.reshape(tf.convert_to_tensor(shape, dtype=tf.int32), [-1])
-  u = tf.random.uniform(tf.concat([[2], shape], 0), minval=np.finfo(np.float32).tiny,
-                        maxval=1.0, dtype=dtype)
-  return tf.cast(scale, dtype) * (tf.math.log(u[0]) - tf.math.log(u[1]))
+  unit = tfp.distributions.Laplace(tf.constant(0.0, tf.float64), tf.constant(1.0, tf.float64))
+  return tf.cast(scale, dtype) * tf.cast(unit.sample(shape), dtype)
 
 
 def l1_clip(values: Sequence[tf.Tensor], clip_norm: tf.Tensor
