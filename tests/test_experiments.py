@@ -645,3 +645,19 @@ def test_a_dpfl_report_compares_finished_runs_with_the_first_regeneration(tmp_pa
   assert ('- **E = 1 -> E = 5, lr = 0.1** (mnist, Fig. 4, the runs finished so far, '
           'final test accuracy') in report
   assert 'DPFL 0.7519 -> 0.8825 (epsilon 22.59 -> 69.42).' in report
+
+
+def test_a_dpfl_report_names_the_sigma_reading_closest_to_the_paper(tmp_path):
+  from experiments import a_dpfl_report
+  for slug, hold in (('a_dpfl', 3), ('a_dpfl_adjust5', 30)):
+    run = tmp_path / 'fig4_mnist_E5_lr0.1' / slug
+    run.mkdir(parents=True)
+    sigmas = [1.0] * hold + [0.7] * (50 - hold)
+    (run / 'metrics.csv').write_text('round,noise_multiplier\n' + ''.join(
+        f'{i + 1},{s}\n' for i, s in enumerate(sigmas)))
+  line, = [l for l in a_dpfl_report.build(str(tmp_path)).splitlines()
+           if l.startswith('- **When sigma first decays** (MNIST, E = 5, lr = 0.1')]
+  assert 'Alg. 4 every round: sigma 1 for 3 rounds, final 0.7' in line
+  assert 'every 5 rounds: sigma 1 for 30 rounds' in line
+  assert line.endswith("The reading closest to the paper's 20 rounds: every 5 rounds "
+                       '(30 rounds).')
