@@ -209,19 +209,35 @@ def untrained_rounds(rows: list[dict]) -> tuple[list[int], bool]:
   return same, True
 
 
+def run_copies(figs: str, required: tuple[str, ...] = ('metrics.csv',)):
+  """Yields `(copy folder, run folder)` for each run copy under `figs`, in sorted walk order.
+
+  Args:
+    figs: Folder searched recursively.
+    required: File names a folder must hold all of to count as a run copy.
+
+  Yields:
+    `(root, out)`: the copy's folder, and the run folder it came from (its
+    `config.json`'s `"out"`; the copy's own folder without one). A run copied under two
+    figures is yielded once per copy: callers that want each run once dedupe on `out`.
+  """
+  for root, dirs, files in os.walk(figs):
+    dirs.sort()
+    if not all(f in files for f in required):
+      continue
+    out = ''
+    if 'config.json' in files:
+      with open(os.path.join(root, 'config.json')) as f:
+        out = json.load(f).get('out') or ''
+    yield root, out or root
+
+
 def untrained_rounds_section(figs: str) -> list[str]:
   """Markdown lines: the runs copied under `figs` (any depth) with rounds that trained
   nothing (`untrained_rounds`), each run once (copies of one run, by its config's `out`,
   listed at the first path)."""
   lines, seen = [], set()
-  for root, dirs, files in os.walk(figs):
-    dirs.sort()
-    if 'metrics.csv' not in files:
-      continue
-    out = root
-    if 'config.json' in files:
-      with open(os.path.join(root, 'config.json')) as f:
-        out = json.load(f).get('out') or root
+  for root, out in run_copies(figs):
     rows = read_rows(os.path.join(root, 'metrics.csv'))
     if out in seen or not rows or 'round' not in rows[0]:
       continue

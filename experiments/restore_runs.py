@@ -21,11 +21,11 @@ directory included), so a copy made under another configuration is not reused.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import sys
 
+from experiments import common
 from tffdp import runner
 
 FILES = ('config.json', 'metrics.csv', 'summary.json')
@@ -46,12 +46,7 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
     skipped.
   """
   found = {}
-  for root, dirs, files in os.walk(figures_dir):
-    dirs.sort()
-    if not all(f in files for f in FILES):
-      continue
-    with open(os.path.join(root, 'config.json')) as f:
-      out = json.load(f).get('out') or ''
+  for root, out in common.run_copies(figures_dir, FILES):
     for prefix in _PREFIXES:
       if out.startswith(prefix):
         found.setdefault(os.path.normpath(out[len(prefix):]), root)
