@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import functools
 import json
 import os
 import re
@@ -256,6 +257,69 @@ def untrained_rounds_section(figs: str) -> list[str]:
            'that column it is inferred (marked) from evaluated test and validation losses '
            'that repeat the previous round\'s to the last digit.')
   return [intro, ''] + (lines or ['No run here has such a round.'])
+
+
+# `tffdp.aggregators.laplace_noise` drew `log(u0) - log(u1)` from float32 uniforms on
+# `[tiny, 1)` until this commit time (UTC): a uniform of exactly 0 (probability 2^-23)
+# became `tiny`, so each Laplace draw was `+-87.3 b` with probability 2 * 2^-23.
+FLOAT64_LAPLACE_SINCE = '2026-11-24T13:29:00Z'
+FLOAT32_LAPLACE_ATOM = 2.0 * 2.0 ** -23
+
+
+@functools.lru_cache(maxsize=None)
+def model_size(model: str, dataset: str, num_classes: int = 10) -> int:
+  """Trainable and non-trainable weights of registry model `model` on `dataset`'s images."""
+  from tffdp import models  # pylint: disable=g-import-not-at-top
+  shape = (32, 32, 3) if dataset.startswith('cifar') else (28, 28, 1)
+  return models.count_params(model, shape, num_classes)
+
+
+def cohort_uploads(rows: list[dict]) -> int:
+  """Client uploads over a run: the sum of `metrics.csv`'s `cohort_size` column."""
+  return sum(int(float(r['cohort_size'])) for r in rows if r.get('cohort_size'))
+
+
+def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
+  """Markdown lines: the runs copied under `figs` that drew Laplace noise with the float32
+  sampler, and how many `+-87.3 b` draws that sampler is expected to have put in each.
+
+  Args:
+    figs: Folder searched for run copies (`config.json`, `metrics.csv`, `summary.json`).
+    laplace_draws: `(config dict, metrics rows) -> int`, the number of Laplace
+      coordinates the run drew (0 for a run that drew none).
+
+  Returns:
+    Lines (empty when no run here drew with that sampler). A run counts as drawn with it
+    when it has no `segments` record (runs made before segments were recorded) or a
+    segment started before `FLOAT64_LAPLACE_SINCE`.
+  """
+  found, seen = [], set()
+  for root, out in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
+    if out in seen:
+      continue
+    seen.add(out)
+    with open(os.path.join(root, 'summary.json')) as f:
+      segments = json.load(f).get('segments') or []
+    if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
+      continue
+    with open(os.path.join(root, 'config.json')) as f:
+      config = json.load(f)
+    draws = laplace_draws(config, read_rows(os.path.join(root, 'metrics.csv')) or [])
+    if draws:
+      found.append(draws)
+  if not found:
+    return []
+  expected = sorted(d * FLOAT32_LAPLACE_ATOM for d in found)
+  return [f'{len(found)} run(s) here drew their Laplace noise before {FLOAT64_LAPLACE_SINCE} '
+          'with a float32 sampler (`log(u0) - log(u1)`, `u` uniform on `[tiny, 1)`) that '
+          'turned a uniform draw of exactly 0 (probability 2^-23) into `tiny`: each Laplace '
+          'coordinate was `+-87.3 b` with probability 2^-22 instead of about e^-87, and the '
+          'tail was otherwise cut at about 16 b. Those runs drew '
+          f'{min(found):,} to {max(found):,} Laplace coordinates each, so about '
+          f'{fmt(expected[0], 3)} to {fmt(expected[-1], 3)} such coordinates per run '
+          f'(median {fmt(expected[len(expected) // 2], 3)}; expected counts, not observed). '
+          'The sampler now draws with `tfp.distributions.Laplace` in float64; these runs '
+          'were not rerun.', '']
 
 
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:

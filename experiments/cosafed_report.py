@@ -16,6 +16,7 @@ import statistics
 from experiments import cosafed_common as cc
 from experiments.common import fmt, md_table as _md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
+from experiments import common
 
 COMMANDS = {
     'calibration': 'python -m experiments.cosafed_calibrate',
@@ -267,8 +268,16 @@ def build(figs: str) -> str:
          'wider range for larger epsilon and a narrower one for larger N (Figs. 6-7; '
          'plots only).', '', *_figs(figs), '',
          '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
+         *_laplace_sampler(figs),
          '## Speed', '', *_speed(figs), '']
   return '\n'.join(out) + '\n'
+
+
+def _laplace_sampler(figs: str) -> list[str]:
+  """Every cosAFed-family upload is `d * update + Lap(b)` on all of the model's weights."""
+  lines = common.float32_laplace_section(figs, lambda config, rows: common.model_size(
+      config['model'], config['dataset']) * common.cohort_uploads(rows))
+  return ['## Laplace sampler', '', *lines] if lines else []
 
 
 def main(argv=None) -> int:

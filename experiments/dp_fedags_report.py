@@ -15,6 +15,7 @@ import statistics
 from experiments import dp_fedags_common as dc
 from experiments.common import fmt, md_table as _md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
+from experiments import common
 
 COMMANDS = {
     'table4': 'python -m experiments.dp_fedags_table4 --datasets mnist',
@@ -339,8 +340,29 @@ def build(figs: str) -> str:
          *_fig3_images(figs), '',
          '## Tables II-III: membership inference', '', *_mia(figs), '',
          '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
+         *_laplace_sampler(figs),
          '## Speed', '', *_speed(figs), '']
   return '\n'.join(out) + '\n'
+
+
+def _laplace_draws(config: dict, rows: list[dict]) -> int:
+  """Laplace coordinates a run drew: DP-FedAGS's sparse-vector test (Alg. 1: one `alpha`
+  per weight and one `beta` per upload), plus the noise itself with `perturbation=laplace`.
+  The baselines draw none (`selection` top / all)."""
+  if config['method'] != 'dp_fedags':
+    return 0
+  uploads = common.cohort_uploads(rows)
+  size = common.model_size(config['model'], config['dataset'])
+  laplace_noise = (config.get('method_options') or {}).get('perturbation') == 'laplace'
+  return uploads * (size + 1 + (size if laplace_noise else 0))
+
+
+def _laplace_sampler(figs: str) -> list[str]:
+  lines = common.float32_laplace_section(figs, _laplace_draws)
+  return (['## Laplace sampler', '', 'DP-FedAGS draws Laplace noise in its sparse-vector '
+           'test (a weight with an `alpha` of +87.3 b passes the test regardless of its '
+           'gradient; one of -87.3 b fails it), and in the released values only with '
+           '`perturbation=laplace`.', '', *lines] if lines else [])
 
 
 def main(argv=None) -> int:

@@ -661,3 +661,23 @@ def test_a_dpfl_report_names_the_sigma_reading_closest_to_the_paper(tmp_path):
   assert 'every 5 rounds: sigma 1 for 30 rounds' in line
   assert line.endswith("The reading closest to the paper's 20 rounds: every 5 rounds "
                        '(30 rounds).')
+
+
+def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
+  from experiments import common
+  for name, segments in (('old', None), ('resumed', [
+      dict(started='2026-11-20T10:00:00Z'), dict(started='2026-12-01T10:00:00Z')]),
+                         ('new', [dict(started='2026-12-01T10:00:00Z')])):
+    run = tmp_path / name
+    run.mkdir()
+    (run / 'config.json').write_text(json.dumps(dict(out=f'runs/x/{name}', model='m')))
+    (run / 'metrics.csv').write_text('round,cohort_size\n1,3\n2,4\n')
+    (run / 'summary.json').write_text(json.dumps(dict(segments=segments) if segments else {}))
+  seen = []
+  draws = lambda config, rows: seen.append(config['out']) or 2 ** 21 * common.cohort_uploads(rows)
+  text = ' '.join(common.float32_laplace_section(str(tmp_path), draws))
+  assert sorted(seen) == ['runs/x/old', 'runs/x/resumed']   # 'new' began after the fix
+  assert text.startswith('2 run(s) here drew')
+  assert '14,680,064 to 14,680,064 Laplace coordinates' in text   # 7 uploads * 2^21
+  assert 'about 3.5 to 3.5 such coordinates' in text               # * 2^-22
+  assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == []
