@@ -296,7 +296,10 @@ def laplace_noise(shape, scale: tf.Tensor, dtype=tf.float32) -> tf.Tensor:
   draw is made in float64 and cast to `dtype`: a float32 draw (before 2026-11-24, as
   `log(u0) - log(u1)` with `u ~ U[tiny, 1)` in float32) put an atom of size `87.3 scale`
   at probability `2^-23` per uniform draw (a uniform draw of exactly 0 maps to `tiny`) and
-  cut the tail at about `16 scale` otherwise; float64 pushes both out of reach.
+  cut the tail at about `16 scale` otherwise; float64 pushes both out of reach. Like
+  every floating-point sampler it is not exactly the continuous Laplace (Mironov 2012,
+  "On significance of the least significant bits for differential privacy"); the ledgers
+  account the ideal mechanism.
 
   Args:
     shape: the output shape (1-D int list or tensor).
