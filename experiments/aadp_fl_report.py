@@ -258,6 +258,25 @@ def _fig5_notes(figs, rows) -> list[str]:
                'which sparse updates leave small, so the few surviving coordinates take '
                'large steps; with noise (Table 2, S = 0.25) the second moment is floored by '
                'the noise variance. Per S:')
+  return out + _best_clip_verdicts(rows)
+
+
+def _best_clip_verdicts(rows) -> list[str]:
+  """Per dataset: the S with the highest final and peak test accuracy against the paper's."""
+  out = []
+  for dataset in dict.fromkeys(r['dataset'] for r in rows):
+    runs = [r for r in rows if r['dataset'] == dataset]
+    paper = float(runs[0]['paper_best_clip'])
+    at_paper = [r for r in runs if float(r['clip_norm']) == paper]
+    parts = []
+    for what, key in (('final', 'final_test_accuracy'), ('peak', 'best_test_accuracy')):
+      best = max(runs, key=lambda r: float(r[key]))
+      gap = (f'; S = {paper:g}: {float(best[key]) - float(at_paper[0][key]):.2f} points '
+             'lower' if at_paper and best is not at_paper[0] else '')
+      parts.append(f"by {what} test accuracy S = {float(best['clip_norm']):g} "
+                   f'({_f(best[key])}%{gap})')
+    out.append(f"- **Best S, {common.LABEL[dataset]}** (paper: S = {paper:g}; one seed per "
+               'S): ' + '; '.join(parts) + '.')
   return out
 
 
@@ -397,7 +416,7 @@ def build(figs: str) -> str:
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
   out += _not_run(tables)
-  out += _unlisted_runs(figs, tables['table2'])
+  out += _unlisted_runs(figs, tables)
   return '\n'.join(out) + '\n'
 
 
@@ -407,10 +426,11 @@ def _median_round_seconds(run_dir) -> str:
   return _f(statistics.median(times) if times else math.nan, 3)
 
 
-def _unlisted_runs(figs, table2) -> list[str]:
-  """Finished CIFAR-10 runs whose figure has not been written yet (e.g. Table 2's first
-  CIFAR-10 rows while the others still run), read from their copies in `runs/`."""
-  listed = {os.path.basename(r['run']) for r in table2 or []}
+def _unlisted_runs(figs, tables) -> list[str]:
+  """Finished CIFAR-10 runs in no written table yet (e.g. Table 2's first CIFAR-10 rows
+  while the others still run), read from their copies in `runs/`."""
+  listed = {os.path.basename(r['run']) for rows in tables.values() for r in rows or []
+            if r.get('run')}
   table = finished_runs_table(
       os.path.join(figs, 'runs'), percent=True, empty='-',
       keep=lambda name: name.startswith('cifar10_') and name not in listed,

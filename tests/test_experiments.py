@@ -681,3 +681,17 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
   assert '14,680,064 to 14,680,064 Laplace coordinates' in text   # 7 uploads * 2^21
   assert 'about 3.5 to 3.5 such coordinates' in text               # * 2^-22
   assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == []
+
+
+def test_aadp_fl_fig5_best_clip_verdict_against_the_paper():
+  from experiments import aadp_fl_report
+  row = lambda s, final, best: dict(dataset='cifar10', clip_norm=str(s), paper_best_clip='0.2',
+                                    final_test_accuracy=str(final), best_test_accuracy=str(best))
+  line, = aadp_fl_report._best_clip_verdicts(
+      [row(0.15, 55.35, 56.52), row(0.2, 55.28, 58.23), row(0.3, 54.82, 59.45)])
+  assert line == ('- **Best S, CIFAR-10** (paper: S = 0.2; one seed per S): by final test '
+                  'accuracy S = 0.15 (55.35%; S = 0.2: 0.07 points lower); by peak test '
+                  'accuracy S = 0.3 (59.45%; S = 0.2: 1.22 points lower).')
+  line, = aadp_fl_report._best_clip_verdicts([row(0.2, 56.0, 59.0), row(0.3, 55.0, 58.0)])
+  assert line.endswith('by final test accuracy S = 0.2 (56%); by peak test accuracy S = 0.2 '
+                       '(59%).')
