@@ -26,7 +26,7 @@ from experiments.a_dpfl_table2 import PAPER as PAPER_T2
 
 PAPER_FIG4 = 'A-DPFL > CL-FL > DPFL, all below non-private (read off the figure; no numbers given)'
 PAPER_FIG5 = 'sigma 1.0 for 20 rounds, 0.7 for 4, 0.49 for 4, 0.34 for 7, then shorter holds'
-PAPER_SIGMA_HOLDS = 20   # rounds at sigma_0 before the first decay (Fig. 5, Sec. V)
+PAPER_SIGMA_HOLDS = 20   # rounds at sigma_0 before the first decay (Sec. 6.4.1, Fig. 5)
 PAPER_FIG6 = 'final accuracy declines slowly up to k = 0.7, faster beyond'
 
 
