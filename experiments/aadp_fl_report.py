@@ -59,8 +59,9 @@ EXPECTED = [
      'python -m experiments.aadp_fl_fig5 --datasets cifar10',
      '4 runs of 300 rounds at about 5 s a round, about 2 h'),
     ('Fig. 6, CNN panel', lambda t: bool(t['fig6_mcmahan_cnn']), COMMANDS['fig6_mcmahan_cnn'],
-     '5 runs of 50 MNIST rounds; FedAvg\'s first rounds took 54-55 s each on one thread '
-     'beside another job (about 4 h for the five)'),
+     '5 runs of 50 MNIST rounds; the committed FedAvg run (`runs/mnist_fedavg_mcmahan_cnn_'
+     'seed0`) took a median 51 s a round on one thread beside another job, so about 3.5 h '
+     'for the five, more if the private runs are slower'),
     ('Fig. 7a (CIFAR-10, AlexNet-style)', lambda t: bool(t['fig7_alexnet_cnn']),
      COMMANDS['fig7_alexnet_cnn'],
      '10 runs of 300 CIFAR-10 rounds of the AlexNet-style network; round time not '

@@ -218,19 +218,20 @@ def run_copies(figs: str, required: tuple[str, ...] = ('metrics.csv',)):
     required: File names a folder must hold all of to count as a run copy.
 
   Yields:
-    `(root, out)`: the copy's folder, and the run folder it came from (its
-    `config.json`'s `"out"`; the copy's own folder without one). A run copied under two
-    figures is yielded once per copy: callers that want each run once dedupe on `out`.
+    `(root, out, config)`: the copy's folder, the run folder it came from (its
+    `config.json`'s `"out"`; the copy's own folder without one) and the parsed
+    `config.json` (`{}` without one). A run copied under two figures is yielded once per
+    copy: callers that want each run once dedupe on `out`.
   """
   for root, dirs, files in os.walk(figs):
     dirs.sort()
     if not all(f in files for f in required):
       continue
-    out = ''
+    config = {}
     if 'config.json' in files:
       with open(os.path.join(root, 'config.json')) as f:
-        out = json.load(f).get('out') or ''
-    yield root, out or root
+        config = json.load(f)
+    yield root, config.get('out') or root, config
 
 
 def untrained_rounds_section(figs: str) -> list[str]:
@@ -238,9 +239,11 @@ def untrained_rounds_section(figs: str) -> list[str]:
   nothing (`untrained_rounds`), each run once (copies of one run, by its config's `out`,
   listed at the first path)."""
   lines, seen = [], set()
-  for root, out in run_copies(figs):
+  for root, out, _ in run_copies(figs):
+    if out in seen:
+      continue
     rows = read_rows(os.path.join(root, 'metrics.csv'))
-    if out in seen or not rows or 'round' not in rows[0]:
+    if not rows or 'round' not in rows[0]:
       continue
     seen.add(out)
     rounds, inferred = untrained_rounds(rows)
@@ -294,7 +297,7 @@ def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
     segment started before `FLOAT64_LAPLACE_SINCE`.
   """
   found, seen = [], set()
-  for root, out in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
+  for root, out, config in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
     if out in seen:
       continue
     seen.add(out)
@@ -302,8 +305,6 @@ def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
       segments = json.load(f).get('segments') or []
     if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
       continue
-    with open(os.path.join(root, 'config.json')) as f:
-      config = json.load(f)
     draws = laplace_draws(config, read_rows(os.path.join(root, 'metrics.csv')) or [])
     if draws:
       found.append(draws)

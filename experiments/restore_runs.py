@@ -46,7 +46,7 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
     skipped.
   """
   found = {}
-  for root, out in common.run_copies(figures_dir, FILES):
+  for root, out, _ in common.run_copies(figures_dir, FILES):
     for prefix in _PREFIXES:
       if out.startswith(prefix):
         found.setdefault(os.path.normpath(out[len(prefix):]), root)
