@@ -427,3 +427,14 @@ def test_update_rejected_finds_the_finalizer_measurement_in_nested_metrics():
 ])
 def test_stop_kind_reads_the_field_or_an_older_summary_s_reason(summary, kind):
   assert runner.stop_kind(summary) == kind
+
+
+def test_cli_help_lists_every_method_option():
+  # argparse %-formats help text: an option whose help says '10%' once broke --help.
+  from tffdp import run  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  text = run.make_parser().format_help()
+  assert '10%' in text
+  for name in config_lib.methods():
+    for f in dataclasses.fields(registry.get(name).hparams):
+      assert '--' + f.name.replace('_', '-') in text

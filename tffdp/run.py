@@ -79,7 +79,8 @@ def add_method_options(p: argparse.ArgumentParser) -> None:
       if f.name in added:
         continue
       added.add(f.name)
-      kw = dict(help=f.metadata.get('help', ''), dest=_OPTION_DEST + f.name,
+      # argparse %-formats help text: a literal % (e.g. '10%') must be doubled.
+      kw = dict(help=f.metadata.get('help', '').replace('%', '%%'), dest=_OPTION_DEST + f.name,
                 default=argparse.SUPPRESS, type=_option_type(spec.hparams, f))
       if len(owners[f.name]) > 1:
         # Each method reads it with its own type and choices (`config_from_args`).
