@@ -10,6 +10,7 @@ COUNTS = {
     ('mlp', (28, 28, 1)): 159_010,
     ('mcmahan_cnn', (28, 28, 1)): 1_663_370,  # McMahan et al. 2017 CNN
     ('lenet_cnn', (32, 32, 3)): 62_006,
+    ('fl_mnist_cnn', (28, 28, 1)): 21_840,  # CNNMnist: 260 + 5,020 + 16,050 + 510
     ('alexnet_cnn', (32, 32, 3)): 478_154,
     ('logistic_regression', (28, 28, 1)): 7_850,
     ('dp_fedags_cifar_cnn', (32, 32, 3)): 2_168_362,

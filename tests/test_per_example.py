@@ -6,7 +6,8 @@ from tffdp import models
 from tffdp.algorithms import per_example as pe
 
 SHAPES = {'deep_mnist_cnn': (28, 28, 1), 'adap_dp_fl_cnn': (28, 28, 1), 'mlp': (28, 28, 1),
-          'mcmahan_cnn': (28, 28, 1), 'lenet_cnn': (32, 32, 3), 'alexnet_cnn': (32, 32, 3),
+          'mcmahan_cnn': (28, 28, 1), 'lenet_cnn': (32, 32, 3), 'fl_mnist_cnn': (28, 28, 1),
+          'alexnet_cnn': (32, 32, 3),
           'logistic_regression': (28, 28, 1), 'dp_fedags_cifar_cnn': (32, 32, 3)}
 
 

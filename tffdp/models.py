@@ -10,6 +10,7 @@ output is logits (`float32 [batch, num_classes]`); inputs are `float32
 | `adap_dp_fl_cnn` | Adap DP-FL Sec. V-A (Opacus MNIST CNN) | conv16 k8 s2 pad3, pool2 s1, conv32 k4 s2, pool2 s1, dense 32, dense C (26,010 params) |
 | `mlp` | AADP-FL Sec. 6 | dense 200, dense C |
 | `mcmahan_cnn` | AADP-FL, DP-FedAGS MNIST (McMahan et al. 2017) | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 512, dense C |
+| `fl_mnist_cnn` | AADP-FL MNIST CNN, reading `paper_code` (the `CNNMnist` of the PyTorch FL code whose MLP, MNIST CNN and CIFAR CNN match the paper's three descriptions) | conv5x5x10, pool2, conv5x5x20, pool2, dense 50, dense C (21,840 params; its dropout omitted) |
 | `lenet_cnn` | AADP-FL CIFAR-10 (LeNet-5 style) | conv5x5x6, pool2, conv5x5x16, pool2, dense 120, 84, C |
 | `alexnet_cnn` | AADP-FL (AlexNet-style, widths not given) | conv3x3 32, pool, conv3x3 64, pool, conv3x3 96, 96, 64, pool, dense 256, dense C |
 | `logistic_regression` | cosAFed Sec. 5 | dense C on flattened input |
@@ -73,6 +74,30 @@ def mcmahan_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
   return _two_conv_cnn(input_shape, num_classes, 512)
 
 
+def fl_mnist_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  """Two 5x5 conv + two dense layers (10, 20 filters; 50 units): 21,840 parameters on MNIST.
+
+  AADP-FL Sec. 6 describes its MNIST CNN as "two convolutional layers and two fully
+  connected layers (each filter size is 5x5)", its MLP as two dense layers and its CIFAR-10
+  CNN as having three dense layers, with no widths. Those three descriptions match the
+  `MLP` (200 hidden), `CNNMnist` and `CNNCifar` of the widely used PyTorch FL code
+  (github.com/shaoxiongji/federated-learning, `models/Nets.py`); `lenet_cnn` is its
+  `CNNCifar` and this is its `CNNMnist`, without the dropout (tffdp's `mlp` omits it too).
+  ReLU after each pooling (as there; max-pooling and ReLU commute).
+  """
+  return _seq(input_shape, [
+      layers.Conv2D(10, 5),
+      layers.MaxPool2D(2),
+      layers.ReLU(),
+      layers.Conv2D(20, 5),
+      layers.MaxPool2D(2),
+      layers.ReLU(),
+      layers.Flatten(),
+      layers.Dense(50, activation='relu'),
+      layers.Dense(num_classes),
+  ])
+
+
 def lenet_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Model:
   return _seq(input_shape, [
       layers.Conv2D(6, 5, activation='relu'),
@@ -127,6 +152,7 @@ MODELS: dict[str, Callable[..., tf.keras.Model]] = {
     'mlp': mlp,
     'mcmahan_cnn': mcmahan_cnn,
     'lenet_cnn': lenet_cnn,
+    'fl_mnist_cnn': fl_mnist_cnn,
     'alexnet_cnn': alexnet_cnn,
     'logistic_regression': logistic_regression,
     'dp_fedags_cifar_cnn': dp_fedags_cifar_cnn,
