@@ -251,6 +251,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   args = p.parse_args(argv)
   if args.model and args.model != default_model:
     name = f'{name}_{args.model}'
+  if getattr(args, 'clip_norm', None) is not None:  # a figure's `--clip-norm` override
+    name = f'{name}_S{args.clip_norm:g}'
   command = ['python', '-m', module] + list(argv if argv is not None else sys.argv[1:])
   table = []
   for dataset in args.datasets:

@@ -13,8 +13,9 @@ import math
 import os
 import statistics
 
+from experiments import aadp_fl_cnn_pilot
 from experiments import aadp_fl_common as common
-from experiments.common import finished_runs_table, fmt, read_rows, report_main
+from experiments.common import finished_runs_table, fmt, md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
 
 COMMANDS = {
@@ -22,8 +23,11 @@ COMMANDS = {
     'fig3': 'python -m experiments.aadp_fl_fig3',
     'fig4': 'python -m experiments.aadp_fl_fig4',
     'fig5': 'python -m experiments.aadp_fl_fig5',
+    'fig5_fl_mnist_cnn': 'python -m experiments.aadp_fl_fig5 --model fl_mnist_cnn '
+                         '--clips 0.3 0.5 0.75 1.0',
     'fig6': 'python -m experiments.aadp_fl_fig6',
     'fig7': 'python -m experiments.aadp_fl_fig7',
+    'fig6_fl_mnist_cnn': 'python -m experiments.aadp_fl_fig6 --model fl_mnist_cnn',
     'fig6_mcmahan_cnn': 'python -m experiments.aadp_fl_fig6 --model mcmahan_cnn',
     'fig7_alexnet_cnn': 'python -m experiments.aadp_fl_fig7 --datasets cifar10 '
                         '--model alexnet_cnn',
@@ -36,10 +40,21 @@ PAPER = {
             'only); the MLP panel is Table 2\'s `table2_mnist_loss.png`',
     'fig4': 'accuracy falls as the non-IID percentage grows (plot only)',
     'fig5': 'best S = 0.25 for the MNIST MLP, 0.2 for the CIFAR-10 CNN (plot only)',
+    'fig5_fl_mnist_cnn': 'no S for the MNIST CNN (Fig. 5 sweeps the MNIST MLP and the '
+                         'CIFAR-10 CNN only). The MLP\'s S = 0.25 leaves either CNN width a '
+                         'few dozen coordinates a round in the CNN pilot\'s first rounds, so '
+                         'this sweeps S from the top of the paper\'s range (0.3) up, without '
+                         'noise as in Fig. 5, over all 50 rounds',
     'fig6': 'accuracy rises with the budget towards the non-private model (plot only)',
     'fig7': 'AADP-FL ahead of DP-FedAvg at every user sampling probability (plot only)',
-    'fig6_mcmahan_cnn': 'the CNN panel of Fig. 6 (plot only; the paper gives no CNN '
-                        'widths: tffdp runs the standard FL MNIST CNN)',
+    'fig6_fl_mnist_cnn': 'the CNN panel of Fig. 6 (plot only): "more complex models '
+                         '(CNN) [are] less affected when privacy budgets fluctuate" than '
+                         'the MLP. The paper gives no CNN widths; this panel runs the '
+                         '`CNNMnist` (21,840 weights) of the PyTorch FL code whose three '
+                         'networks match the paper\'s descriptions (see the CNN pilot above)',
+    'fig6_mcmahan_cnn': 'the CNN panel of Fig. 6 (plot only), here with the standard FL '
+                        'MNIST CNN of McMahan et al. 2017 (1,663,370 weights; tffdp\'s first '
+                        'reading of the unstated widths: see the CNN pilot above)',
     'fig7_alexnet_cnn': 'Fig. 7a, CIFAR-10 with the AlexNet-style network (plot only; '
                         'tffdp\'s narrowed widths)',
 }
@@ -58,10 +73,17 @@ EXPECTED = [
     ('Fig. 5, CIFAR-10', lambda t: _has(t['fig5'], 'cifar10'),
      'python -m experiments.aadp_fl_fig5 --datasets cifar10',
      '4 runs of 300 rounds at about 5 s a round, about 2 h'),
-    ('Fig. 6, CNN panel', lambda t: bool(t['fig6_mcmahan_cnn']), COMMANDS['fig6_mcmahan_cnn'],
+    ('Fig. 5 for the MNIST CNN', lambda t: bool(t['fig5_fl_mnist_cnn']),
+     COMMANDS['fig5_fl_mnist_cnn'], '4 runs of 50 MNIST rounds of a 21,840-weight CNN, '
+     'about 6-8 s a round on one thread'),
+    ('Fig. 6, CNN panel (the paper code\'s CNN)', lambda t: bool(t['fig6_fl_mnist_cnn']),
+     COMMANDS['fig6_fl_mnist_cnn'], '5 runs of 50 MNIST rounds of a 21,840-weight CNN'),
+    ('Fig. 6, CNN panel (McMahan CNN)', lambda t: bool(t['fig6_mcmahan_cnn']),
+     COMMANDS['fig6_mcmahan_cnn'],
      '5 runs of 50 MNIST rounds; the committed FedAvg run (`runs/mnist_fedavg_mcmahan_cnn_'
      'seed0`) took a median 51 s a round on one thread beside another job, so about 3.5 h '
-     'for the five, more if the private runs are slower'),
+     'for the five; at epsilon = 1 its first rounds train least of the CNN pilot\'s runs, '
+     'so it comes after the paper code\'s CNN'),
     ('Fig. 7a (CIFAR-10, AlexNet-style)', lambda t: bool(t['fig7_alexnet_cnn']),
      COMMANDS['fig7_alexnet_cnn'],
      '10 runs of 300 CIFAR-10 rounds of the AlexNet-style network; round time not '
@@ -373,14 +395,20 @@ def build(figs: str) -> str:
          'aggregation and the server update run in one TFF call and are timed together), '
          'of the accountant, and of the test evaluation. Wall times were measured while other '
          'jobs (a second run, or the test suite) shared the 2 cores.', '',
-         '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '']
+         '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '',
+         '## Pilot: the MNIST CNN panel (Fig. 6b)', '', *_cnn_pilot(figs), '']
   sections = [('table2', 'Table 2 and Fig. 3 (MLP): accuracy at epsilon = 4', (), 'paper'),
               ('fig3', 'Fig. 3, AlexNet-style panel (tffdp\'s narrowed widths): test loss '
                'per round', ('model',), None),
               ('fig4', 'Fig. 4: non-IID percentage', ('non_iid_percentage',), None),
               ('fig5', 'Fig. 5: clipping threshold S without noise', ('clip_norm',), None),
+              ('fig5_fl_mnist_cnn', 'Fig. 5 for the MNIST CNN (the paper code\'s '
+               'CNNMnist): S without noise', ('clip_norm',), None),
               ('fig6', 'Fig. 6: privacy budget', ('epsilon',), None),
-              ('fig6_mcmahan_cnn', 'Fig. 6, CNN panel: privacy budget', ('epsilon',), None),
+              ('fig6_fl_mnist_cnn', 'Fig. 6, CNN panel (the paper code\'s CNNMnist): '
+               'privacy budget', ('epsilon',), None),
+              ('fig6_mcmahan_cnn', 'Fig. 6, CNN panel (McMahan CNN): privacy budget',
+               ('epsilon',), None),
               ('fig7', 'Fig. 7: user sampling probability (S = 0.3)', ('q_user',), None),
               ('fig7_alexnet_cnn', 'Fig. 7a: user sampling probability, CIFAR-10 '
                'AlexNet-style', ('q_user',), None)]
@@ -420,6 +448,92 @@ def build(figs: str) -> str:
   out += _not_run(tables)
   out += _unlisted_runs(figs, tables)
   return '\n'.join(out) + '\n'
+
+
+def _cnn_pilot(figs) -> list[str]:
+  """The CNN-panel pilot (`cnn_pilot.csv`): per model and reading of step 4, what
+  longitudinal clipping keeps and how far each run trained."""
+  rows = read_rows(os.path.join(figs, 'cnn_pilot.csv'))
+  if not rows:
+    return [f'Not run yet: `{PILOT_COMMAND}`.']
+  runs: dict[tuple[str, str], list[dict]] = {}
+  for r in rows:
+    runs.setdefault((r['model'], r['reading']), []).append(r)
+  # The MLP for reference: the same rounds of Fig. 6's epsilon = 1 run (same settings).
+  mlp = [r for r in read_rows(os.path.join(figs, 'fig6.csv')) or []
+         if r['dataset'] == 'mnist' and r['epsilon'] and float(r['epsilon']) == 1.0]
+  metrics = _metrics(figs, mlp[0]) if mlp else []
+  if metrics:
+    pilot_rounds = max(int(r['round']) for r in rows)
+    runs[('mlp', 'literal (Fig. 6 run)')] = aadp_fl_cnn_pilot.rows_of(
+        'mlp', 'literal (Fig. 6 run)', common.model_dim('mnist', 'mlp'),
+        [m for m in metrics if int(m['round']) <= pilot_rounds], mlp[0]['run'],
+        float(rows[0]['clip_norm']), float(rows[0]['noise_std']) /
+        float(rows[0]['noise_multiplier']) if float(rows[0]['noise_multiplier']) else 0.0)
+  summary = []
+  for (model, reading), rs in runs.items():
+    rs.sort(key=lambda r: int(r['round']))
+    dim, last = int(rs[0]['parameters']), rs[-1]
+    kept = [float(r['kept_coordinates']) for r in rs]
+    noise = float(last['noise_std'])
+    # Noise of the cohort mean against the largest signal a clipped update can carry:
+    # ||mean of n noise vectors|| ~ std sqrt(d / n), against S.
+    ratio = noise * math.sqrt(dim / float(last['clients'])) / float(last['clip_norm'])
+    summary.append(dict(
+        model=model, reading=reading, dim=dim, rounds=last['round'],
+        acc=_f(100 * float(last['test_accuracy'])),
+        best=_f(100 * max(float(r['test_accuracy']) for r in rs)),
+        kept=f'{_f(min(kept), 3)}-{_f(max(kept), 3)}',
+        frac=f"{_f(min(float(r['kept_fraction']) for r in rs), 2)}-"
+             f"{_f(max(float(r['kept_fraction']) for r in rs), 2)}",
+        norm=f"{_f(min(float(r['update_norm']) for r in rs), 3)}-"
+             f"{_f(max(float(r['update_norm']) for r in rs), 3)}",
+        clipped=f"{min(int(float(r['clipped_clients'])) for r in rs)}-"
+                f"{max(int(float(r['clipped_clients'])) for r in rs)} of "
+                f"{int(float(last['clients']))}",
+        sigma=_f(last['noise_multiplier'], 3) if noise else '-',
+        noise=_f(noise, 3), ratio=_f(ratio, 3) if noise else '-'))
+  out = [f'Command: `{PILOT_COMMAND}` (epsilon = 1, Fig. 6\'s smallest budget; S = 0.25, '
+         'B = 32; the first rounds of 50).', '',
+         *md_table(summary, [
+             ('model', lambda r: f"`{r['model']}`"), ('weights', lambda r: r['dim']),
+             ('reading', lambda r: f"`{r['reading']}`"), ('rounds', lambda r: r['rounds']),
+             ('test acc, last round (%)', lambda r: r['acc']),
+             ('best (%)', lambda r: r['best']),
+             ('coordinates kept (mean over clients)', lambda r: r['kept']),
+             ('kept fraction', lambda r: r['frac']),
+             ('update norm before clipping', lambda r: r['norm']),
+             ('clients clipped', lambda r: r['clipped']),
+             ('sigma', lambda r: r['sigma']),
+             ('noise std per coordinate', lambda r: r['noise']),
+             ('noise norm of the mean / S', lambda r: r['ratio'])]), '',
+         'Readings: `literal` is tffdp\'s default (noise sigma S / B on every coordinate); '
+         '`noiseless` is Fig. 5\'s clipping without noise (what the clip alone leaves to '
+         'learn from); `noise_on_kept` noises only the kept coordinates (support leaked: '
+         '`epsilon_guaranteed = inf`). "Noise norm of the mean / S" is the expected L2 norm '
+         'of the cohort mean\'s noise, `std * sqrt(d / n)`, against the most signal a '
+         'clipped update carries (S). The pilot runs are `--rounds` long, so Theorem 1 '
+         'calibrates their sigma for T = `--rounds`: a little below the 50-round runs\' '
+         '(the MLP row is the 50-round Fig. 6 run). The `noiseless` reading has no sigma '
+         'and answers the question on its own.', '']
+  by = {(r['model'], r['reading']): r for r in summary}
+  ref = by.get(('mlp', 'literal (Fig. 6 run)'))
+  if ref:
+    out.append(f"- The MLP of Fig. 6 ({ref['dim']} weights, epsilon = 1, same settings) for "
+               f"reference: {ref['acc']}% after {ref['rounds']} rounds, "
+               f"{ref['kept']} coordinates kept, noise of the cohort mean {ref['ratio']} "
+               "times S.")
+  for model in sorted({r['model'] for r in summary}):
+    lit, free = by.get((model, 'literal')), by.get((model, 'noiseless'))
+    if lit and free:
+      out.append(f"- `{model}` ({lit['dim']} weights): with noise the test accuracy is "
+                 f"{lit['acc']}% after {lit['rounds']} rounds, without noise {free['acc']}% "
+                 f"after {free['rounds']}; the noise of the cohort mean is "
+                 f"{lit['ratio']} times S.")
+  return out
+
+
+PILOT_COMMAND = 'python -m experiments.aadp_fl_cnn_pilot'
 
 
 def _median_round_seconds(run_dir) -> str:

@@ -324,8 +324,8 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
 
 
 def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import (aadp_fl_fig3, aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6,
-                           aadp_fl_fig7, aadp_fl_report, aadp_fl_table2)
+  from experiments import (aadp_fl_cnn_pilot, aadp_fl_fig3, aadp_fl_fig4, aadp_fl_fig5,
+                           aadp_fl_fig6, aadp_fl_fig7, aadp_fl_report, aadp_fl_table2)
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs, runs = tmp_path / 'figs', tmp_path / 'runs'
   common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(runs),
@@ -359,12 +359,20 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
             'fig3_logistic_regression_mnist_loss.png', 'fig4_mnist_sweep.png',
             'fig5_mnist_sweep.png', 'fig6_mnist_sweep.png', 'fig7_mnist_sweep.png'):
     assert (figs / f).stat().st_size > 0
+  assert aadp_fl_cnn_pilot.main(common + ['--models', 'fl_mnist_cnn',
+                                          '--readings', 'literal']) == 0
+  with open(figs / 'cnn_pilot.csv') as f:
+    pilot = list(csv.DictReader(f))
+  assert [(r['reading'], r['round']) for r in pilot] == [('literal', '1'), ('literal', '2')]
+  assert float(pilot[0]['noise_std']) == pytest.approx(
+      float(pilot[0]['noise_multiplier']) * 0.25 / 32)
   assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '## Pilot: the adaptive quantities' in report
+  assert '| `fl_mnist_cnn` | 21840 | `literal` | 2 |' in report
   # Every section but the other-model panels (Fig. 3's AlexNet, run here with another
-  # model; Fig. 6's CNN; Fig. 7a) is filled, and those are listed as not run.
-  other_model = ('Fig. 3', 'Fig. 6, CNN', 'Fig. 7a')
+  # model; Fig. 5 and 6 for the CNNs; Fig. 7a) is filled, and those are listed as not run.
+  other_model = ('Fig. 3', 'Fig. 5 for the MNIST CNN', 'Fig. 6, CNN', 'Fig. 7a')
   assert all('Not regenerated yet' not in section for section in report.split('\n## ')
              if not section.startswith(other_model))
   assert '- Fig. 7a (CIFAR-10, AlexNet-style): not run yet' in report
@@ -605,6 +613,25 @@ def test_aadp_fl_report_names_the_l_runs_that_used_the_same_budgets(tmp_path):
   assert '55.63% and 56.45%, 0.82 points apart' in line
 
 
+def test_aadp_fl_cnn_pilot_summary_reads_the_kept_coordinates_and_noise_ratio(tmp_path):
+  from experiments import aadp_fl_cnn_pilot, aadp_fl_report, common
+  metrics = [dict(round=k, test_accuracy=acc, nonzero_fraction_after_clip=kept,
+                  noise_multiplier_max=1.25, update_norm=0.7, clipped_clients=20.0,
+                  cohort_size=20.0) for k, acc, kept in [(1, 0.10, 2e-5), (2, 0.12, 5e-5)]]
+  rows = aadp_fl_cnn_pilot.rows_of('m', 'literal', 1_000_000, metrics, 'runs/x', 0.25,
+                                   0.25 / 32)
+  rows += aadp_fl_cnn_pilot.rows_of('m', 'noiseless', 1_000_000,
+                                    [dict(metrics[0], test_accuracy=0.5)], 'runs/y', 0.25, 0.0)
+  assert [r['kept_coordinates'] for r in rows] == [20.0, 50.0, 20.0]
+  common.write_table(str(tmp_path / 'cnn_pilot.csv'), rows)
+  lines = aadp_fl_report._cnn_pilot(str(tmp_path))
+  assert '| `m` | 1000000 | `literal` | 2 | 12 | 12 | 20-50 | 2e-05-5e-05 | 0.7-0.7 | ' \
+         '20-20 of 20 | 1.25 | 0.00977 | 8.73 |' in lines
+  # 1.25 * 0.25 / 32 * sqrt(1e6 / 20) / 0.25 = 8.735: the noise of the mean is 8.7 S.
+  assert ('- `m` (1000000 weights): with noise the test accuracy is 12% after 2 rounds, '
+          'without noise 50% after 1; the noise of the cohort mean is 8.73 times S.') in lines
+
+
 def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
   from experiments import aadp_fl_common, aadp_fl_report
   tables = {name: None for name in aadp_fl_report.COMMANDS}
@@ -614,6 +641,7 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
       table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
       fig3=[dict(dataset='mnist', curve='x')], fig4=[dict(dataset='mnist', curve='x')],
       fig5=[dict(dataset='cifar10', curve='x')], fig6_mcmahan_cnn=[dict(dataset='mnist')],
+      fig6_fl_mnist_cnn=[dict(dataset='mnist')], fig5_fl_mnist_cnn=[dict(dataset='mnist')],
       fig7_alexnet_cnn=[dict(dataset='cifar10')])
   line, = aadp_fl_report._not_run(tables)
   assert line.startswith('- Fig. 4b (CIFAR-10): not run yet: '
