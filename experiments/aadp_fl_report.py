@@ -477,8 +477,10 @@ def _cnn_pilot(figs) -> list[str]:
     kept = [float(r['kept_coordinates']) for r in rs]
     noise = float(last['noise_std'])
     # Noise of the cohort mean against the largest signal a clipped update can carry:
-    # ||mean of n noise vectors|| ~ std sqrt(d / n), against S.
-    ratio = noise * math.sqrt(dim / float(last['clients'])) / float(last['clip_norm'])
+    # ||mean of n noise vectors|| ~ std sqrt(d / n), against S; d is the kept coordinates
+    # where only those are noised.
+    noised = float(last['kept_coordinates']) if reading == 'noise_on_kept' else dim
+    ratio = noise * math.sqrt(noised / float(last['clients'])) / float(last['clip_norm'])
     summary.append(dict(
         model=model, reading=reading, dim=dim, rounds=last['round'],
         acc=_f(100 * float(last['test_accuracy'])),
@@ -511,7 +513,8 @@ def _cnn_pilot(figs) -> list[str]:
          '`noiseless` is Fig. 5\'s clipping without noise (what the clip alone leaves to '
          'learn from); `noise_on_kept` noises only the kept coordinates (support leaked: '
          '`epsilon_guaranteed = inf`). "Noise norm of the mean / S" is the expected L2 norm '
-         'of the cohort mean\'s noise, `std * sqrt(d / n)`, against the most signal a '
+         'of the cohort mean\'s noise, `std * sqrt(d / n)` (d: the kept coordinates of the '
+         'last round for `noise_on_kept`), against the most signal a '
          'clipped update carries (S). The pilot runs are `--rounds` long, so Theorem 1 '
          'calibrates their sigma for T = `--rounds`: a little below the 50-round runs\' '
          '(the MLP row is the 50-round Fig. 6 run). The `noiseless` reading has no sigma '
