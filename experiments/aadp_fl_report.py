@@ -438,6 +438,8 @@ def build(figs: str) -> str:
               'per-example clip (1.0) is not given in the paper.', '']
     if name == 'fig5':
       out += [*_fig5_notes(figs, rows), '']
+    if name.endswith('_fl_mnist_cnn'):
+      out += [_rounds_to(figs, rows, SLOW_START_ACCURACY), '']
     out += _table(figs, rows, extra) + ['']
     others = [n for n, *_ in sections if n != name and n.startswith(name + '_')]
     images = sorted(f for f in os.listdir(figs) if f.startswith(name + '_')
@@ -537,6 +539,20 @@ def _cnn_pilot(figs) -> list[str]:
 
 
 PILOT_COMMAND = 'python -m experiments.aadp_fl_cnn_pilot'
+SLOW_START_ACCURACY = 0.9
+
+
+def _rounds_to(figs, rows, level: float) -> str:
+  """One line: per curve, the first round whose test accuracy reaches `level` (the CNN
+  runs at small S start slowly: longitudinal clipping keeps a few dozen coordinates until
+  the update norms come down)."""
+  parts = []
+  for r in rows:
+    first = next((int(m['round']) for m in _metrics(figs, r)
+                  if m.get('test_accuracy') and float(m['test_accuracy']) >= level), None)
+    parts.append(f"{r['curve']}: {f'round {first}' if first else 'never'}")
+  return (f'First round at >= {100 * level:g}% test accuracy (of {rows[0]["rounds"]}): '
+          + '; '.join(parts) + '.')
 
 
 def _median_round_seconds(run_dir) -> str:

@@ -723,3 +723,14 @@ def test_aadp_fl_fig5_best_clip_verdict_against_the_paper():
   line, = aadp_fl_report._best_clip_verdicts([row(0.2, 56.0, 59.0), row(0.3, 55.0, 58.0)])
   assert line.endswith('by final test accuracy S = 0.2 (56%); by peak test accuracy S = 0.2 '
                        '(59%).')
+
+
+def test_aadp_fl_report_first_round_at_the_accuracy_level(tmp_path):
+  from experiments import aadp_fl_report, common
+  for name, accs in [('a', [0.1, 0.92, 0.95]), ('b', [0.1, 0.5, 0.89])]:
+    common.write_table(str(tmp_path / 'runs' / name / 'metrics.csv'),
+                       [dict(round=k + 1, test_accuracy=a) for k, a in enumerate(accs)])
+  rows = [dict(curve='S = 1', run='$RUNS_DIR/a', rounds='3'),
+          dict(curve='S = 2', run='$RUNS_DIR/b', rounds='3')]
+  assert aadp_fl_report._rounds_to(str(tmp_path), rows, 0.9) == (
+      'First round at >= 90% test accuracy (of 3): S = 1: round 2; S = 2: never.')
