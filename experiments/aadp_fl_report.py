@@ -466,12 +466,13 @@ def _cnn_pilot(figs) -> list[str]:
          if r['dataset'] == 'mnist' and r['epsilon'] and float(r['epsilon']) == 1.0]
   metrics = _metrics(figs, mlp[0]) if mlp else []
   if metrics:
+    with open(_run_file(figs, mlp[0], 'config.json')) as f:
+      cfg = json.load(f)
     pilot_rounds = max(int(r['round']) for r in rows)
     runs[('mlp', 'literal (Fig. 6 run)')] = aadp_fl_cnn_pilot.rows_of(
         'mlp', 'literal (Fig. 6 run)', common.model_dim('mnist', 'mlp'),
         [m for m in metrics if int(m['round']) <= pilot_rounds], mlp[0]['run'],
-        float(rows[0]['clip_norm']), float(rows[0]['noise_std']) /
-        float(rows[0]['noise_multiplier']) if float(rows[0]['noise_multiplier']) else 0.0)
+        cfg['clip_norm'], cfg['clip_norm'] / cfg['batch_size'])
   summary = []
   for (model, reading), rs in runs.items():
     rs.sort(key=lambda r: int(r['round']))
@@ -497,8 +498,8 @@ def _cnn_pilot(figs) -> list[str]:
                 f"{int(float(last['clients']))}",
         sigma=_f(last['noise_multiplier'], 3) if noise else '-',
         noise=_f(noise, 3), ratio=_f(ratio, 3) if noise else '-'))
-  out = [f'Command: `{PILOT_COMMAND}` (epsilon = 1, Fig. 6\'s smallest budget; S = 0.25, '
-         'B = 32; the first rounds of 50).', '',
+  out = [f'Command: `{PILOT_COMMAND}` (epsilon = 1, Fig. 6\'s smallest budget; '
+         f"S = {_f(rows[0]['clip_norm'])}; the first rounds of Fig. 6's 50).", '',
          *md_table(summary, [
              ('model', lambda r: f"`{r['model']}`"), ('weights', lambda r: r['dim']),
              ('reading', lambda r: f"`{r['reading']}`"), ('rounds', lambda r: r['rounds']),
