@@ -10,7 +10,8 @@
 #   make adap_dp_fl_figures  Adap DP-FL Fig. 3-6 + report at paper scale (hours; rerun
 #               to resume; RUNS_DIR holds the runs and their checkpoints)
 #   make cosafed_figures     cosAFed calibration, Table 3, Figs. 2-7 + report (about 1.5 h)
-#   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MNIST, Fashion-MNIST) + report
+#   make aadp_fl_figures     AADP-FL Table 2 / Fig. 3-7 (MNIST, Fashion-MNIST), the MNIST
+#               CNN pilot and CNN panels (Fig. 5, Fig. 6 with fl_mnist_cnn) + report
 #               (hours on 2 cores; finished runs in RUNS_DIR are reused, interrupted
 #               ones resumed)
 #   make dp_fedags_figures   DP-FedAGS pilot, Table IV / Fig. 3 (MNIST), Tables II-III
@@ -88,6 +89,11 @@ aadp_fl_figures: venv
 	    --runs-dir $(RUNS_DIR)/aadp_fl
 	for f in 4 5 6 7 3; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl || exit 1; done
+	$(PY) -m experiments.aadp_fl_cnn_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/aadp_fl
+	$(PY) -m experiments.aadp_fl_fig5 --model fl_mnist_cnn --clips 0.3 0.5 0.75 1.0 \
+	    $(DATA_FLAG) --runs-dir $(RUNS_DIR)/aadp_fl
+	$(PY) -m experiments.aadp_fl_fig6 --model fl_mnist_cnn $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/aadp_fl
 	$(PY) -m experiments.aadp_fl_report
 
 # Figs. 2-7 reuse Table 3's seed-0 cosAFed runs (N = 3, epsilon 100).
