@@ -5,7 +5,9 @@
 
 epsilon in {1, 2, 4, 8} (the mean budget of eq. 2), against non-private FedAvg. The
 paper plots accuracy per budget for the MLP and the CNN (no numbers in the text); tffdp
-runs the MLP. Writes `fig6.csv`, `fig6_<dataset>.png` and `fig6_<dataset>_sweep.png`.
+runs the MLP, and the CNN panel with `--model fl_mnist_cnn` (the paper code's CNN; see
+`tffdp.models`) or `--model mcmahan_cnn`. Writes `fig6.csv`, `fig6_<dataset>.png` and
+`fig6_<dataset>_sweep.png` (with `--model M`: `fig6_M...`).
 """
 
 from __future__ import annotations

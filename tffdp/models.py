@@ -10,7 +10,7 @@ output is logits (`float32 [batch, num_classes]`); inputs are `float32
 | `adap_dp_fl_cnn` | Adap DP-FL Sec. V-A (Opacus MNIST CNN) | conv16 k8 s2 pad3, pool2 s1, conv32 k4 s2, pool2 s1, dense 32, dense C (26,010 params) |
 | `mlp` | AADP-FL Sec. 6 | dense 200, dense C |
 | `mcmahan_cnn` | AADP-FL, DP-FedAGS MNIST (McMahan et al. 2017) | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 512, dense C |
-| `fl_mnist_cnn` | AADP-FL MNIST CNN, reading `paper_code` (the `CNNMnist` of the PyTorch FL code whose MLP, MNIST CNN and CIFAR CNN match the paper's three descriptions) | conv5x5x10, pool2, conv5x5x20, pool2, dense 50, dense C (21,840 params; its dropout omitted) |
+| `fl_mnist_cnn` | AADP-FL MNIST CNN (the `CNNMnist` of the PyTorch FL code whose MLP, MNIST CNN and CIFAR CNN match the paper's three descriptions) | conv5x5x10, pool2, conv5x5x20, pool2, dense 50, dense C (21,840 params; its dropout omitted) |
 | `lenet_cnn` | AADP-FL CIFAR-10 (LeNet-5 style) | conv5x5x6, pool2, conv5x5x16, pool2, dense 120, 84, C |
 | `alexnet_cnn` | AADP-FL (AlexNet-style, widths not given) | conv3x3 32, pool, conv3x3 64, pool, conv3x3 96, 96, 64, pool, dense 256, dense C |
 | `logistic_regression` | cosAFed Sec. 5 | dense C on flattened input |
