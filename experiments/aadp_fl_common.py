@@ -42,7 +42,9 @@ NOT_GIVEN = {
     'local_epochs': 'not given in the paper; chosen because one pass over the client data '
                     'is the FedAvg default',
     'model': 'MLP width (200) and CNN widths are not given in the paper (Amendment 5): '
-             'MLP dense 200 ReLU -> 10; CIFAR-10 LeNet-5 style (6, 16 conv; 120, 84 dense)',
+             'MLP dense 200 ReLU -> 10; CIFAR-10 LeNet-5 style (6, 16 conv; 120, 84 dense); '
+             'MNIST CNN (--model): fl_mnist_cnn, the paper code\'s CNNMnist (10, 20 conv; '
+             '50 dense), or mcmahan_cnn',
     'num_validation': 'the server-side validation split (spec README): 5,000 held out of '
                       'the training set; AADP-FL reads none of it',
     'seed': 'one seed per configuration (the paper reports the median of 5 runs)',
