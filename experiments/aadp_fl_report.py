@@ -107,6 +107,11 @@ def _f(v, digits=4):
   return fmt(v, digits, empty='-')
 
 
+def _span(values, digits=4) -> str:
+  """`min-max` of `values`, each with `digits` significant digits."""
+  return f'{_f(min(values), digits)}-{_f(max(values), digits)}'
+
+
 def _run_file(figs, row, name):
   path = os.path.join(figs, 'runs', os.path.basename(row['run']), name)
   return path if os.path.exists(path) else None
@@ -179,7 +184,7 @@ def _pilot(figs, table2) -> list[str]:
   rms = [float(m['rms_first_moment_change']) for m in metrics]
   zeroed = [int(m['round']) for m in metrics if float(m['nonzero_fraction_after_clip']) < 0.01]
   out += ['', f"- **Convergence test (eq. 3).** The rms change of the first moment stays at "
-          f"{_f(min(rms), 3)}-{_f(max(rms), 3)} over all {len(metrics)} rounds; Amendment 4 "
+          f"{_span(rms, 3)} over all {len(metrics)} rounds; Amendment 4 "
           f"predicts 0.1 sigma S / B / sqrt(K) = {_f(predicted, 3)} from the noise alone. It "
           f"does not fall as the model converges, so with l = {opts['l']:g} the test never "
           'fires (budget increases: '
@@ -490,13 +495,9 @@ def _cnn_pilot(figs) -> list[str]:
         model=model, reading=reading, dim=dim, rounds=last['round'],
         acc=_f(100 * float(last['test_accuracy'])),
         best=_f(100 * max(float(r['test_accuracy']) for r in rs)),
-        kept=f'{_f(min(kept), 3)}-{_f(max(kept), 3)}',
-        frac=f"{_f(min(float(r['kept_fraction']) for r in rs), 2)}-"
-             f"{_f(max(float(r['kept_fraction']) for r in rs), 2)}",
-        norm=f"{_f(min(float(r['update_norm']) for r in rs), 3)}-"
-             f"{_f(max(float(r['update_norm']) for r in rs), 3)}",
-        clipped=f"{min(int(float(r['clipped_clients'])) for r in rs)}-"
-                f"{max(int(float(r['clipped_clients'])) for r in rs)} of "
+        kept=_span(kept, 3), frac=_span([float(r['kept_fraction']) for r in rs], 2),
+        norm=_span([float(r['update_norm']) for r in rs], 3),
+        clipped=f"{_span([float(r['clipped_clients']) for r in rs])} of "
                 f"{int(float(last['clients']))}",
         sigma=_f(last['noise_multiplier'], 3) if noise else '-',
         noise=_f(noise, 3), ratio=_f(ratio, 3) if noise else '-'))
