@@ -15,6 +15,7 @@ import statistics
 
 from experiments import aadp_fl_cnn_pilot
 from experiments import aadp_fl_common as common
+from experiments import aadp_fl_fig3
 from experiments.common import finished_runs_table, fmt, md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
 
@@ -65,7 +66,8 @@ EXPECTED = [
      lambda t: _has(t['table2'], 'cifar10', common.LABELS['dp_scaffold_own']),
      'python -m experiments.aadp_fl_table2 --datasets cifar10',
      'about 2 h: its DP-SGD clients took 20-28 s a round with a second job on the cores'),
-    ('Fig. 3, AlexNet-style panel', lambda t: bool(t['fig3']), COMMANDS['fig3'],
+    ('Fig. 3, AlexNet-style panel', lambda t: _has_curves(t['fig3'], aadp_fl_fig3.CURVES),
+     COMMANDS['fig3'],
      '5 runs of 50 MNIST rounds of the AlexNet-style network; round time not measured yet'),
     ('Fig. 4b (CIFAR-10)', lambda t: _has(t['fig4'], 'cifar10'),
      'python -m experiments.aadp_fl_fig4 --datasets cifar10',
@@ -93,6 +95,13 @@ EXPECTED = [
 
 def _has(rows, dataset, curve=None) -> bool:
   return any(r['dataset'] == dataset and curve in (None, r['curve']) for r in rows or [])
+
+
+def _has_curves(rows, curves) -> bool:
+  """Every curve in `curves` (`aadp_fl_common.LABELS` keys) has a row, labelled
+  `<label>, <model>` (a figure run with `--curves` for a subset writes only those rows)."""
+  present = {r['curve'].rsplit(', ', 1)[0] for r in rows or []}
+  return all(common.LABELS[c] in present for c in curves)
 
 
 def _not_run(tables) -> list[str]:
@@ -443,7 +452,7 @@ def build(figs: str) -> str:
               'per-example clip (1.0) is not given in the paper.', '']
     if name == 'fig5':
       out += [*_fig5_notes(figs, rows), '']
-    if name.endswith('_fl_mnist_cnn'):
+    if name.startswith(('fig5_', 'fig6_')) and name.endswith('_cnn'):
       out += [_rounds_to(figs, rows, SLOW_START_ACCURACY), '']
     if name.startswith('fig6_'):
       out += [_budget_sensitivity(rows, tables['fig6']), '']

@@ -639,13 +639,22 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
   assert len(missing) == len(aadp_fl_report.EXPECTED)
   tables.update(
       table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
-      fig3=[dict(dataset='mnist', curve='x')], fig4=[dict(dataset='mnist', curve='x')],
+      fig3=[dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
+            for c in ('fedavg', 'aadp_fl')],
+      fig4=[dict(dataset='mnist', curve='x')],
       fig5=[dict(dataset='cifar10', curve='x')], fig6_mcmahan_cnn=[dict(dataset='mnist')],
       fig6_fl_mnist_cnn=[dict(dataset='mnist')], fig5_fl_mnist_cnn=[dict(dataset='mnist')],
       fig7_alexnet_cnn=[dict(dataset='cifar10')])
+  # Fig. 3 run with `--curves fedavg aadp_fl` only: still listed.
+  fig3, fig4b = aadp_fl_report._not_run(tables)
+  assert fig3.startswith('- Fig. 3, AlexNet-style panel: not run yet: ')
+  assert fig4b.startswith('- Fig. 4b (CIFAR-10): not run yet: '
+                          '`python -m experiments.aadp_fl_fig4 --datasets cifar10`')
+  tables['fig3'] += [dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
+                     for c in ('dp_fedavg_theorem1', 'ddgauss_theorem1',
+                               'dp_scaffold_theorem1')]
   line, = aadp_fl_report._not_run(tables)
-  assert line.startswith('- Fig. 4b (CIFAR-10): not run yet: '
-                         '`python -m experiments.aadp_fl_fig4 --datasets cifar10`')
+  assert line == fig4b
   tables['fig4'].append(dict(dataset='cifar10', curve='x'))
   assert aadp_fl_report._not_run(tables) == [
       'Nothing: every artefact of the issue is regenerated.']
