@@ -463,11 +463,46 @@ def build(figs: str) -> str:
     images = sorted(f for f in os.listdir(figs) if f.startswith(name + '_')
                     and f.endswith('.png') and not any(f.startswith(o) for o in others))
     out += [f'![{f}]({f})' for f in images] + ['']
+  out += ['## Wall time per figure', '', *_wall_times(tables, sections), '']
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
   out += _not_run(tables)
   out += _unlisted_runs(figs, tables)
   return '\n'.join(out) + '\n'
+
+
+# Issue 12's speed target: every MNIST / Fashion-MNIST figure within this wall time.
+WALL_TARGET_SECONDS = 3 * 3600
+
+
+def _wall_times(tables, sections) -> list[str]:
+  """Per written figure table and dataset: its distinct runs, the sum of their measured
+  wall times (what regenerating it from nothing took, one run after another), the
+  longest run, and for MNIST / Fashion-MNIST whether the sum is within the 3 h target."""
+  rows = []
+  for name, title, *_ in sections:
+    for dataset in common.DATASETS:
+      runs = {r['run']: float(r['wall_seconds']) for r in tables[name] or []
+              if r['dataset'] == dataset and r.get('wall_seconds') not in (None, '')}
+      if not runs:
+        continue
+      total = sum(runs.values())
+      verdict = ('no target (CIFAR-10)' if dataset == 'cifar10' else
+                 'yes' if total <= WALL_TARGET_SECONDS else '**no**')
+      rows.append(dict(figure=title.split(':')[0], dataset=dataset, runs=len(runs),
+                       total=total / 3600, longest=max(runs.values()) / 3600,
+                       verdict=verdict))
+  if not rows:
+    return ['No figure table written yet.']
+  return ['Sum of the wall times of each table\'s distinct runs, as measured (most beside a '
+          'second job on the 2 cores, several on one thread, so alone they run faster; a '
+          'run shared by two tables counts in both). Issue 12\'s target: every MNIST and '
+          f'Fashion-MNIST figure in under {WALL_TARGET_SECONDS / 3600:g} h.', '',
+          *md_table(rows, [('table', lambda r: r['figure']), ('dataset', lambda r: r['dataset']),
+                           ('runs', lambda r: r['runs']),
+                           ('wall, sum (h)', lambda r: fmt(r['total'], 3)),
+                           ('longest run (h)', lambda r: fmt(r['longest'], 3)),
+                           (f'under {WALL_TARGET_SECONDS / 3600:g} h', lambda r: r['verdict'])])]
 
 
 def _cnn_pilot(figs) -> list[str]:

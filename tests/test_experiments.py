@@ -759,3 +759,21 @@ def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
       'affected" claim does not hold on the spread, by 0.00 points on one seed each; 1 of '
       'the 2 private CNN runs end at their best accuracy (still climbing at the last round).')
   assert 'needs the FedAvg run' in aadp_fl_report._budget_sensitivity(cnn[1:], mlp)
+
+
+def test_aadp_fl_report_wall_time_per_figure_against_the_target():
+  from experiments import aadp_fl_report
+  row = lambda dataset, run, wall: dict(dataset=dataset, run=run, wall_seconds=str(wall))
+  tables = dict(
+      fig5=[row('mnist', 'a', 3600), row('mnist', 'b', 7200), row('mnist', 'b', 7200),
+            row('cifar10', 'c', 36000)],
+      fig6=[row('mnist', 'd', 7200), row('mnist', 'e', 5400)], fig7=None)
+  sections = [('fig5', 'Fig. 5: S', (), None), ('fig6', 'Fig. 6: budget', (), None),
+              ('fig7', 'Fig. 7: q', (), None)]
+  lines = aadp_fl_report._wall_times(tables, sections)
+  # The run shared by two rows counts once: 1 h + 2 h is within 3 h; 2 h + 1.5 h is not.
+  assert lines[-3:] == ['| Fig. 5 | mnist | 2 | 3 | 2 | yes |',
+                        '| Fig. 5 | cifar10 | 1 | 10 | 10 | no target (CIFAR-10) |',
+                        '| Fig. 6 | mnist | 2 | 3.5 | 2 | **no** |']
+  assert aadp_fl_report._wall_times(dict(fig5=None), sections[:1]) == [
+      'No figure table written yet.']
