@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 
-from experiments.common import copy_results, entry, portable, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import copy_results, entry, portable, read_rows, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
 # Table 1 (A-DPFL), plus the defaults the paper does not give (see NOT_GIVEN).
@@ -150,6 +150,11 @@ def sigma_holds(values) -> list[tuple[float, int]]:
     else:
       holds.append((v, 1))
   return holds
+
+
+def label_of(slug: str) -> str:
+  """The curve label of a run folder name (`LABELS` or `VARIANTS` key)."""
+  return LABELS[slug] if slug in LABELS else VARIANTS[slug][0]
 
 
 def slug_of(label: str) -> str:

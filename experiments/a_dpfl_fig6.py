@@ -18,18 +18,22 @@ from experiments import a_dpfl_common as common
 from tffdp import plotting
 
 
+K_VALUES = (0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)  # Fig. 6's x axis
+REUSED_K = 0.7  # Table 1's k: the Fig. 4a run
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_fig6', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
-  p.add_argument('--k', type=float, nargs='+', default=[0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9])
+  p.add_argument('--k', type=float, nargs='+', default=list(K_VALUES))
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.a_dpfl_fig6'] + list(argv if argv is not None else sys.argv[1:])
   stem = common.artefact(args, 'fig6_mnist')
   table = []
   for k in (args.k[:2] if args.quick else args.k):
     cfg = common.method_config('a_dpfl', 'mnist', args, k=k)
-    tag = 'a_dpfl_noniid' if k == 0.7 else f'a_dpfl_noniid_k{k:g}'
+    tag = 'a_dpfl_noniid' if k == REUSED_K else f'a_dpfl_noniid_k{k:g}'
     out = common.run_dir(args, cfg, tag)
     rows = common.run_cached(cfg, out, command)
     common.copy_results(out, os.path.join(args.figures_dir, stem, f'k{k:g}'))

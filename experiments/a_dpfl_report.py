@@ -5,7 +5,9 @@
 Reads `local_epochs.csv`, `fig4_<dataset>[_E<E>][_lr<lr>].csv`, `fig5_mnist[...].csv`,
 `fig6_mnist[...].csv`, `table2[...].csv` and the per-run `config.json` and
 `metrics.csv` copies; artefacts not yet produced are listed as such. Issue 11's section
-"What changed the numbers" compares the runs made with each reading.
+"What changed the numbers" compares the runs made with each reading; "Not rerun yet" gives
+each missing artefact of the rerun setting with its command and cost (from measured round
+times).
 """
 
 from __future__ import annotations
@@ -13,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import statistics
 
 from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
@@ -21,6 +24,7 @@ from experiments.common import finished_summaries
 from experiments.common import report_main
 from experiments.common import untrained_rounds_section
 from experiments.common import read_rows as _rows
+from experiments.a_dpfl_fig6 import K_VALUES, REUSED_K
 from experiments.a_dpfl_local_epochs import EPOCHS
 from experiments.a_dpfl_table2 import PAPER as PAPER_T2
 
@@ -92,12 +96,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
       out.append(f"| {r['method']} | {_f(r['final_test_accuracy'])} | {_f(r['best_test_accuracy'])} | "
                  f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
                  f"{_f(r['wall_seconds'], 5)} | `{_command(os.path.join(figs, f'fig4_{dataset}{sfx}', _slug(r['method'])))}` |")
-    paper_curves = [r for r in rows if r['method'] in ('DPFL', 'CL-FL', 'A-DPFL')]
-    ranked = sorted(paper_curves, key=lambda r: -float(r['final_test_accuracy']))
-    order = ' > '.join(r['method'] for r in ranked)
-    verdict = 'reproduces' if order == 'A-DPFL > CL-FL > DPFL' else 'does NOT reproduce'
-    out += ['', f'tffdp ordering of the paper\'s private methods by final accuracy: {order} '
-            f'({verdict} the paper\'s A-DPFL > CL-FL > DPFL).', '']
+    out += ['', _ordering(rows), '']
   rows = _rows(os.path.join(figs, f'fig5_mnist{sfx}.csv'))
   out.append(f'### Fig. 5 (MNIST): sigma vs round{tag}')
   if rows is None:
@@ -146,6 +145,24 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
       out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
     out.append('')
   return out
+
+
+PRIVATE = ('DPFL', 'CL-FL', 'A-DPFL')  # the paper's private curves of Fig. 4
+
+
+def _ordering(rows) -> str:
+  """The Fig. 4 verdict: the paper's private methods ranked by final test accuracy against
+  the paper's A-DPFL > CL-FL > DPFL (not given while one of them has no row)."""
+  paper_curves = [r for r in rows if r['method'] in PRIVATE]
+  missing = [m for m in PRIVATE if m not in {r['method'] for r in paper_curves}]
+  if missing:
+    return (f'No ordering of the paper\'s private methods yet: {", ".join(missing)} not run '
+            '(`--methods`).')
+  ranked = sorted(paper_curves, key=lambda r: -float(r['final_test_accuracy']))
+  order = ' > '.join(r['method'] for r in ranked)
+  verdict = 'reproduces' if order == 'A-DPFL > CL-FL > DPFL' else 'does NOT reproduce'
+  return (f'tffdp ordering of the paper\'s private methods by final accuracy: {order} '
+          f'({verdict} the paper\'s A-DPFL > CL-FL > DPFL).')
 
 
 def _finished_so_far(folder: str) -> list[str]:
@@ -350,6 +367,9 @@ def build(figs: str) -> str:
             + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']
     out += _figure_sections(figs, e)
   out += _changes(figs, settings)
+  rerun = [e for e in settings if e != FIRST]
+  if rerun:
+    out += _not_rerun(figs, max(rerun))
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Notes', '',
           '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',
@@ -367,6 +387,75 @@ def build(figs: str) -> str:
           '  with other runs (the DPFL run also spans two sessions), so their wall times are not',
           '  exclusive timings; the A-DPFL MNIST run in Fig. 4a had the machine to itself.', '']
   return '\n'.join(out) + '\n'
+
+
+def _round_seconds(run_copy: str, epochs: int = 1):
+  """Median seconds of a round of the run copied in `run_copy`, its median training time
+  scaled to `epochs` local epochs (it ran one, or as many as the setting); None if absent."""
+  rows = _rows(os.path.join(run_copy, 'metrics.csv'))
+  if not rows:
+    return None
+  med = lambda key: statistics.median(float(r[key]) for r in rows if r.get(key))
+  return med('round_seconds') + (epochs - 1) * med('train_seconds')
+
+
+def _not_rerun(figs: str, setting: Setting) -> list[str]:
+  """Issue 11's "say what was not rerun and how long it would take", for `setting`:
+  each missing artefact's command and its cost, from the median round times of runs
+  already made (same setting where there is one, else the E = 1 run with its training time
+  times E)."""
+  epochs, sfx, flags = setting[0], _sfx(setting), _flags(setting)
+  rounds = common.COMMON['rounds']
+  items = []
+
+  def item(what, runs, per_round, basis, command):
+    cost = (f'about {len(runs) * rounds * per_round / 3600:.1f} h ({len(runs)} x {rounds} '
+            f'rounds at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
+    items.append(f'- {what}: {cost}: `{command}`')
+
+  fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
+  base = {**{m: m for m in common.LABELS}, **{k: v[1] for k, v in common.VARIANTS.items()}}
+  missing = [slug for slug in base if not os.path.exists(os.path.join(fig4b, slug,
+                                                                       'summary.json'))]
+  e1 = lambda slug: (_round_seconds(os.path.join(figs, 'fig4_cifar10', base[slug]), epochs),
+                     f'the E = 1 {common.LABELS[base[slug]]} run\'s median, training x {epochs}')
+  for group, what in (([s for s in missing if s in ('fedavg', 'a_dpfl')],
+                       'Fig. 4b (CIFAR-10), {} (the rows issue 11 asks for at least)'),
+                      ([s for s in missing if s not in ('fedavg', 'a_dpfl')],
+                       'Fig. 4b (CIFAR-10), {}')):
+    if group:
+      labels = ', '.join(common.label_of(s) for s in group)
+      secs = [e1(s)[0] for s in group]
+      per = sum(secs) / len(secs) if all(secs) else None
+      first = 'fedavg' in group or 'a_dpfl' in group
+      item(what.format(labels), group, per, e1(group[0])[1] if len(group) == 1 else
+           f'the E = 1 runs\' medians, training x {epochs}, averaged',
+           f'python -m experiments.a_dpfl_fig4 --dataset cifar10{flags}'
+           + (f' --methods {" ".join(group)} --variants' if first else ''))
+  if _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv')) is None:
+    done = os.path.join(figs, f'fig6_mnist{sfx}')
+    ks = [k for k in K_VALUES if k != REUSED_K and not os.path.exists(
+        os.path.join(done, f'k{k:g}', 'summary.json'))]
+    if ks:
+      item(f'Fig. 6 (MNIST), k = {", ".join(f"{k:g}" for k in ks)}', ks,
+           _round_seconds(os.path.join(figs, f'fig4_mnist{sfx}', 'a_dpfl')),
+           'the median of Fig. 4a\'s A-DPFL run with this setting',
+           f'python -m experiments.a_dpfl_fig6{flags}')
+  if not any(r['dataset'] == 'cifar10' for r in _rows(os.path.join(figs, f'table2{sfx}.csv'))
+             or []):
+    item('Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
+         'runs)', common.SELECTIONS,
+         _round_seconds(os.path.join(figs, 'table2', 'cifar10_iid'), epochs),
+         f'the E = 1 IID run\'s median, training x {epochs}',
+         f'python -m experiments.a_dpfl_table2 --datasets cifar10{flags}')
+  if not items:
+    return []
+  return [f'## Not rerun yet ({_label(setting)})', '',
+          'Issue 11 asks for every MNIST artefact in full and, for CIFAR-10, at least the '
+          'FedAvg and A-DPFL rows. Costs are one run after another, at round times measured '
+          'beside other jobs on the 2 cores (add `--data-dir` and `--runs-dir` as for the '
+          'other commands; finished runs are reused and interrupted ones resume):', '',
+          *items, '']
 
 
 def _cl_fl_noise_note(figs: str) -> list[str]:

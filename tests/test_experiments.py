@@ -94,8 +94,22 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert not (tmp_path / 'runs' / 'mnist_fedavg_noniid_E5_seed0_quick').exists()
   # issue 11's reruns with more local epochs sit beside the one-epoch artefacts
   # ... and with the learning rate the sweep chose with E (named when not the paper's)
-  assert a_dpfl_fig4.main(['--dataset', 'mnist', '--local-epochs', '2', '--learning-rate',
-                           '0.1', '--variants'] + common) == 0
+  e2 = ['--dataset', 'mnist', '--local-epochs', '2', '--learning-rate', '0.1', '--variants']
+  # `--methods` runs a subset first; the full invocation then reuses it and adds the rest.
+  assert a_dpfl_fig4.main(e2 + ['--methods', 'a_dpfl', 'fedavg'] + common) == 0
+  with open(tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1.csv') as f:
+    assert [r['method'] for r in csv.DictReader(f)] == ['Non-private FL', 'A-DPFL']
+  assert a_dpfl_fig4.main(e2 + common) == 0
+  with open(tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1.csv') as f:
+    e2_rows = list(csv.DictReader(f))
+  assert [r['method'] for r in e2_rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL']
+  assert len([d for d in os.listdir(tmp_path / 'runs')
+              if d.startswith('mnist_a_dpfl_noniid_E2_lr0.1')]) == 1
+  with monkeypatch.context() as m:  # a subset rerun keeps the other rows, runs nothing
+    m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a finished run ran again'))
+    assert a_dpfl_fig4.main(e2 + ['--methods', 'cl_fl'] + common) == 0
+  with open(tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1.csv') as f:
+    assert list(csv.DictReader(f)) == e2_rows
   assert (tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1.png').exists()
   cfg = json.loads((tmp_path / 'figs' / 'fig4_mnist_E2_lr0.1' / 'fedavg' /
                     'config.json').read_text())
@@ -777,3 +791,60 @@ def test_aadp_fl_report_wall_time_per_figure_against_the_target():
                         '| Fig. 6 | mnist | 2 | 3.5 | 2 | **no** |']
   assert aadp_fl_report._wall_times(dict(fig5=None), sections[:1]) == [
       'No figure table written yet.']
+
+
+def test_a_dpfl_report_orders_fig4_only_with_every_private_method():
+  from experiments import a_dpfl_report
+  row = lambda m, acc: dict(method=m, final_test_accuracy=str(acc))
+  rows = [row('Non-private FL', 0.97), row('A-DPFL', 0.93)]
+  assert a_dpfl_report._ordering(rows) == (
+      "No ordering of the paper's private methods yet: DPFL, CL-FL not run (`--methods`).")
+  rows += [row('DPFL', 0.88), row('CL-FL', 0.96)]
+  assert a_dpfl_report._ordering(rows) == (
+      "tffdp ordering of the paper's private methods by final accuracy: CL-FL > A-DPFL > "
+      "DPFL (does NOT reproduce the paper's A-DPFL > CL-FL > DPFL).")
+  rows[-1] = row('CL-FL', 0.90)
+  assert '(reproduces the' in a_dpfl_report._ordering(rows)
+
+
+def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
+  from experiments import a_dpfl_common, a_dpfl_report, common
+  def run(folder, round_s, train_s):
+    common.write_table(str(tmp_path / folder / 'metrics.csv'), [
+        dict(round=r, round_seconds=round_s, train_seconds=train_s) for r in (1, 2, 3)])
+    (tmp_path / folder / 'summary.json').write_text('{}')
+  run('fig4_cifar10/fedavg', 30, 10)       # E = 1: 30 + 4 * 10 = 70 s a round at E = 5
+  run('fig4_cifar10/a_dpfl', 20, 5)        # 40 s
+  run('fig4_cifar10/dpfl', 50, 40)
+  run('fig4_cifar10/cl_fl', 10, 5)
+  run('fig4_mnist_E5_lr0.1/a_dpfl', 72, 60)  # this setting: as measured
+  for slug in [*a_dpfl_common.LABELS, *a_dpfl_common.VARIANTS]:
+    if slug not in ('fedavg', 'dpfl'):
+      run(f'fig4_cifar10_E5_lr0.1/{slug}', 1, 1)
+  run('fig6_mnist_E5_lr0.1/k0.3', 1, 1)
+  common.write_table(str(tmp_path / 'table2_E5_lr0.1.csv'), [dict(dataset='mnist')])
+  lines = a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))
+  flags = '--local-epochs 5 --learning-rate 0.1'
+  assert lines[0] == '## Not rerun yet (E = 5, lr = 0.1)'
+  assert lines[4:-1] == [
+      '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
+      '1.0 h (1 x 50 rounds at 70 s, the E = 1 Non-private FL run\'s median, training x 5): '
+      f'`python -m experiments.a_dpfl_fig4 --dataset cifar10 {flags} --methods fedavg '
+      '--variants`',
+      '- Fig. 4b (CIFAR-10), DPFL: about 2.9 h (1 x 50 rounds at 210 s, the E = 1 DPFL '
+      f'run\'s median, training x 5): `python -m experiments.a_dpfl_fig4 --dataset cifar10 '
+      f'{flags}`',
+      # 0.3 is done and 0.7 is Fig. 4a's run: five runs at Fig. 4a's 72 s.
+      '- Fig. 6 (MNIST), k = 0.4, 0.5, 0.6, 0.8, 0.9: about 5.0 h (5 x 50 rounds at 72 s, '
+      'the median of Fig. 4a\'s A-DPFL run with this setting): '
+      f'`python -m experiments.a_dpfl_fig6 {flags}`',
+      '- Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
+      'runs): cost not measured: '
+      f'`python -m experiments.a_dpfl_table2 --datasets cifar10 {flags}`']
+  # At E = 1 the four runs are there: only the readings, at their base runs' round times
+  # ((20 + 20 + 20 + 10 + 10) / 5 = 16 s).
+  assert a_dpfl_report._not_rerun(str(tmp_path), (1, 0.05))[4] == (
+      '- Fig. 4b (CIFAR-10), A-DPFL (weighted_sample), A-DPFL (uniform), A-DPFL (adjust '
+      'every 5), CL-FL (sigma 2), CL-FL (sigma 4): about 1.1 h (5 x 50 rounds at 16 s, the '
+      'E = 1 runs\' medians, training x 1, averaged): '
+      '`python -m experiments.a_dpfl_fig4 --dataset cifar10`')
