@@ -53,6 +53,7 @@ def test_cli_unknown_names_exit_2(flag, value, listed):
                                        (['--clients', '5', '--clients-per-round', '6'],
                                         'clients_per_round'),
                                        (['--rounds', '0'], 'rounds'),
+                                       (['--stop-after-round', '0'], 'stop_after_round'),
                                        (['--delta', '1.5'], 'delta')])
 def test_cli_invalid_hyperparameters_exit_2(args, name):
   r = cli(['--method', 'dpfl', '--dataset', 'mnist'] + args)
@@ -128,6 +129,35 @@ def test_resume_equals_uninterrupted(tmp_path):
   assert first['start_round'] == 0 and 0 < second['start_round'] < 4
   assert first['code'] == second['code'] == runner.code_version()
   assert runner.code_version().startswith(runner.versions()['tffdp'])
+
+
+def test_stop_after_round_pauses_and_resume_finishes_the_same_run(tmp_path):
+  kw = dict(method='dpfl', noise_multiplier=0.5, clip_norm=1.0, rounds=4, eval_every=3)
+  runner.run(_cfg(tmp_path, 'a', **kw), log=lambda s: None)
+  lines = []
+  paused = runner.run(_cfg(tmp_path, 'b', stop_after_round=2, **kw), log=lines.append)
+  assert paused['stop_kind'] == runner.STOP_PAUSED and paused['rounds_completed'] == 2
+  assert paused['stop_reason'] == 'paused after round 2 of 4 (stop_after_round)'
+  assert any('--resume' in line for line in lines)
+  assert not os.path.exists(tmp_path / 'b' / 'summary.json')  # not a finished run
+  rows = read_rows(tmp_path / 'b')
+  assert len(rows) == 2 and rows[1]['test_accuracy'] != ''  # evaluated where it paused
+  assert rows[0]['test_accuracy'] == ''  # eval_every 3 elsewhere
+  # Resuming with the same pause runs nothing more; without it, to the round cap.
+  again = runner.run(_cfg(tmp_path, 'b', stop_after_round=2, **kw), resume=True,
+                     log=lambda s: None)
+  assert again['rounds_completed'] == 2 and len(read_rows(tmp_path / 'b')) == 2
+  done = runner.run(_cfg(tmp_path, 'b', **kw), resume=True, log=lambda s: None)
+  assert done['stop_kind'] is None and done['rounds_completed'] == 4
+  assert os.path.exists(tmp_path / 'b' / 'summary.json')
+  a, b = read_rows(tmp_path / 'a'), read_rows(tmp_path / 'b')
+  for ra, rb in zip(a, b):
+    for col in ('epsilon_claimed', 'epsilon_guaranteed', 'train_loss'):
+      assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
+  assert float(a[3]['test_accuracy']) == pytest.approx(float(b[3]['test_accuracy']), abs=1e-6)
+  # A pause at or past the round cap is no pause.
+  assert runner.run(_cfg(tmp_path, 'c', stop_after_round=9, **kw),
+                    log=lambda s: None)['stop_kind'] is None
 
 
 def test_resume_of_a_checkpoint_without_segments_marks_its_code_unknown(tmp_path):

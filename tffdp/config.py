@@ -123,6 +123,10 @@ class RunConfig:
   dataset: str = 'mnist'
   data_dir: Optional[str] = None
   rounds: int = 20
+  # Pause after this many rounds (1-based): checkpoint, no `summary.json`; `--resume`
+  # without it continues to `rounds`. A pilot of the first rounds at the full run's
+  # calibration (methods that calibrate sigma for T rounds see `rounds`). None: no pause.
+  stop_after_round: Optional[int] = None
   clients: int = 100
   clients_per_round: int = 10
   partition: str = 'label_skew'
@@ -211,6 +215,8 @@ class RunConfig:
       bad('partition', self.partition, f'must be one of {", ".join(PARTITIONERS)}')
     if self.rounds <= 0:
       bad('rounds', self.rounds, 'must be positive')
+    if self.stop_after_round is not None and self.stop_after_round <= 0:
+      bad('stop_after_round', self.stop_after_round, 'must be positive (or None: no pause)')
     if self.clients <= 0:
       bad('clients', self.clients, 'must be positive')
     if not 0 < self.clients_per_round <= self.clients:

@@ -113,6 +113,9 @@ def make_parser() -> argparse.ArgumentParser:
   g.add_argument('--data-dir', help='directory with one folder per dataset '
                  '(default: $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets)')
   g.add_argument('--rounds', type=int, default=d.rounds, help='rounds T')
+  g.add_argument('--stop-after-round', type=int, metavar='R',
+                 help='pause after round R of T: checkpoint, no summary.json; --resume '
+                 'without it continues to T (a pilot of the first rounds, calibrated for T)')
   g.add_argument('--clients', type=int, default=d.clients, help='clients N')
   g.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
                  help='cohort size K (expected size under poisson sampling)')
@@ -186,6 +189,7 @@ def config_from_args(args) -> config_lib.RunConfig:
           raise ValueError(f'{f.name} of method {args.method}: {e}') from e
   return config_lib.RunConfig.create(
       method=args.method, dataset=args.dataset, data_dir=args.data_dir, rounds=args.rounds,
+      stop_after_round=args.stop_after_round,
       clients=args.clients, clients_per_round=args.clients_per_round,
       partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
       model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,

@@ -313,7 +313,10 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
     command: The command line to record (default `sys.argv`).
 
   Returns:
-    The summary dict (also written to `summary.json`).
+    The summary dict (also written to `summary.json`). A run paused by
+    `config.stop_after_round` before `config.rounds` writes no `summary.json` (it is not
+    finished; its checkpoint is saved) and returns the summary so far, with
+    `stop_kind='paused'`.
 
   Raises:
     ValueError: On invalid hyperparameters.
@@ -325,8 +328,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   os.makedirs(config.out, exist_ok=True)
   ckpt_path = os.path.join(config.out, CHECKPOINT)
   # Settings that may differ on resume: more rounds, where files live, comments.
-  free = ('rounds', 'out', 'data_dir', 'client_cache_dir', 'checkpoint_every', 'log_every',
-          'notes', 'workers', 'worker_timeout')
+  free = ('rounds', 'stop_after_round', 'out', 'data_dir', 'client_cache_dir',
+          'checkpoint_every', 'log_every', 'notes', 'workers', 'worker_timeout')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
@@ -401,6 +404,8 @@ class Runner:
     self.segments: list[dict] = []
     self.ckpt_path = os.path.join(config.out, CHECKPOINT)
     self._t_start = time.perf_counter()
+    # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
+    self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
 
   # ----- checkpoints ------------------------------------------------------------------
 
@@ -555,7 +560,7 @@ class Runner:
     t_account = time.perf_counter() - t_account
     row = dict(round=r + 1)
     t_eval = time.perf_counter()
-    if (r + 1) % config.eval_every == 0 or r + 1 == config.rounds:
+    if (r + 1) % config.eval_every == 0 or r + 1 in (config.rounds, self.last_round):
       row.update(self.evaluate())
     else:
       row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
@@ -596,7 +601,7 @@ class Runner:
                               started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())))
     last_good = self.snapshot()  # the state after the last completed round
     try:
-      for r in range(self.start_round, config.rounds):
+      for r in range(self.start_round, self.last_round):
         if not self.run_round(r):
           break
         last_good = self.snapshot()
@@ -620,9 +625,18 @@ class Runner:
       self.rows[-1].update(self.evaluate())
       self.metrics_csv.rewrite(self.rows)
     self.save_checkpoint(self.snapshot())
+    paused = not self.stop_reason and len(self.rows) < config.rounds
+    if paused:
+      self.stop_kind = STOP_PAUSED
+      self.stop_reason = (f'paused after round {len(self.rows)} of {config.rounds} '
+                          '(stop_after_round)')
     summary = summarize(self.rows, self.claimed.report(), self.guaranteed.report(),
                         self.method, config, self.wall(), self.stop_reason, self.stop_kind)
     summary['segments'] = self.segments
+    if paused:
+      self.log(f'tffdp: {self.stop_reason}; checkpoint saved, no summary.json. Continue '
+               f'with --resume (--out {config.out}) without --stop-after-round.')
+      return summary
     if self.per_client_budget:
       summary['client_stop_round'] = {str(c): r for c, r in sorted(self.stopped.items())}
     atomic_write(os.path.join(config.out, 'summary.json'), json.dumps(summary, indent=2))
@@ -632,6 +646,8 @@ class Runner:
 # `summary.json`'s `stop_kind`: why a run ended before its round cap (None: it did not).
 STOP_BUDGET = 'budget'
 STOP_DIVERGED = 'diverged'
+# Not in any `summary.json`: what `run()` returns for a run `stop_after_round` paused.
+STOP_PAUSED = 'paused'
 
 
 def stop_kind(summary: dict) -> Optional[str]:
