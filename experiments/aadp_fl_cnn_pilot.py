@@ -5,8 +5,9 @@ anything to learn from?
         [--readings literal noiseless noise_on_kept] [--rounds 6] [--data-dir DIR]
         [--runs-dir DIR] [--figures-dir DIR] [--quick]
 
-Fig. 6's settings (MNIST, 20 clients, T = 50 cut to `--rounds`, B = 32, S = 0.25, the
-smallest budget epsilon = 1) for each CNN in `--models` and three readings of step 4:
+Fig. 6's settings (MNIST, 20 clients, T = 50 paused after `--rounds` (`stop_after_round`:
+sigma is Theorem 1's for T = 50, as in the figure), B = 32, S = 0.25, the smallest budget
+epsilon = 1) for each CNN in `--models` and three readings of step 4:
 `literal` (tffdp's default: noise `sigma_i S / B` on every coordinate), `noiseless`
 (`noise_scale=none`, Fig. 5's clipping without noise: what the clip alone leaves) and
 `noise_on_kept` (noise only on the coordinates the clip keeps; leaks the support,
@@ -78,9 +79,11 @@ def main(argv=None) -> int:
     args.model = model
     dim = common.model_dim('mnist', model)
     for reading in args.readings:
+      # The first `--rounds` of Fig. 6's T-round run (paused there): sigma is calibrated
+      # for T, as in the figure.
       cfg, out = common.config('mnist', args, f'aadp_fl_eps{EPSILON:g}_pilot_{reading}',
-                               epsilon=EPSILON, rounds=2 if args.quick else args.rounds,
-                               **READINGS[reading])
+                               epsilon=EPSILON, stop_after_round=1 if args.quick else
+                               args.rounds, **READINGS[reading])
       metrics = common.run_cached(cfg, out, command)
       common.publish(out, args.figures_dir, os.path.basename(out))
       per_sigma = 0.0 if reading == 'noiseless' else cfg.clip_norm / cfg.batch_size

@@ -505,6 +505,24 @@ def _wall_times(tables, sections) -> list[str]:
                            (f'under {WALL_TARGET_SECONDS / 3600:g} h', lambda r: r['verdict'])])]
 
 
+def _pilot_calibration(figs, rows) -> str:
+  """Whether the pilot runs' sigma is the 50-round figure's: runs paused by
+  `stop_after_round` are calibrated for their full T; older pilots ran `--rounds` only."""
+  paused = []
+  for run in {r['run'] for r in rows}:
+    path = os.path.join(figs, 'runs', os.path.basename(run), 'config.json')
+    with open(path) as f:
+      cfg = json.load(f)
+    paused.append(bool(cfg.get('stop_after_round')) and cfg['stop_after_round'] < cfg['rounds'])
+  if all(paused):
+    return ('The pilot runs are the first rounds of the 50-round runs, paused there '
+            '(`stop_after_round`), so Theorem 1 calibrates their sigma for T = 50, as in '
+            'Fig. 6.')
+  return ('The pilot runs are `--rounds` long, so Theorem 1 calibrates their sigma for '
+          'T = `--rounds`: a little below the 50-round runs\' (the MLP row is the 50-round '
+          'Fig. 6 run).')
+
+
 def _cnn_pilot(figs) -> list[str]:
   """The CNN-panel pilot (`cnn_pilot.csv`): per model and reading of step 4, what
   longitudinal clipping keeps and how far each run trained."""
@@ -567,10 +585,8 @@ def _cnn_pilot(figs) -> list[str]:
          '`epsilon_guaranteed = inf`). "Noise norm of the mean / S" is the expected L2 norm '
          'of the cohort mean\'s noise, `std * sqrt(d / n)` (d: the kept coordinates of the '
          'last round for `noise_on_kept`), against the most signal a '
-         'clipped update carries (S). The pilot runs are `--rounds` long, so Theorem 1 '
-         'calibrates their sigma for T = `--rounds`: a little below the 50-round runs\' '
-         '(the MLP row is the 50-round Fig. 6 run). The `noiseless` reading has no sigma '
-         'and answers the question on its own.', '']
+         f'clipped update carries (S). {_pilot_calibration(figs, rows)} The `noiseless` '
+         'reading has no sigma and answers the question on its own.', '']
   by = {(r['model'], r['reading']): r for r in summary}
   ref = by.get(('mlp', 'literal (Fig. 6 run)'))
   if ref:

@@ -78,11 +78,19 @@ def copy_config(out: str, dest: str) -> None:
 
 
 def copy_results(out: str, dest: str) -> None:
-  """Copies a run's config (paths made portable), metrics and summary to `dest/`."""
+  """Copies a run's config (paths made portable), metrics and summary to `dest/`.
+
+  A run paused by `stop_after_round` has no summary: the copy has none either (a stale
+  one at `dest` is removed), so `restore_runs` does not take it for a finished run.
+  """
   os.makedirs(dest, exist_ok=True)
   copy_config(out, dest)
-  for f in ('metrics.csv', 'summary.json'):
-    shutil.copy(os.path.join(out, f), os.path.join(dest, f))
+  shutil.copy(os.path.join(out, 'metrics.csv'), os.path.join(dest, 'metrics.csv'))
+  summary = os.path.join(out, 'summary.json')
+  if os.path.exists(summary):
+    shutil.copy(summary, os.path.join(dest, 'summary.json'))
+  elif os.path.exists(os.path.join(dest, 'summary.json')):
+    os.remove(os.path.join(dest, 'summary.json'))
 
 
 def write_table(path: str, rows: list[dict]) -> None:

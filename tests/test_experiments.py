@@ -377,13 +377,22 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
                                           '--readings', 'literal']) == 0
   with open(figs / 'cnn_pilot.csv') as f:
     pilot = list(csv.DictReader(f))
-  assert [(r['reading'], r['round']) for r in pilot] == [('literal', '1'), ('literal', '2')]
+  # The pilot is the first round of Fig. 6's T-round run, paused: Fig. 6's sigma.
+  assert [(r['reading'], r['round']) for r in pilot] == [('literal', '1')]
   assert float(pilot[0]['noise_std']) == pytest.approx(
       float(pilot[0]['noise_multiplier']) * 0.25 / 32)
+  with open(figs / 'runs' / 'mnist_aadp_fl_eps1_seed0_quick' / 'metrics.csv') as f:
+    fig6_sigma = float(next(csv.DictReader(f))['noise_multiplier_max'])
+  assert float(pilot[0]['noise_multiplier']) == pytest.approx(fig6_sigma, rel=1e-9)
+  pilot_run = 'mnist_aadp_fl_eps1_pilot_literal_fl_mnist_cnn_seed0_quick'
+  assert (runs / pilot_run / 'checkpoint.pkl').exists()
+  assert not (figs / 'runs' / pilot_run / 'summary.json').exists()  # not finished
+  assert (figs / 'runs' / pilot_run / 'metrics.csv').exists()
   assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '## Pilot: the adaptive quantities' in report
-  assert '| `fl_mnist_cnn` | 21840 | `literal` | 2 |' in report
+  assert '| `fl_mnist_cnn` | 21840 | `literal` | 1 |' in report
+  assert 'paused there (`stop_after_round`), so Theorem 1 calibrates their sigma' in report
   # Every section but the other-model panels (Fig. 3's AlexNet, run here with another
   # model; Fig. 5 and 6 for the CNNs; Fig. 7a) is filled, and those are listed as not run.
   other_model = ('Fig. 3', 'Fig. 5 for the MNIST CNN', 'Fig. 6, CNN', 'Fig. 7a')
