@@ -9,9 +9,9 @@ static top-K), A-DPFL with Alg. 4 every 5 rounds, CL-FL at sigma 2 and 4. `--met
 a subset of the four (e.g. `--methods fedavg a_dpfl --variants`, the CIFAR-10 rows issue 11
 asks for first); the table keeps the rows an earlier invocation wrote. Writes
 `figures/a_dpfl/fig4_<dataset>.png`, `fig4_<dataset>.csv` (final/best accuracy and both
-epsilons per method) and each run's
-results under `figures/a_dpfl/fig4_<dataset>/<method>/`; with `--local-epochs E` (E > 1)
-the names end in `_E<E>` (`fig4_<dataset>_E<E>.csv`), beside the one-epoch ones.
+epsilons per method) and each run's results under `figures/a_dpfl/fig4_<dataset>/<method>/`;
+with `--local-epochs E` (E > 1) the names end in `_E<E>` (`fig4_<dataset>_E<E>.csv`),
+beside the one-epoch ones.
 """
 
 from __future__ import annotations
