@@ -392,11 +392,13 @@ def build(figs: str) -> str:
 def _round_seconds(run_copy: str, epochs: int = 1):
   """Median seconds of a round of the run copied in `run_copy`, its median training time
   scaled to `epochs` local epochs (it ran one, or as many as the setting); None if absent."""
-  rows = _rows(os.path.join(run_copy, 'metrics.csv'))
-  if not rows:
-    return None
-  med = lambda key: statistics.median(float(r[key]) for r in rows if r.get(key))
-  return med('round_seconds') + (epochs - 1) * med('train_seconds')
+  rows = _rows(os.path.join(run_copy, 'metrics.csv')) or []
+  med = {key: statistics.median(values) if values else None for key, values in (
+      (key, [float(r[key]) for r in rows if r.get(key)])
+      for key in ('round_seconds', 'train_seconds'))}
+  if med['round_seconds'] is None or (epochs > 1 and med['train_seconds'] is None):
+    return None  # no copy, or one made before round times were recorded
+  return med['round_seconds'] + (epochs - 1) * (med['train_seconds'] or 0.0)
 
 
 def _not_rerun(figs: str, setting: Setting) -> list[str]:

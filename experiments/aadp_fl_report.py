@@ -511,6 +511,9 @@ def _pilot_calibration(figs, rows) -> str:
   paused = []
   for run in {r['run'] for r in rows}:
     path = os.path.join(figs, 'runs', os.path.basename(run), 'config.json')
+    if not os.path.exists(path):  # no copy: not known to be paused
+      paused.append(False)
+      continue
     with open(path) as f:
       cfg = json.load(f)
     paused.append(bool(cfg.get('stop_after_round')) and cfg['stop_after_round'] < cfg['rounds'])
