@@ -1,6 +1,6 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
-    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|adap|workers|kth]
+    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|conv|adap|workers|kth]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -11,7 +11,9 @@
    cohort slices of 10 clients per TFF client computation. Floor: the identical
    `client_update` `tf.function` called in-process per client, and the weighted mean.
 2. One DP-SGD step (per-example clip + noise + SGD update) vs one non-private step on
-   the same batch, plus the clip-only step to show where the time goes.
+   the same batch, plus the clip-only step to show where the time goes; and
+   (`--only conv`) per-example Conv2D kernel gradients, `tf.image.extract_patches` vs
+   `per_example.conv_kernel_gradients`, for every conv layer of the package's CNNs.
 3. Adap DP-FL's round (10 clients x one Poisson lot of expected size 78 from 5,480
    examples each, its CNN, per-client Adam state in and out of TFF, validation loss on
    5,000 examples every round): the TFF process vs the same TensorFlow functions called
@@ -121,9 +123,9 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
   return out, t_floor
 
 
-def bench_dpsgd(label, model, batch, repeats):
-  m = models.build_keras_model(model, (28, 28, 1), 10, seed=0)
-  x = tf.random.stateless_uniform([batch, 28, 28, 1], seed=[1, 2])
+def bench_dpsgd(label, model, batch, repeats, shape=(28, 28, 1)):
+  m = models.build_keras_model(model, shape, 10, seed=0)
+  x = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
   y = tf.random.stateless_uniform([batch], seed=[3, 4], maxval=10, dtype=tf.int32)
   clip, sigma, lr = tf.constant(4.0), tf.constant(1.0), tf.constant(0.05)
   seed = tf.constant([5, 6], tf.int64)
@@ -156,6 +158,51 @@ def bench_dpsgd(label, model, batch, repeats):
         f'{1e3 * t_clip:.1f} ms ({t_clip / t_plain:.2f}x), DP-SGD (clip + noise) '
         f'{1e3 * t_dp:.1f} ms ({t_dp / t_plain:.2f}x, target <= 1.5x)', flush=True)
   return t_plain, t_clip, t_dp
+
+
+CONV_CASES = (  # (model, input shape, batch): the batches the experiments use
+    ('adap_dp_fl_cnn', (28, 28, 1), 78), ('deep_mnist_cnn', (28, 28, 1), 20),
+    ('fl_mnist_cnn', (28, 28, 1), 32), ('mcmahan_cnn', (28, 28, 1), 32),
+    ('alexnet_cnn', (28, 28, 1), 32), ('lenet_cnn', (32, 32, 3), 50),
+    ('dp_fedags_cifar_cnn', (32, 32, 3), 50))
+
+
+def bench_conv_grads(repeats):
+  """Per-example Conv2D kernel gradients: `tf.image.extract_patches` + one batched
+  matmul vs `per_example.conv_kernel_gradients` (strided slices), every conv layer of
+  the package's CNNs at the batch size its experiments use."""
+  def patches_ref(a, d, layer):
+    p = tf.image.extract_patches(a, [1, *layer.kernel_size, 1], [1, *layer.strides, 1],
+                                 [1, 1, 1, 1], layer.padding.upper())
+    b = tf.shape(a)[0]
+    return tf.matmul(tf.reshape(p, [b, -1, tf.shape(p)[-1]]),
+                     tf.reshape(d, [b, -1, tf.shape(d)[-1]]), transpose_a=True)
+  totals = [0.0, 0.0]
+  for name, shape, batch in CONV_CASES:
+    m = models.build_keras_model(name, shape, 10, seed=0)
+    h = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
+    for layer in m.layers:
+      if isinstance(layer, tf.keras.layers.Conv2D):
+        z = layer(h)
+        d = tf.random.stateless_normal(z.shape, seed=[3, 4])
+        ref = tf.function(lambda a=h, d=d, l=layer: patches_ref(a, d, l))
+        new = tf.function(lambda a=h, d=d, l=layer: per_example.conv_kernel_gradients(
+            a, d, l.kernel_size, l.strides, l.padding))
+        err = float(tf.reduce_max(tf.abs(ref() - new())) / tf.reduce_max(tf.abs(ref())))
+        t_ref, t_new = (timeit(lambda f=f: [f() for _ in range(10)], repeats) / 10
+                        for f in (ref, new))
+        totals[0] += t_ref
+        totals[1] += t_new
+        print(f'[conv_grads] {name} {layer.name} (in {tuple(h.shape[1:])}, kernel '
+              f'{layer.kernel_size}, stride {layer.strides}, {z.shape[1] * z.shape[2]} '
+              f'positions, batch {batch}): extract_patches {1e3 * t_ref:.2f} ms, '
+              f'conv_kernel_gradients {1e3 * t_new:.2f} ms ({t_ref / t_new:.2f}x faster; '
+              f'max rel. difference {err:.1e})', flush=True)
+      h = layer(h)
+  print(f'[conv_grads] all layers: extract_patches {1e3 * totals[0]:.1f} ms, '
+        f'conv_kernel_gradients {1e3 * totals[1]:.1f} ms '
+        f'({totals[0] / totals[1]:.2f}x faster)', flush=True)
+  return totals
 
 
 def bench_noise(repeats, num=3_274_634):
@@ -324,7 +371,7 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd', 'adap', 'workers', 'kth'))
+  p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth'))
   p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
                  '(the others use synthetic data)')
   args = p.parse_args(argv)
@@ -333,6 +380,12 @@ def main(argv=None) -> int:
   if args.only in (None, 'dpsgd'):
     bench_dpsgd("Adap DP-FL CNN, batch 78", 'adap_dp_fl_cnn', 78, args.repeats)
     bench_dpsgd("A-DPFL CNN, batch 20", 'deep_mnist_cnn', 20, args.repeats)
+    bench_dpsgd("AADP-FL CIFAR-10 LeNet-5 style (DP-SCAFFOLD), batch 50", 'lenet_cnn', 50,
+                args.repeats, shape=(32, 32, 3))
+    bench_dpsgd("AADP-FL AlexNet-style on MNIST (DP-SCAFFOLD), batch 32", 'alexnet_cnn', 32,
+                args.repeats)
+  if args.only in (None, 'conv'):
+    bench_conv_grads(args.repeats)
     bench_noise(args.repeats)
   if args.only in (None, 'kth'):
     bench_kth_smallest(args.repeats)

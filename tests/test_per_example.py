@@ -55,3 +55,44 @@ def test_unsupported_model_falls_back_to_vmap():
   b = pe.clipped_gradient_sum_vmap(model, x, y, tf.constant(0.1))
   for u, v in zip(a[0], b[0]):
     np.testing.assert_allclose(u, v, rtol=1e-6)
+
+
+@pytest.mark.parametrize('shape,kernel,strides,padding', [
+    ((3, 32, 32, 3), (5, 5), (1, 1), 'valid'),   # 784 positions: per-offset branch
+    ((3, 28, 28, 2), (3, 3), (1, 1), 'same'),
+    ((3, 7, 7, 4), (3, 3), (1, 1), 'same'),      # 49 positions: patches branch
+    ((3, 10, 10, 4), (4, 4), (1, 1), 'same'),    # even kernel: uneven SAME padding
+    ((3, 17, 15, 2), (4, 2), (1, 1), 'same'),    # per-offset branch, uneven padding
+    ((3, 11, 10, 2), (2, 3), (1, 1), 'valid'),
+    ((3, 9, 9, 4), (3, 3), (2, 2), 'same'),      # strided: extract_patches
+    ((3, 11, 10, 2), (2, 3), (3, 2), 'valid'),
+])
+def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, padding):
+  rng = np.random.default_rng(0)
+  a = tf.constant(rng.normal(size=shape), tf.float32)
+  out = tf.nn.conv2d(a, tf.zeros([*kernel, shape[-1], 3]), [1, *strides, 1],
+                     padding.upper())
+  d = tf.constant(rng.normal(size=out.shape), tf.float32)
+  patches = tf.image.extract_patches(a, [1, *kernel, 1], [1, *strides, 1], [1, 1, 1, 1],
+                                     padding.upper())
+  b = shape[0]
+  ref = tf.matmul(tf.reshape(patches, [b, -1, patches.shape[-1]]),
+                  tf.reshape(d, [b, -1, 3]), transpose_a=True)
+  got = pe.conv_kernel_gradients(a, d, kernel, strides, padding)
+  assert got.shape == ref.shape
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+  # Reshaped, each example's gradient is the conv kernel gradient of its own output.
+  with tf.GradientTape() as tape:
+    k = tf.Variable(tf.zeros([*kernel, shape[-1], 3]))
+    z = tf.nn.conv2d(a[:1], k, [1, *strides, 1], padding.upper())
+    total = tf.reduce_sum(z * d[:1])
+  np.testing.assert_allclose(tf.reshape(got[0], k.shape), tape.gradient(total, k),
+                             rtol=1e-5, atol=1e-5)
+
+
+def test_conv_kernel_gradients_need_static_spatial_shape():
+  @tf.function(input_signature=[tf.TensorSpec([None, None, None, 1])])
+  def f(a):
+    return pe.conv_kernel_gradients(a, a, (1, 1), (1, 1), 'valid')
+  with pytest.raises(ValueError, match='static spatial shapes'):
+    f.get_concrete_function()
