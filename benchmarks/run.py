@@ -1,6 +1,6 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
-    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|conv|adap|workers|kth]
+    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|conv|adap|workers|kth|figures]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -28,7 +28,10 @@
 5. DP-FedAGS's eq. 35 threshold on the 1,663,370 coordinates of the McMahan CNN:
    `dp_fedags.kth_smallest` (bisection over float32 bit patterns) vs `tf.sort` and
    indexing, both in a `tf.function`, and the two answers compared.
-Synthetic uint8 images (speed does not depend on pixel values).
+6. (`--only figures --data-dir DIR`, minutes) AADP-FL's MNIST CNN figures (Fig. 3
+   AlexNet-style, Fig. 6 McMahan CNN): the first rounds of one curve per method, their
+   real configurations on real MNIST, projected to the figure's wall time.
+Synthetic uint8 images (speed does not depend on pixel values) except 3's runner and 6.
 """
 
 from __future__ import annotations
@@ -297,6 +300,45 @@ def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
   return 1 / mean
 
 
+FIGURE_CASES = (  # (figure module, --model): the AADP-FL MNIST CNN panels
+    ('aadp_fl_fig3', 'alexnet_cnn'), ('aadp_fl_fig6', 'mcmahan_cnn'))
+
+
+def bench_figure_cost(data_dir, cache, rounds=3):
+  """Projected wall time of AADP-FL's MNIST CNN figures, from a few rounds of each.
+
+  For each figure, one curve per method (curves of one method cost the same per round:
+  only their epsilon differs) runs its real configuration (T, sigma calibrated for T)
+  through the runner, paused after `rounds` rounds (`stop_after_round`); the projection
+  is T x the median `round_seconds` of rounds 2.. (round 1 traces), summed over the
+  figure's curves. Issue 12's target: under 3 h per MNIST figure.
+  """
+  import importlib  # pylint: disable=g-import-not-at-top
+  for module_name, model in FIGURE_CASES:
+    module = importlib.import_module(f'experiments.{module_name}')
+    args = argparse.Namespace(data_dir=data_dir, seed=0, runs_dir=cache, quick=False,
+                              model=model, clip_norm=None,
+                              curves=list(getattr(module, 'CURVES', ())))
+    curves = module.curves('mnist', args)
+    counts = {}
+    for _, cfg, _, _ in curves:
+      counts[cfg.method] = counts.get(cfg.method, 0) + 1
+    total, parts = 0.0, []
+    for method, count in counts.items():
+      label, cfg, out, _ = next(c for c in curves if c[1].method == method)
+      cfg.stop_after_round, cfg.log_every, cfg.out = rounds, rounds, out
+      runner.run(cfg, log=lambda s: None)
+      times = [r['round_seconds'] for r in plotting.read_metrics(out)[1:]]
+      median = float(np.median(times))
+      total += count * cfg.rounds * median
+      parts.append(f'{method} x{count}: {median:.1f} s/round')
+      print(f'[figure_cost] {module_name} --model {model}: {label}: median round '
+            f'{median:.1f} s (rounds 2-{rounds}, evaluation included)', flush=True)
+    print(f'[figure_cost] {module_name} --model {model}: projected {total / 3600:.2f} h for '
+          f'its {len(curves)} runs of {cfg.rounds} rounds ({"; ".join(parts)}) '
+          f'(target < 3 h)', flush=True)
+
+
 def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
   """Local context vs one and two loopback TFF workers on the A-DPFL MNIST setting."""
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
@@ -371,7 +413,8 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth'))
+  p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
+                                      'figures'))
   p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
                  '(the others use synthetic data)')
   args = p.parse_args(argv)
@@ -403,6 +446,11 @@ def main(argv=None) -> int:
       bench_adap_dp_fl(args.repeats, cache)
       if args.data_dir:
         bench_adap_dp_fl_runner(args.data_dir, cache)
+  if args.only == 'figures':  # minutes per figure: only when asked for
+    if not args.data_dir:
+      p.error('--only figures needs --data-dir (real MNIST)')
+    with tempfile.TemporaryDirectory() as cache:
+      bench_figure_cost(args.data_dir, cache)
   return 0
 
 

@@ -70,7 +70,9 @@ EXPECTED = [
      COMMANDS['fig3'],
      '5 runs of 50 MNIST rounds of the AlexNet-style network; its FedAvg run took 49-62 s a '
      'round (45-57 s of training) over its first 6 rounds on one thread beside another job, '
-     'so about 45 min a run and 4 h or more for the five (DP-SCAFFOLD clips per example)'),
+     'so about 45 min a run and 4 h or more for the five that way; alone on both cores '
+     '`python -m benchmarks.run --only figures` measured 28-32 s a round (DP-SCAFFOLD, '
+     'which clips per example, 45 s), 2.3 h for the five'),
     ('Fig. 4b (CIFAR-10)', lambda t: _has(t['fig4'], 'cifar10'),
      'python -m experiments.aadp_fl_fig4 --datasets cifar10',
      '4 runs of 300 rounds at about 5 s a round, about 2 h'),
@@ -515,7 +517,10 @@ def _wall_times(tables, sections, figs=None) -> list[str]:
           'cores); "rounds x median round" is the same sum from each run\'s median round '
           'time, which pauses and one-off slow rounds do not move (- where a run has no '
           'copy here). Issue 12\'s target: every MNIST and '
-          f'Fashion-MNIST figure in under {WALL_TARGET_SECONDS / 3600:g} h.', '',
+          f'Fashion-MNIST figure in under {WALL_TARGET_SECONDS / 3600:g} h. The verdict '
+          'reads the measured sum; for the MNIST CNN panels, `python -m benchmarks.run '
+          '--only figures` projects the wall time alone on both cores from their first '
+          'rounds (`benchmarks/README.md`).', '',
           *md_table(rows, [('table', lambda r: r['figure']), ('dataset', lambda r: r['dataset']),
                            ('runs', lambda r: r['runs']),
                            ('wall, sum (h)', lambda r: fmt(r['total'], 3)),
