@@ -114,8 +114,9 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
   Strided convolutions use `tf.image.extract_patches`, faster there than strided slices.
   Measured by `python -m benchmarks.run --only conv` on the 2-core CPU (ms, at the
   experiments' batch sizes), `extract_patches` vs this: LeNet conv1 (32x32x3, batch 50)
-  15.5 vs 2.9; McMahan CNN conv2 11.3 vs 6.4; AlexNet-style conv3 (7x7 outputs) 2.8 vs
-  2.9; Adap DP-FL CNN conv1 (8x8, stride 2) with strided slices 2.2 vs 12.8.
+  13.2 vs 2.7; McMahan CNN conv2 9.5 vs 5.7; AlexNet-style conv3 (7x7 outputs) 3.0 vs
+  2.5; for the Adap DP-FL CNN's conv1 (8x8, stride 2) strided slices took 12.8 against
+  `extract_patches`' 2.2 (`benchmarks/README.md`).
   """
   kh, kw = kernel_size
   sh, sw = strides
