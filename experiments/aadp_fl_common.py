@@ -85,6 +85,10 @@ def add_common_flags(p: argparse.ArgumentParser, datasets=('mnist',)) -> None:
   p.add_argument('--runs-dir', default='runs/aadp_fl')
   p.add_argument('--figures-dir', default='figures/aadp_fl')
   p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  p.add_argument('--eval-every', type=int, default=1, metavar='N',
+                 help='evaluate on the test and validation sets every N rounds and at the '
+                 'last (default 1, every round, as the committed runs); evaluation does not '
+                 'change training, so a figure that reads final accuracies can save its cost')
   p.add_argument('--model', default=None, choices=sorted(models.MODELS),
                  help='model of every run (default: the paper\'s per dataset, MLP for MNIST '
                  'and Fashion-MNIST, LeNet-style CNN for CIFAR-10); the runs of another '
@@ -125,7 +129,8 @@ def config(dataset: str, args, tag: str, method: str = 'aadp_fl',
   kw = dict(dataset=dataset, data_dir=args.data_dir, seed=args.seed, clients=20,
             clients_per_round=20, partition='noniid_fraction',
             partition_options={'fraction': NON_IID}, learning_rate=0.01, delta=1e-5,
-            local_epochs=1, eval_every=1, checkpoint_every=10, log_every=10,
+            local_epochs=1, eval_every=getattr(args, 'eval_every', 1),
+            checkpoint_every=10, log_every=10,
             **settings(dataset, args))
   if args.quick:
     kw.update(clients=4, clients_per_round=4, num_validation=500, log_every=1)

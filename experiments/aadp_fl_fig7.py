@@ -4,8 +4,11 @@
 
 q_user in {0.2, 0.4, 0.6, 0.8, 1.0}, S = 0.3 for both methods (Amendment 5: Fig. 7b).
 DP-FedAvg samples each client with the same probability (Poisson cohort, rate q) at the
-sigma of AADP-FL's Theorem 1 (Amendment 6). Fig. 7a (CIFAR-10 AlexNet) is not run.
-Writes `fig7.csv`, `fig7_<dataset>.png` and `fig7_<dataset>_sweep.png`.
+sigma of AADP-FL's Theorem 1 (Amendment 6). Fig. 7a (CIFAR-10, AlexNet-style) is
+`--datasets cifar10 --model alexnet_cnn` (10 runs of 300 rounds); the figure reads final
+accuracies only, so the report's command adds `--eval-every 10`.
+Writes `fig7.csv`, `fig7_<dataset>.png` and `fig7_<dataset>_sweep.png` (with `--model M`,
+`fig7_M...`).
 """
 
 from __future__ import annotations

@@ -363,8 +363,13 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   scaffold = rows['DP-SCAFFOLD (own accountant, epsilon 4)']
   assert float(scaffold['epsilon_claimed']) == pytest.approx(4.0, abs=5e-3)
   assert float(scaffold['epsilon_guaranteed']) > 4.0  # unamplified shuffled epochs
-  for module in (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6, aadp_fl_fig7):
+  for module in (aadp_fl_fig4, aadp_fl_fig5, aadp_fl_fig6):
     assert module.main(common) == 0
+  assert aadp_fl_fig7.main(common + ['--eval-every', '2']) == 0
+  with open(figs / 'runs' / 'mnist_aadp_fl_S0.3_q1_seed0_quick' / 'metrics.csv') as f:
+    # Evaluated at round 2 (every 2nd and the last) only; trained in both rounds.
+    assert [(r['test_accuracy'] != '', r['train_loss'] != '') for r in csv.DictReader(f)] \
+        == [(False, True), (True, True)]
   assert aadp_fl_fig3.main(common + ['--model', 'logistic_regression',
                                      '--curves', 'fedavg', 'ddgauss_theorem1']) == 0
   with open(figs / 'fig5.csv') as f:
