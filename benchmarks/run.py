@@ -427,9 +427,9 @@ def main(argv=None) -> int:
                 args.repeats, shape=(32, 32, 3))
     bench_dpsgd("AADP-FL AlexNet-style on MNIST (DP-SCAFFOLD), batch 32", 'alexnet_cnn', 32,
                 args.repeats)
+    bench_noise(args.repeats)
   if args.only in (None, 'conv'):
     bench_conv_grads(args.repeats)
-    bench_noise(args.repeats)
   if args.only in (None, 'kth'):
     bench_kth_smallest(args.repeats)
   if args.only in (None, 'tff'):

@@ -478,10 +478,10 @@ def build(figs: str) -> str:
 WALL_TARGET_SECONDS = 3 * 3600
 
 
-def _median_projection(figs, rows) -> float | None:
+def _median_projection(figs, row) -> float | None:
   """Rounds x median `round_seconds` of a run's copy (seconds): its wall time without
   pauses of the process or one-off slow rounds; None without a copy or round times."""
-  metrics = _metrics(figs, rows[0]) if figs else []
+  metrics = _metrics(figs, row) if figs else []
   times = [float(m['round_seconds']) for m in metrics if m.get('round_seconds')]
   return len(metrics) * statistics.median(times) if times else None
 
@@ -495,15 +495,15 @@ def _wall_times(tables, sections, figs=None) -> list[str]:
   rows = []
   for name, title, *_ in sections:
     for dataset in common.DATASETS:
-      runs = {}
+      runs = {}  # a run shared by two rows counts once
       for r in tables[name] or []:
         if r['dataset'] == dataset and r.get('wall_seconds') not in (None, ''):
-          runs.setdefault(r['run'], []).append(r)
+          runs.setdefault(r['run'], r)
       if not runs:
         continue
-      walls = [float(rs[0]['wall_seconds']) for rs in runs.values()]
+      walls = [float(r['wall_seconds']) for r in runs.values()]
       total = sum(walls)
-      medians = [_median_projection(figs, rs) for rs in runs.values()]
+      medians = [_median_projection(figs, r) for r in runs.values()]
       verdict = ('no target (CIFAR-10)' if dataset == 'cifar10' else
                  'yes' if total <= WALL_TARGET_SECONDS else '**no**')
       rows.append(dict(figure=title.split(':')[0], dataset=dataset, runs=len(runs),
