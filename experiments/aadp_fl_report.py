@@ -478,12 +478,18 @@ def build(figs: str) -> str:
 WALL_TARGET_SECONDS = 3 * 3600
 
 
+def _median_round(metrics) -> float | None:
+  """Median `round_seconds` of a run's metrics rows; None without round times."""
+  times = [float(m['round_seconds']) for m in metrics if m.get('round_seconds')]
+  return statistics.median(times) if times else None
+
+
 def _median_projection(figs, row) -> float | None:
   """Rounds x median `round_seconds` of a run's copy (seconds): its wall time without
   pauses of the process or one-off slow rounds; None without a copy or round times."""
   metrics = _metrics(figs, row) if figs else []
-  times = [float(m['round_seconds']) for m in metrics if m.get('round_seconds')]
-  return len(metrics) * statistics.median(times) if times else None
+  median = _median_round(metrics)
+  return None if median is None else len(metrics) * median
 
 
 def _wall_times(tables, sections, figs=None) -> list[str]:
@@ -678,9 +684,8 @@ def _rounds_to(figs, rows, level: float) -> str:
 
 
 def _median_round_seconds(run_dir) -> str:
-  metrics = read_rows(os.path.join(run_dir, 'metrics.csv')) or []
-  times = [float(r['round_seconds']) for r in metrics if r.get('round_seconds')]
-  return _f(statistics.median(times) if times else math.nan, 3)
+  median = _median_round(read_rows(os.path.join(run_dir, 'metrics.csv')) or [])
+  return _f(math.nan if median is None else median, 3)
 
 
 def _unlisted_runs(figs, tables) -> list[str]:
