@@ -1,7 +1,7 @@
 """Helpers shared by every experiment module: cached and resumable runs, tables, entry.
 
-A run whose `summary.json` exists for the same configuration is reused; an interrupted
-run resumes from its checkpoint.
+A run whose `summary.json` exists for the same configuration is reused, as is a run paused
+at its `stop_after_round` (`paused_run`); an interrupted run resumes from its checkpoint.
 """
 
 from __future__ import annotations
@@ -19,24 +19,58 @@ from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
 
 
+_REUSE_IGNORES = ('out', 'notes', 'log_every', 'checkpoint_every', 'workers',
+                  'worker_timeout')
+
+
+def paused_run(config: dict, rows: list[dict]) -> bool:
+  """Whether a run folder holds a run paused at its `stop_after_round`.
+
+  Such a run (a pilot: the first rounds of a longer run) writes no `summary.json`
+  (`tffdp.runner.run`); its `metrics.csv` is complete up to the pause.
+
+  Args:
+    config: The run's parsed `config.json`.
+    rows: Its `metrics.csv` rows (dicts with a `round` field, str or float).
+
+  Returns:
+    True when `config` sets a `stop_after_round` before its `rounds` and `rows` reach it.
+  """
+  stop = config.get('stop_after_round')
+  if not stop or not rows or int(stop) >= int(config.get('rounds') or 0):
+    return False
+  return int(float(rows[-1]['round'])) >= int(stop)
+
+
 def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
                log=print) -> list[dict]:
   """Runs (or reuses / resumes) one configuration; returns its metrics rows.
+
+  Reused: a run in `out` with a `summary.json`, or paused at `cfg.stop_after_round`
+  (`paused_run`; such a folder restored from `figures/` has no checkpoint), whose
+  `config.json` matches `cfg`. A finished run of another configuration is deleted and
+  run again; an interrupted one resumes from its checkpoint.
 
   `log` receives the progress lines (default `print`).
   """
   cfg = dataclasses.replace(cfg, out=out)
   summary = os.path.join(out, 'summary.json')
   config_json = os.path.join(out, 'config.json')
-  if os.path.exists(summary) and os.path.exists(config_json):
+  if os.path.exists(config_json):
     with open(config_json) as f:
       old = json.load(f)
-    if not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
-                                       ignore=('out', 'notes', 'log_every', 'checkpoint_every',
-                                               'workers', 'worker_timeout')):
+    same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
+                                           ignore=_REUSE_IGNORES)
+    finished = os.path.exists(summary)
+    if (same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')) and
+        paused_run(old, plotting.read_metrics(out))):
+      log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
+      return plotting.read_metrics(out)
+    if finished and same:
       log(f'== reusing {out}')
       return plotting.read_metrics(out)
-    shutil.rmtree(out)
+    if finished:
+      shutil.rmtree(out)
   log(f'== {cfg.method} on {cfg.dataset} -> {out}')
   resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
   runner.run(cfg, resume=resume, command=command, log=log)

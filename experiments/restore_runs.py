@@ -11,6 +11,10 @@ folders their `config.json` names (`"out"`: `$RUNS_DIR/<method>/<run>` or
 `runs/<method>/<run>`, both taken relative to `--runs-dir`), so the figure commands reuse
 them and run only what is missing.
 
+A run paused at its `stop_after_round` (a pilot: `experiments.common.paused_run`) has no
+`summary.json`; its copy (`config.json`, `metrics.csv`) is restored too, and the pilot's
+command reuses it.
+
 A folder that already holds a `summary.json` or a checkpoint is left as it is (a finished
 or interrupted run of this machine wins over a copy). Restored runs have no checkpoint and
 no final weights: modules that reload a trained model (`experiments.dp_fedags_mia`) run
@@ -29,6 +33,7 @@ from experiments import common
 from tffdp import runner
 
 FILES = ('config.json', 'metrics.csv', 'summary.json')
+PAUSED_FILES = ('config.json', 'metrics.csv')
 _PREFIXES = ('$RUNS_DIR/', 'runs/')
 
 
@@ -37,7 +42,7 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
 
   Args:
     figures_dir: Folder searched recursively for run copies (a folder holding all of
-      `FILES`).
+      `FILES`, or `PAUSED_FILES` of a paused run: `common.paused_run`).
 
   Returns:
     `{relative run folder (e.g. 'a_dpfl/mnist_fedavg_noniid_seed0'): copy folder}`; where
@@ -46,7 +51,10 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
     skipped.
   """
   found = {}
-  for root, out, _ in common.run_copies(figures_dir, FILES):
+  for root, out, config in common.run_copies(figures_dir, PAUSED_FILES):
+    if not os.path.exists(os.path.join(root, 'summary.json')) and not common.paused_run(
+        config, common.read_rows(os.path.join(root, 'metrics.csv')) or []):
+      continue
     for prefix in _PREFIXES:
       if out.startswith(prefix):
         found.setdefault(os.path.normpath(out[len(prefix):]), root)
@@ -78,7 +86,8 @@ def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
     if not dry_run:
       os.makedirs(dest, exist_ok=True)
       for f in FILES:
-        shutil.copy(os.path.join(src, f), os.path.join(dest, f))
+        if os.path.exists(os.path.join(src, f)):
+          shutil.copy(os.path.join(src, f), os.path.join(dest, f))
   return written
 
 

@@ -1,6 +1,7 @@
 """Smoke runs of every experiment entry point at toy size (--quick)."""
 
 import csv
+import dataclasses
 import json
 import os
 import re
@@ -579,6 +580,40 @@ def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   assert sorted(os.listdir(runs / 'aadp_fl')) == ['mnist_b_seed0', 'mnist_c_seed0',
                                                    'mnist_d_seed0']
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == []
+
+
+def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path, monkeypatch):
+  from experiments import common, restore_runs  # pylint: disable=g-multiple-import
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  assert not common.paused_run({'stop_after_round': 2, 'rounds': 5}, [{'round': '1'}])
+  assert common.paused_run({'stop_after_round': 2, 'rounds': 5}, [{'round': 2.0}])
+  assert not common.paused_run({'stop_after_round': 5, 'rounds': 5}, [{'round': '5'}])
+  assert not common.paused_run({'stop_after_round': None, 'rounds': 5}, [{'round': '5'}])
+  runs, figs = tmp_path / 'runs', tmp_path / 'figs'
+  out = str(runs / 'dpfl' / 'synthetic_pilot_seed0')
+  cfg = config_lib.RunConfig(
+      method='dpfl', dataset='synthetic', clients=4, clients_per_round=2, partition='iid',
+      model='logistic_regression', batch_size=100, learning_rate=0.5, num_validation=500,
+      rounds=3, stop_after_round=1, noise_multiplier=0.7,
+      client_cache_dir=str(tmp_path / 'clients'))
+  rows = common.run_cached(cfg, out, ['x'], log=lambda s: None)
+  assert [r['round'] for r in rows] == [1.0]
+  assert not os.path.exists(os.path.join(out, 'summary.json'))
+  common.copy_results(out, str(figs / 'pilot'))
+  shutil.rmtree(runs)
+  assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [
+      str(runs / 'dpfl' / 'synthetic_pilot_seed0')]
+  assert not os.path.exists(os.path.join(out, runner.CHECKPOINT))
+  lines = []
+  with monkeypatch.context() as m:
+    m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a restored paused run ran again'))
+    assert common.run_cached(cfg, out, ['x'], log=lines.append) == rows
+  assert lines == [f'== reusing {out} (paused after round 1)']
+  # A later pause is another configuration: without a checkpoint it runs from round 1.
+  longer = common.run_cached(dataclasses.replace(cfg, stop_after_round=2), out, ['x'],
+                             log=lambda s: None)
+  assert [r['round'] for r in longer] == [1.0, 2.0]
+  assert longer[0]['test_accuracy'] == rows[0]['test_accuracy']
 
 
 def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path):
