@@ -10,6 +10,11 @@ A `RUN_DIR` is a committed run copy (e.g. `figures/a_dpfl/fig4_mnist/a_dpfl`,
 column (accuracies, losses, both epsilons, the adaptive quantities): the check that a
 change to the package leaves the published results as they were. Exit code 0 when every
 value agrees to `--rtol`, 1 otherwise (the differing values are printed), 2 on bad input.
+
+A run that differs is printed with the code that made it (its `summary.json` segments, from
+commit f6676e0 on) against this checkout's, and with the commits in `RESULT_CHANGES` it
+predates: those change the values a seed draws, so an older run differs without a
+regression (rerun it at its own commit to compare).
 """
 
 from __future__ import annotations
@@ -19,7 +24,10 @@ import dataclasses
 import json
 import math
 import os
+import re
+import subprocess
 import tempfile
+from typing import Callable, Optional
 
 from experiments import common
 
@@ -28,6 +36,66 @@ COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss
            'epsilon_guaranteed_mean', 'cohort_size', 'noise_multiplier', 'clip_norm',
            'clip_norm_min', 'clip_norm_max', 'server_validation_accuracy',
            'server_validation_loss', 'uploading_clients')
+
+# Commits after which a run's seed draws other values (same distributions): runs made
+# before them do not reproduce their rows with later code.
+RESULT_CHANGES = (
+    ('ddbf078', 'DP-SGD noise drawn by queries.standard_normal (Box-Muller on Philox '
+                'uniforms) instead of tf.random.stateless_normal'),
+)
+# The commit from which `summary.json` records the code of each segment of a run.
+SEGMENTS_COMMIT = 'f6676e0'
+
+
+def _git_is_ancestor(commit: str, of: str) -> Optional[bool]:
+  """Whether `commit` is an ancestor of (or is) `of` in this checkout; None if unknown."""
+  try:
+    rc = subprocess.run(['git', 'merge-base', '--is-ancestor', commit, of],
+                        cwd=os.path.dirname(os.path.abspath(__file__)),
+                        capture_output=True, timeout=10, check=False).returncode
+  except (OSError, subprocess.SubprocessError):
+    return None
+  return {0: True, 1: False}.get(rc)
+
+
+def _commit_of(code: str) -> Optional[str]:
+  """The commit in a `runner.code_version()` string (`0.1.0+<git describe>`), if any."""
+  m = re.search(r'\+(?:.*-g)?([0-9a-f]{7,40})(?:-dirty)?$', code or '')
+  return m.group(1) if m else None
+
+
+def provenance(summary: Optional[dict], current: str,
+               is_ancestor: Callable[[str, str], Optional[bool]] = _git_is_ancestor
+               ) -> list[str]:
+  """Lines saying which code made a run and which `RESULT_CHANGES` it predates.
+
+  Args:
+    summary: The run's parsed `summary.json` (None for a run without one).
+    current: This checkout's `tffdp.runner.code_version()`.
+    is_ancestor: `(commit, of) -> bool or None`: whether `commit` is in `of`'s history.
+
+  Returns:
+    One line on the recorded code (each segment's, or that none is recorded), then one per
+    result change the run's code does not include (or may not, when unknown).
+  """
+  segments = (summary or {}).get('segments') or []
+  codes = [s.get('code') or 'unknown' for s in segments]
+  if not codes:
+    lines = [f'code: not recorded (runs made before {SEGMENTS_COMMIT} record none); '
+             f'this checkout {current}']
+  else:
+    lines = [f'code: {", ".join(dict.fromkeys(codes))} (by segment); this checkout {current}']
+  for commit, what in RESULT_CHANGES:
+    found = [is_ancestor(commit, c) if c else None for c in map(_commit_of, codes)]
+    if codes and all(f is True for f in found):
+      continue
+    if codes and any(f is False for f in found):
+      lines.append(f'the run predates {commit}: {what}')
+    elif not codes and is_ancestor(commit, SEGMENTS_COMMIT) is not False:
+      lines.append(f'the run may predate {commit}: {what}')
+    else:
+      lines.append(f'whether the run includes {commit} is unknown: {what}')
+  return lines
 
 
 def _rows(run_dir: str) -> list[dict]:
@@ -86,6 +154,14 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
   log(f'{run_dir}: {status} over rounds 1-{rounds} ({len(compared)} committed rows compared)')
   for d in diffs[:20]:
     log(f'  {d}')
+  if diffs:
+    summary_path = os.path.join(run_dir, 'summary.json')
+    summary = None
+    if os.path.exists(summary_path):
+      with open(summary_path) as f:
+        summary = json.load(f)
+    for line in provenance(summary, runner.code_version()):
+      log(f'  {line}')
   return not diffs
 
 

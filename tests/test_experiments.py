@@ -338,6 +338,27 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
   assert any(line.startswith('  round 2 test_accuracy: committed') for line in lines)
 
 
+def test_check_reproduces_names_the_result_changes_a_run_predates():
+  from experiments import check_reproduces as cr  # pylint: disable=g-import-not-at-top
+  change = cr.RESULT_CHANGES[0][0]
+  history = {('aaaaaaa', change): False, ('bbbbbbb', change): True,
+             (cr.SEGMENTS_COMMIT, change): True}
+  anc = lambda c, of: history.get((of, c))
+  assert cr._commit_of('0.1.0+bbbbbbb-dirty') == 'bbbbbbb'
+  assert cr._commit_of('0.1.0+v1-3-gbbbbbbb') == 'bbbbbbb'
+  assert cr._commit_of('0.1.0') is None
+  seg = lambda *codes: {'segments': [{'start_round': i, 'code': c} for i, c in
+                                     enumerate(codes)]}
+  newer = cr.provenance(seg('0.1.0+bbbbbbb'), '0.1.0+ccccccc', anc)
+  assert newer == ['code: 0.1.0+bbbbbbb (by segment); this checkout 0.1.0+ccccccc']
+  # Resumed across the change: its first segment predates it.
+  both = cr.provenance(seg('0.1.0+aaaaaaa', '0.1.0+bbbbbbb'), 'x', anc)
+  assert both[1].startswith(f'the run predates {change}: DP-SGD noise')
+  assert cr.provenance({}, 'x', anc)[1].startswith(f'the run may predate {change}')
+  assert cr.provenance(None, 'x', anc)[0].startswith('code: not recorded')
+  assert 'is unknown' in cr.provenance(seg('0.1.0'), 'x', anc)[1]
+
+
 def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   from experiments import (aadp_fl_cnn_pilot, aadp_fl_fig3, aadp_fl_fig4, aadp_fl_fig5,
                            aadp_fl_fig6, aadp_fl_fig7, aadp_fl_report, aadp_fl_table2)
