@@ -1,6 +1,7 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|conv|adap|workers|kth|figures]
+        [--data-dir DIR] [--figures fig3 fig6 fig7a]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -28,9 +29,10 @@
 5. DP-FedAGS's eq. 35 threshold on the 1,663,370 coordinates of the McMahan CNN:
    `dp_fedags.kth_smallest` (bisection over float32 bit patterns) vs `tf.sort` and
    indexing, both in a `tf.function`, and the two answers compared.
-6. (`--only figures --data-dir DIR`, minutes) AADP-FL's MNIST CNN figures (Fig. 3
-   AlexNet-style, Fig. 6 McMahan CNN): the first rounds of one curve per method, their
-   real configurations on real MNIST, projected to the figure's wall time.
+6. (`--only figures --data-dir DIR`, minutes) AADP-FL's CNN figures (Fig. 3
+   AlexNet-style and Fig. 6 McMahan CNN on MNIST; with `--figures fig7a`, Fig. 7a's
+   AlexNet-style network on CIFAR-10): the first rounds of the figure's real
+   configurations on real data, projected to the figure's wall time.
 Synthetic uint8 images (speed does not depend on pixel values) except 3's runner and 6.
 """
 
@@ -300,43 +302,68 @@ def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
   return 1 / mean
 
 
-FIGURE_CASES = (  # (figure module, --model): the AADP-FL MNIST CNN panels
-    ('aadp_fl_fig3', 'alexnet_cnn'), ('aadp_fl_fig6', 'mcmahan_cnn'))
+# name: (figure module, dataset, --model, --eval-every, every curve measured). Curves of
+# one method cost the same per round in Fig. 3 and 6 (only their epsilon differs): one
+# each is measured. Fig. 7a's curves differ in cohort size (q_user): each is measured.
+FIGURE_CASES = {
+    'fig3': ('aadp_fl_fig3', 'mnist', 'alexnet_cnn', 1, False),
+    'fig6': ('aadp_fl_fig6', 'mnist', 'mcmahan_cnn', 1, False),
+    'fig7a': ('aadp_fl_fig7', 'cifar10', 'alexnet_cnn', 10, True),
+}
 
 
-def bench_figure_cost(data_dir, cache, rounds=3):
-  """Projected wall time of AADP-FL's MNIST CNN figures, from a few rounds of each.
+def project_run(rows: list[dict], rounds: int, eval_every: int) -> tuple[float, float]:
+  """A run's projected wall time from its first rounds.
 
-  For each figure, one curve per method (curves of one method cost the same per round:
-  only their epsilon differs) runs its real configuration (T, sigma calibrated for T)
-  through the runner, paused after `rounds` rounds (`stop_after_round`); the projection
-  is T x the median `round_seconds` of rounds 2.. (round 1 traces), summed over the
+  Args:
+    rows: `metrics.csv` rows (floats) of the first rounds; round 1 (tracing) is left out.
+    rounds: The run's T.
+    eval_every: Its `eval_every`: T / eval_every rounds (and round T) evaluate.
+
+  Returns:
+    `(seconds, median round seconds without evaluation)`: T x that median plus the
+    evaluated rounds x the median `eval_seconds` of the evaluated rounds measured.
+  """
+  later = rows[1:]
+  train = float(np.median([r['round_seconds'] - (r['eval_seconds'] or 0.0) for r in later]))
+  evals = [r['eval_seconds'] for r in later if r['eval_seconds']]
+  n_eval = len({r for r in range(1, rounds + 1) if r % eval_every == 0 or r == rounds})
+  return rounds * train + n_eval * (float(np.median(evals)) if evals else 0.0), train
+
+
+def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
+  """Projected wall time of AADP-FL's CNN figures, from a few rounds of their runs.
+
+  Each measured curve (`FIGURE_CASES`) runs its real configuration (T, sigma calibrated for
+  T) through the runner, paused after `rounds` rounds (`stop_after_round`; the last of
+  them evaluates, whatever `eval_every`); the projection is `project_run`, summed over the
   figure's curves. Issue 12's target: under 3 h per MNIST figure.
   """
   import importlib  # pylint: disable=g-import-not-at-top
-  for module_name, model in FIGURE_CASES:
+  for name in figures:
+    module_name, dataset, model, eval_every, each = FIGURE_CASES[name]
     module = importlib.import_module(f'experiments.{module_name}')
     args = argparse.Namespace(data_dir=data_dir, seed=0, runs_dir=cache, quick=False,
-                              model=model, clip_norm=None,
+                              model=model, clip_norm=None, eval_every=eval_every,
                               curves=list(getattr(module, 'CURVES', ())))
-    curves = module.curves('mnist', args)
-    counts = {}
-    for _, cfg, _, _ in curves:
-      counts[cfg.method] = counts.get(cfg.method, 0) + 1
+    curves = module.curves(dataset, args)
+    measured = curves if each else [next(c for c in curves if c[1].method == m)
+                                    for m in dict.fromkeys(c[1].method for c in curves)]
     total, parts = 0.0, []
-    for method, count in counts.items():
-      label, cfg, out, _ = next(c for c in curves if c[1].method == method)
+    for label, cfg, out, _ in measured:
+      count = 1 if each else sum(c[1].method == cfg.method for c in curves)
       cfg.stop_after_round, cfg.log_every, cfg.out = rounds, rounds, out
       runner.run(cfg, log=lambda s: None)
-      times = [r['round_seconds'] for r in plotting.read_metrics(out)[1:]]
-      median = float(np.median(times))
-      total += count * cfg.rounds * median
-      parts.append(f'{method} x{count}: {median:.1f} s/round')
-      print(f'[figure_cost] {module_name} --model {model}: {label}: median round '
-            f'{median:.1f} s (rounds 2-{rounds}, evaluation included)', flush=True)
-    print(f'[figure_cost] {module_name} --model {model}: projected {total / 3600:.2f} h for '
-          f'its {len(curves)} runs of {cfg.rounds} rounds ({"; ".join(parts)}) '
-          f'(target < 3 h)', flush=True)
+      seconds, train = project_run(plotting.read_metrics(out), cfg.rounds, eval_every)
+      total += count * seconds
+      parts.append(f'{label if each else cfg.method} x{count}: {train:.1f} s/round')
+      print(f'[figure_cost] {name} ({module_name} --datasets {dataset} --model {model}): '
+            f'{label}: median round {train:.1f} s without evaluation (rounds 2-{rounds}), '
+            f'projected {seconds / 3600:.2f} h with evaluation every {eval_every}',
+            flush=True)
+    print(f'[figure_cost] {name}: projected {total / 3600:.2f} h for its {len(curves)} runs '
+          f'of {cfg.rounds} rounds ({"; ".join(parts)})'
+          f'{" (target < 3 h)" if dataset != "cifar10" else ""}', flush=True)
 
 
 def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
@@ -415,8 +442,12 @@ def main(argv=None) -> int:
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
                                       'figures'))
-  p.add_argument('--data-dir', help='real MNIST for the Adap DP-FL runner benchmark '
-                 '(the others use synthetic data)')
+  p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
+                 'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
+                 'data)')
+  p.add_argument('--figures', nargs='+', choices=sorted(FIGURE_CASES),
+                 default=['fig3', 'fig6'], help='with --only figures: the figures to '
+                 'project (default fig3 fig6)')
   args = p.parse_args(argv)
   print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs; tensorflow {tf.__version__}')
   runtime.use_local_context()
@@ -450,7 +481,7 @@ def main(argv=None) -> int:
     if not args.data_dir:
       p.error('--only figures needs --data-dir (real MNIST)')
     with tempfile.TemporaryDirectory() as cache:
-      bench_figure_cost(args.data_dir, cache)
+      bench_figure_cost(args.data_dir, cache, args.figures)
   return 0
 
 
