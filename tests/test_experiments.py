@@ -829,6 +829,21 @@ def test_aadp_fl_report_first_round_at_the_accuracy_level(tmp_path):
       'First round at >= 90% test accuracy (of 3): S = 1: round 2; S = 2: never.')
 
 
+def test_aadp_fl_report_fig4_verdict_names_the_steps_that_do_not_fall():
+  from experiments import aadp_fl_report  # pylint: disable=g-import-not-at-top
+  row = lambda d, p, acc: dict(dataset=d, non_iid_percentage=str(p),
+                               final_test_accuracy=str(acc))
+  lines = aadp_fl_report._fig4_verdicts([
+      row('mnist', 0.25, 94.44), row('mnist', 0.0, 94.05), row('mnist', 1.0, 37.68),
+      row('cifar10', 0.0, 58.15), row('cifar10', 1.0, 26.15), row('fashion_mnist', 0.0, 80)])
+  assert lines[2] == ('- MNIST: final accuracy does not fall at every step (p = 0 -> 0.25: '
+                      '94.05% -> 94.44%); p = 0 to p = 1: 94.05% -> 37.68% (-56.37 points, '
+                      'one seed each).')
+  assert lines[3].startswith('- CIFAR-10: final accuracy falls at every step; ')
+  assert len(lines) == 4  # one point: no verdict
+  assert aadp_fl_report._fig4_verdicts([row('mnist', 0.0, 90)]) == []
+
+
 def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
   from experiments import aadp_fl_report
   row = lambda eps, acc, best=None: dict(dataset='mnist', epsilon=eps,
