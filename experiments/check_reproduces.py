@@ -89,10 +89,12 @@ def provenance(summary: Optional[dict], current: str,
     found = [is_ancestor(commit, c) if c else None for c in map(_commit_of, codes)]
     if codes and all(f is True for f in found):
       continue
-    if codes and any(f is False for f in found):
+    if not codes:  # made before SEGMENTS_COMMIT: before `commit` too if that came later
+      before = is_ancestor(commit, SEGMENTS_COMMIT)
+      lines.append(f'the run {"predates" if before is False else "may predate"} {commit}: '
+                   f'{what}')
+    elif any(f is False for f in found):
       lines.append(f'the run predates {commit}: {what}')
-    elif not codes and is_ancestor(commit, SEGMENTS_COMMIT) is not False:
-      lines.append(f'the run may predate {commit}: {what}')
     else:
       lines.append(f'whether the run includes {commit} is unknown: {what}')
   return lines

@@ -356,6 +356,9 @@ def test_check_reproduces_names_the_result_changes_a_run_predates():
   assert both[1].startswith(f'the run predates {change}: DP-SGD noise')
   assert cr.provenance({}, 'x', anc)[1].startswith(f'the run may predate {change}')
   assert cr.provenance(None, 'x', anc)[0].startswith('code: not recorded')
+  later = {(cr.SEGMENTS_COMMIT, change): False}  # a change after recording began
+  assert cr.provenance({}, 'x', lambda c, of: later.get((of, c)))[1].startswith(
+      f'the run predates {change}')
   assert 'is unknown' in cr.provenance(seg('0.1.0'), 'x', anc)[1]
 
 
