@@ -45,6 +45,7 @@ import platform
 import sys
 import tempfile
 import time
+from typing import Optional
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -312,20 +313,33 @@ FIGURE_CASES = {
 }
 
 
-def project_run(rows: list[dict], rounds: int, eval_every: int) -> tuple[float, float]:
+def expected_cohort(cfg) -> float:
+  """The expected cohort size of a run: `clients_per_round` (its mean under Poisson
+  sampling), times AADP-FL's user sampling probability `q_user` where it has one."""
+  return cfg.clients_per_round * float(cfg.method_options.get('q_user', 1.0))
+
+
+def project_run(rows: list[dict], rounds: int, eval_every: int,
+                cohort: Optional[float] = None) -> tuple[float, float]:
   """A run's projected wall time from its first rounds.
 
   Args:
     rows: `metrics.csv` rows (floats) of the first rounds; round 1 (tracing) is left out.
     rounds: The run's T.
     eval_every: Its `eval_every`: T / eval_every rounds (and round T) evaluate.
+    cohort: The run's expected cohort size (`expected_cohort`). Given, a round's time
+      without evaluation is taken as proportional to its `cohort_size` (clients'
+      training dominates), so rounds whose random cohort was larger or smaller than
+      expected are scaled to it; None uses the rounds as measured.
 
   Returns:
     `(seconds, median round seconds without evaluation)`: T x that median plus the
     evaluated rounds x the median `eval_seconds` of the evaluated rounds measured.
   """
   later = rows[1:]
-  train = float(np.median([r['round_seconds'] - (r['eval_seconds'] or 0.0) for r in later]))
+  scale = [1.0 if cohort is None else cohort / r['cohort_size'] for r in later]
+  train = float(np.median([(r['round_seconds'] - (r['eval_seconds'] or 0.0)) * k
+                           for r, k in zip(later, scale)]))
   evals = [r['eval_seconds'] for r in later if r['eval_seconds']]
   n_eval = len({r for r in range(1, rounds + 1) if r % eval_every == 0 or r == rounds})
   return rounds * train + n_eval * (float(np.median(evals)) if evals else 0.0), train
@@ -336,8 +350,8 @@ def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
 
   Each measured curve (`FIGURE_CASES`) runs its real configuration (T, sigma calibrated for
   T) through the runner, paused after `rounds` rounds (`stop_after_round`; the last of
-  them evaluates, whatever `eval_every`); the projection is `project_run`, summed over the
-  figure's curves. Issue 12's target: under 3 h per MNIST figure.
+  them evaluates, whatever `eval_every`); the projection is `project_run` at the run's
+  expected cohort size, summed over the figure's curves. Issue 12's target: under 3 h per MNIST figure.
   """
   import importlib  # pylint: disable=g-import-not-at-top
   for name in figures:
@@ -354,11 +368,15 @@ def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
       count = 1 if each else sum(c[1].method == cfg.method for c in curves)
       cfg.stop_after_round, cfg.log_every, cfg.out = rounds, rounds, out
       runner.run(cfg, log=lambda s: None)
-      seconds, train = project_run(plotting.read_metrics(out), cfg.rounds, eval_every)
+      measured_rows = plotting.read_metrics(out)
+      cohorts = ', '.join(f'{r["cohort_size"]:g}' for r in measured_rows[1:])
+      seconds, train = project_run(measured_rows, cfg.rounds, eval_every,
+                                   expected_cohort(cfg))
       total += count * seconds
       parts.append(f'{label if each else cfg.method} x{count}: {train:.1f} s/round')
       print(f'[figure_cost] {name} ({module_name} --datasets {dataset} --model {model}): '
-            f'{label}: median round {train:.1f} s without evaluation (rounds 2-{rounds}), '
+            f'{label}: median round {train:.1f} s without evaluation (rounds 2-{rounds}, '
+            f'cohorts {cohorts} scaled to the expected {expected_cohort(cfg):g}), '
             f'projected {seconds / 3600:.2f} h with evaluation every {eval_every}',
             flush=True)
     print(f'[figure_cost] {name}: projected {total / 3600:.2f} h for its {len(curves)} runs '

@@ -1,5 +1,7 @@
 """The arithmetic of the benchmarks' projections (their timings are not tested)."""
 
+import argparse
+
 import pytest
 
 from benchmarks import run
@@ -15,6 +17,20 @@ def test_project_run_counts_evaluated_rounds_once_each():
   # Every round evaluated: T x (training + evaluation) medians.
   every = [row(99.0, 50.0), row(12.0, 2.0), row(14.0, 4.0)]
   assert run.project_run(every, rounds=50, eval_every=1)[0] == pytest.approx(50 * (10 + 3))
+
+
+def test_project_run_scales_random_cohorts_to_the_expected_size():
+  row = lambda seconds, cohort: dict(round_seconds=seconds, eval_seconds=None,
+                                     cohort_size=cohort)
+  # Poisson cohorts of 7 and 5 clients at 1.5 s a client, 4 expected.
+  rows = [row(60.0, 5), row(10.5, 7), row(7.5, 5)]
+  assert run.project_run(rows, 10, 10, cohort=4)[1] == pytest.approx(6.0)
+  assert run.project_run(rows, 10, 10)[1] == pytest.approx(9.0)  # as measured
+  cfg = lambda **kw: argparse.Namespace(**{'clients_per_round': 20, 'method_options': {},
+                                           **kw})
+  assert run.expected_cohort(cfg()) == 20
+  assert run.expected_cohort(cfg(method_options={'q_user': 0.2})) == pytest.approx(4)
+  assert run.expected_cohort(cfg(clients_per_round=8)) == 8
 
 
 def test_figure_cases_name_real_modules_and_models():
