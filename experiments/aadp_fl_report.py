@@ -95,8 +95,8 @@ EXPECTED = [
      '10 runs of 300 CIFAR-10 rounds of the AlexNet-style network; alone on both cores '
      '`python -m benchmarks.run --only figures --figures fig7a` measured 6-8 s a round '
      'at q = 0.2 and 32-33 s at q = 1 (scaled to the expected cohort), and projects 15.2 h '
-     'for the ten (`benchmarks/README.md`); the figure reads final accuracies, so the runs evaluate every 10 '
-     'rounds (each evaluation is a forward pass over 15,000 images)'),
+     'for the ten (`benchmarks/README.md`); the figure reads final accuracies, so the runs '
+     'evaluate every 10 rounds (each evaluation is a forward pass over 15,000 images)'),
 ]
 
 

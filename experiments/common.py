@@ -62,10 +62,11 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
     same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
                                            ignore=_REUSE_IGNORES)
     finished = os.path.exists(summary)
-    if (same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')) and
-        paused_run(old, plotting.read_metrics(out))):
-      log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
-      return plotting.read_metrics(out)
+    if same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')):
+      rows = plotting.read_metrics(out)
+      if paused_run(old, rows):
+        log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
+        return rows
     if finished and same:
       log(f'== reusing {out}')
       return plotting.read_metrics(out)
