@@ -9,9 +9,12 @@ Results in `config.out`:
   aggregated update as non-finite, leaving the model unchanged; see `update_rejected`), and
   the per-round profile `train_seconds` (the TFF round: client work, aggregation, server
   update), `accounting_seconds`, `eval_seconds` (validation and test evaluation),
-  `round_seconds, wall_seconds`);
+  `round_seconds, wall_seconds`; all running time: stretches in which the process was
+  stopped (`kill -STOP`, Ctrl-Z) are left out and reported as `paused_seconds`, see
+  `tffdp.timing`);
 - `summary.json`: final and best accuracy, final epsilons with `delta` and the DP unit,
-  the reasons for any `inf`, `rounds_update_rejected`, total wall time, and `segments`:
+  the reasons for any `inf`, `rounds_update_rejected`, total wall time (running time,
+  pauses left out) and the paused time left out of it (`paused_seconds`), and `segments`:
   one entry per process that ran rounds of the run (`start_round`, `code` =
   `code_version()`, `started` UTC), so a run resumed across sessions or code changes
   says so;
@@ -42,7 +45,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import models, privacy, runtime, seeds
+from tffdp import models, privacy, runtime, seeds, timing
 from tffdp.algorithms import registry
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
@@ -403,7 +406,9 @@ class Runner:
     # One entry per process that ran rounds of this run: where it started, with which code.
     self.segments: list[dict] = []
     self.ckpt_path = os.path.join(config.out, CHECKPOINT)
-    self._t_start = time.perf_counter()
+    # Every time below is running time: pauses (SIGSTOP) are left out (`tffdp.timing`).
+    self.clock = timing.running_clock()
+    self._t_start = self.clock()
     # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
 
@@ -437,8 +442,15 @@ class Runner:
   def save_checkpoint(self, snap: dict) -> None:
     atomic_write(self.ckpt_path, pickle.dumps(dict(snap, wall_seconds=self.wall())))
 
+  def paused_since_last_row(self) -> float:
+    """Seconds of pause since the last row (or the loop's start): a pause that falls
+    between rounds is counted in the next row, so the rows add up to every pause."""
+    paused = self.clock.paused()
+    since, self._paused_mark = paused - self._paused_mark, paused
+    return round(since, 3)
+
   def wall(self) -> float:
-    return self.wall_before + time.perf_counter() - self._t_start
+    return self.wall_before + self.clock() - self._t_start
 
   # ----- one round ------------------------------------------------------------------
 
@@ -526,7 +538,7 @@ class Runner:
   def run_round(self, r: int) -> bool:
     """Round `r` end to end; False if the run stops before it (budget)."""
     config, method = self.config, self.method
-    t0 = time.perf_counter()
+    t0 = self.clock()
     cohort = self.choose_cohort(r)
     if cohort is None:
       return False
@@ -541,7 +553,7 @@ class Runner:
                           f'{config.epsilon_budget}')
       self.log(f'tffdp: stopping: {self.stop_reason}')
       return False
-    t_train = time.perf_counter()
+    t_train = self.clock()
     try:
       quantities, train_loss = self.train(cohort, r)
     except Diverged as exc:
@@ -550,16 +562,16 @@ class Runner:
       self.log(f'tffdp: stopping after round {r}: {self.stop_reason}. The round released '
                'nothing and is not accounted.')
       return False
-    t_train = time.perf_counter() - t_train
-    t_account = time.perf_counter()
+    t_train = self.clock() - t_train
+    t_account = self.clock()
     if after:
       rel_claimed, rel_guaranteed = (
           method.releases_from_round(cohort, self.state, self.last_metrics)
           if len(cohort) else ([], []))
     rep_c, rep_g = self.account(rel_claimed, rel_guaranteed)
-    t_account = time.perf_counter() - t_account
+    t_account = self.clock() - t_account
     row = dict(round=r + 1)
-    t_eval = time.perf_counter()
+    t_eval = self.clock()
     if (r + 1) % config.eval_every == 0 or r + 1 in (config.rounds, self.last_round):
       row.update(self.evaluate())
     else:
@@ -568,8 +580,9 @@ class Runner:
                epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
                epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
                **quantities, train_seconds=t_train, accounting_seconds=t_account,
-               eval_seconds=time.perf_counter() - t_eval,
-               round_seconds=time.perf_counter() - t0, wall_seconds=self.wall())
+               eval_seconds=self.clock() - t_eval,
+               round_seconds=self.clock() - t0, wall_seconds=self.wall(),
+               paused_seconds=self.paused_since_last_row())
     self.write_row(row)
     self.rejected += row.get(REJECTED, 0)
     if row.get(REJECTED) and self.rejected == 1:
@@ -596,7 +609,7 @@ class Runner:
     """
     config = self.config
     self.metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), self.rows)
-    self._t_start = time.perf_counter()
+    self._t_start, self._paused_mark = self.clock(), self.clock.paused()
     self.segments.append(dict(start_round=self.start_round, code=code_version(),
                               started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())))
     last_good = self.snapshot()  # the state after the last completed round
@@ -779,4 +792,6 @@ def summarize(rows, rep_c, rep_g, method, config, wall_seconds, stop_reason,
       epsilon_reasons=sorted(set(rep_c.reasons) | set(rep_g.reasons)),
       rounds_update_rejected=rejected_rounds(rows),
       delta=config.delta, dp_unit=method.dp_unit, wall_seconds=wall_seconds,
-      seconds_per_round=wall_seconds / max(1, len(rows)))
+      seconds_per_round=wall_seconds / max(1, len(rows)),
+      # Rows from before the column (a run resumed across this change) count 0.
+      paused_seconds=round(sum(float(r.get('paused_seconds') or 0) for r in rows), 3))

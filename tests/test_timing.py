@@ -1,0 +1,127 @@
+"""RunningClock: pauses (SIGSTOP) are left out of run times, scripted and for real."""
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from tffdp import timing
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+class Scripted:
+  def __init__(self):
+    self.t = 100.0
+
+  def __call__(self):
+    return self.t
+
+
+def test_scripted_wakeups_count_only_lateness_above_threshold():
+  under = Scripted()
+  clock = timing.RunningClock(tick=0.5, threshold=5.0, clock=under, start=False)
+  under.t += 0.5
+  assert clock.observe(under.t) == 0.0  # on time
+  under.t += 5.4
+  assert clock.observe(under.t) == 0.0  # 4.9 s late: below the threshold, running time
+  assert clock() == pytest.approx(105.9)
+  under.t += 60.5
+  assert clock.observe(under.t) == pytest.approx(60.0)  # stopped: lateness past one tick
+  assert clock.paused() == pytest.approx(60.0)
+  assert clock() == pytest.approx(166.4 - 60.0)
+  under.t += 0.5
+  assert clock.observe(under.t) == 0.0
+  assert clock.paused() == pytest.approx(60.0)
+
+
+@pytest.mark.parametrize('tick,threshold', [(0, 1), (0.5, 0), (-1, 5)])
+def test_bad_tick_or_threshold_named(tick, threshold):
+  with pytest.raises(ValueError, match='tick and threshold'):
+    timing.RunningClock(tick=tick, threshold=threshold, start=False)
+
+
+def test_running_clock_is_one_per_process():
+  assert timing.running_clock() is timing.running_clock()
+
+
+CHILD = textwrap.dedent('''
+    import sys, time
+    from tffdp import timing
+    clock = timing.RunningClock(tick=0.05, threshold=0.5)
+    t0, r0 = time.perf_counter(), clock()
+    print('ready', flush=True)
+    sys.stdin.readline()
+    time.sleep(0.3)  # the watcher's first wake-up after the resume
+    print(time.perf_counter() - t0, clock() - r0, clock.paused(), flush=True)
+''')
+
+
+def test_a_real_sigstop_is_left_out():
+  child = subprocess.Popen([sys.executable, '-c', CHILD], cwd=ROOT, text=True,
+                           stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+  try:
+    assert child.stdout.readline().strip() == 'ready'
+    os.kill(child.pid, signal.SIGSTOP)
+    time.sleep(2.0)
+    os.kill(child.pid, signal.SIGCONT)
+    child.stdin.write('go\n')
+    child.stdin.flush()
+    elapsed, running, paused = map(float, child.stdout.readline().split())
+  finally:
+    child.kill()
+    child.wait()
+  assert 1.7 < paused < 2.3
+  assert elapsed > 2.0
+  assert running == pytest.approx(elapsed - paused, abs=0.01)
+
+
+def test_runner_rows_leave_a_pause_out(tmp_path, data_dir):
+  """A toy run stopped for 8 s (its process group, as `kill -STOP -PGID` does)."""
+  out = tmp_path / 'run'
+  args = [sys.executable, '-m', 'tffdp.run', '--method', 'fedavg', '--dataset', 'mnist',
+          '--data-dir', str(data_dir), '--rounds', '30', '--clients', '4',
+          '--clients-per-round', '2', '--partition', 'iid', '--model', 'logistic_regression',
+          '--batch-size', '100', '--num-validation', '500', '--out', str(out)]
+  child = subprocess.Popen(args, cwd=ROOT, start_new_session=True,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3'))
+  try:
+    deadline = time.monotonic() + 300
+    while not _rows(out) and time.monotonic() < deadline and child.poll() is None:
+      time.sleep(0.05)
+    assert _rows(out), 'the run wrote no round'
+    start = time.monotonic()
+    os.killpg(child.pid, signal.SIGSTOP)
+    time.sleep(8.0)
+    os.killpg(child.pid, signal.SIGCONT)
+    assert child.wait(timeout=300) == 0
+    elapsed = time.monotonic() - start
+  finally:
+    if child.poll() is None:
+      os.killpg(child.pid, signal.SIGKILL)
+  rows = _rows(out)
+  assert len(rows) == 30
+  paused = [float(r['paused_seconds']) for r in rows]
+  assert 7.0 < sum(paused) < 9.0
+  assert sum(p > 0 for p in paused) == 1  # all in the round it fell into (or the next)
+  pausing = paused.index(max(paused))
+  assert float(rows[pausing]['round_seconds']) < 5.0  # a toy round, the pause left out
+  with open(out / 'summary.json') as f:
+    summary = json.load(f)
+  assert summary['paused_seconds'] == pytest.approx(sum(paused), abs=0.01)
+  assert summary['wall_seconds'] < elapsed - 6.0 + float(rows[0]['wall_seconds'])
+
+
+def _rows(out):
+  try:
+    with open(out / 'metrics.csv') as f:
+      return list(csv.DictReader(f))
+  except FileNotFoundError:
+    return []
