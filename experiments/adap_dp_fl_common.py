@@ -24,6 +24,7 @@ import sys
 
 import numpy as np
 
+from experiments import common
 from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import plotting
@@ -171,7 +172,8 @@ def published_rows(cfg: config_lib.RunConfig, out: str, figures_dir: str):
 
   Returns:
     The rows as `plotting.read_metrics` gives them, or None when there is no complete
-    copy or its configuration differs from `cfg` (the data directory aside).
+    copy or its configuration differs from `cfg` (`common.REUSE_IGNORES` aside: where the
+    data is read from, logging, checkpoints).
   """
   dest = os.path.join(figures_dir, 'runs', os.path.basename(out))
   if not all(os.path.exists(os.path.join(dest, f))
@@ -180,9 +182,7 @@ def published_rows(cfg: config_lib.RunConfig, out: str, figures_dir: str):
   with open(os.path.join(dest, 'config.json')) as f:
     old = json.load(f)
   new = dataclasses.asdict(dataclasses.replace(cfg, out=out).resolved())
-  if config_lib.differing_fields(old, new, ignore=(
-      'out', 'notes', 'log_every', 'checkpoint_every', 'workers', 'worker_timeout',
-      'data_dir')):
+  if config_lib.differing_fields(old, new, ignore=common.REUSE_IGNORES):
     return None
   return plotting.read_metrics(dest, 'metrics_evaluated.csv')
 

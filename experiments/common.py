@@ -19,8 +19,11 @@ from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
 
 
-_REUSE_IGNORES = ('out', 'notes', 'log_every', 'checkpoint_every', 'workers',
-                  'worker_timeout')
+# Fields that do not change a run's results. `data_dir` and `client_cache_dir` among them:
+# every dataset file is checked against its official checksum (`tffdp.data.loaders`), so
+# committed runs are reused whatever directory the data is read from (as on resume).
+REUSE_IGNORES = ('out', 'notes', 'log_every', 'checkpoint_every', 'workers',
+                  'worker_timeout', 'data_dir', 'client_cache_dir')
 
 
 def paused_run(config: dict, rows: list[dict]) -> bool:
@@ -60,7 +63,7 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
     with open(config_json) as f:
       old = json.load(f)
     same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
-                                           ignore=_REUSE_IGNORES)
+                                           ignore=REUSE_IGNORES)
     finished = os.path.exists(summary)
     if same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')):
       rows = plotting.read_metrics(out)

@@ -632,7 +632,11 @@ def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path
   with monkeypatch.context() as m:
     m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a restored paused run ran again'))
     assert common.run_cached(cfg, out, ['x'], log=lines.append) == rows
-  assert lines == [f'== reusing {out} (paused after round 1)']
+    # The data read from elsewhere (checksummed files): the same run.
+    elsewhere = dataclasses.replace(cfg, data_dir=str(tmp_path / 'elsewhere'),
+                                    client_cache_dir=str(tmp_path / 'other-cache'))
+    assert common.run_cached(elsewhere, out, ['x'], log=lines.append) == rows
+  assert lines == [f'== reusing {out} (paused after round 1)'] * 2
   # A later pause is another configuration: without a checkpoint it runs from round 1.
   longer = common.run_cached(dataclasses.replace(cfg, stop_after_round=2), out, ['x'],
                              log=lambda s: None)
