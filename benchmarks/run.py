@@ -1,6 +1,7 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
-    python -m benchmarks.run [--repeats 5] [--only tff|dpsgd|conv|adap|workers|kth|figures]
+    python -m benchmarks.run [--repeats 5]
+        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures]
         [--data-dir DIR] [--figures fig3 fig6 fig7a]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
@@ -29,11 +30,15 @@
 5. DP-FedAGS's eq. 35 threshold on the 1,663,370 coordinates of the McMahan CNN:
    `dp_fedags.kth_smallest` (bisection over float32 bit patterns) vs `tf.sort` and
    indexing, both in a `tf.function`, and the two answers compared.
-6. (`--only figures --data-dir DIR`, minutes) AADP-FL's CNN figures (Fig. 3
+6. AADP-FL's aggregation alone (`--only aggregate`): longitudinal clip + per-client
+   Gaussian noise + unweighted mean of 20 client updates, against the mean alone, for the
+   MLP and AlexNet-style networks of Fig. 3 and Fig. 7a (the runner times the whole TFF
+   round only).
+7. (`--only figures --data-dir DIR`, minutes) AADP-FL's CNN figures (Fig. 3
    AlexNet-style and Fig. 6 McMahan CNN on MNIST; with `--figures fig7a`, Fig. 7a's
    AlexNet-style network on CIFAR-10): the first rounds of the figure's real
    configurations on real data, projected to the figure's wall time.
-Synthetic uint8 images (speed does not depend on pixel values) except 3's runner and 6.
+Synthetic uint8 images (speed does not depend on pixel values) except 3's runner and 7.
 """
 
 from __future__ import annotations
@@ -454,12 +459,97 @@ def bench_kth_smallest(repeats, n=1_663_370):
   return t_bisect, t_sort
 
 
+AGGREGATION_CASES = (('MLP, MNIST (Fig. 3)', 'mlp', (28, 28, 1)),
+                     ('AlexNet-style, MNIST (Fig. 3)', 'alexnet_cnn', (28, 28, 1)),
+                     ('AlexNet-style, CIFAR-10 (Fig. 7a)', 'alexnet_cnn', (32, 32, 3)))
+
+
+def bench_aadp_fl_aggregation(repeats, clients=20, clip_norm=0.3, batch_size=32,
+                              cases=AGGREGATION_CASES):
+  """AADP-FL's server-side aggregation alone, one round of `clients` updates: longitudinal
+  clip (sort, cumulative sum, mask), per-client Gaussian noise (sigma 1, `S / B` per
+  coordinate) and the unweighted mean, against the unweighted mean alone.
+
+  In a training round these run inside the one TFF call with the client work, so the
+  runner cannot time them apart. Here each is one TFF computation whose client updates are
+  drawn inside TFF (a seed per client: no update crosses from Python) and whose only
+  output is the norm of the mean (no model-sized value back to Python); the difference is
+  what longitudinal clipping and per-client noise add to a round. Models: the MLP and
+  AlexNet-style network of Fig. 3 (MNIST) and the AlexNet-style network of Fig. 7a
+  (CIFAR-10).
+  """
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tffdp import aggregators  # pylint: disable=g-import-not-at-top
+  seeds = list(range(clients))
+  out = {}
+  for label, name, shape in cases:
+    shapes = [tuple(w.shape) for w in
+              models.build_keras_model(name, shape, 10).trainable_weights]
+    value_type = tff.types.StructWithPythonType(
+        [tff.types.TensorType(np.float32, s) for s in shapes], list)
+    weight = 100.0  # the one key of the sigma table
+
+    @tff.tensorflow.computation(np.int32)
+    def draw(seed):  # traced here: the loop's shapes
+      return [0.01 * tf.random.stateless_normal(s, seed=tf.stack([seed, i]))
+              for i, s in enumerate(shapes)]
+
+    @tff.tensorflow.computation(np.int32)
+    def weight_of(seed):
+      del seed
+      return tf.constant(weight, tf.float32)
+
+    @tff.tensorflow.computation(value_type)
+    def norm(values):
+      return tf.linalg.global_norm(values)
+
+    aadp = aggregators.longitudinal_clipping_factory(
+        aggregators.norm_recording_constant(clip_norm),
+        aggregators.PerClientGaussianFactory(
+            [weight], [1.0], clip_norm / batch_size,
+            tff.aggregators.UnweightedMeanFactory())).create(
+                value_type, tff.types.TensorType(np.float32))
+    mean = tff.aggregators.UnweightedMeanFactory().create(value_type)
+    client_seeds = tff.FederatedType(np.int32, tff.CLIENTS)
+
+    @tff.federated_computation(aadp.next.type_signature.parameter[0], client_seeds)
+    def aadp_round(state, seeds):
+      values = tff.federated_map(draw, seeds)
+      result = aadp.next(state, values, tff.federated_map(weight_of, seeds)).result
+      return tff.federated_map(norm, result)
+
+    @tff.federated_computation(mean.next.type_signature.parameter[0], client_seeds)
+    def mean_round(state, seeds):
+      return tff.federated_map(norm, mean.next(state, tff.federated_map(draw, seeds)).result)
+
+    aadp_state, mean_state = aadp.initialize(), mean.initialize()
+    t_aadp = timeit(lambda: aadp_round(aadp_state, seeds), repeats)
+    t_mean = timeit(lambda: mean_round(mean_state, seeds), repeats)
+    # One client's clip in plain TensorFlow, and the sort inside it.
+    update = [0.01 * tf.random.stateless_normal(s, seed=[1, i]) for i, s in enumerate(shapes)]
+    norm_s = tf.constant(clip_norm)
+    clip = tf.function(lambda v: aggregators.longitudinal_clip(v, norm_s)[0])
+    order = tf.function(lambda v: tf.argsort(
+        -tf.square(tf.concat([tf.reshape(x, [-1]) for x in v], 0)), stable=True))
+    t_clip = timeit(lambda: [x.numpy() for x in clip(update)], repeats)
+    t_sort = timeit(lambda: order(update).numpy(), repeats)
+    params = sum(int(np.prod(s)) for s in shapes)
+    print(f'[aggregate] AADP-FL aggregation, {label}, {params:,} parameters, {clients} '
+          f'clients: clip + noise + mean {t_aadp:.3f} s, mean alone {t_mean:.3f} s '
+          f'(both with drawing the updates): longitudinal clipping and per-client noise add '
+          f'{t_aadp - t_mean:.3f} s a round; one client\'s longitudinal clip '
+          f'{1e3 * t_clip:.1f} ms, of which the stable argsort {1e3 * t_sort:.1f} ms',
+          flush=True)
+    out[label] = (t_aadp, t_mean, t_clip, t_sort)
+  return out
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
-                                      'figures'))
+                                      'aggregate', 'figures'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
                  'data)')
@@ -481,6 +571,8 @@ def main(argv=None) -> int:
     bench_conv_grads(args.repeats)
   if args.only in (None, 'kth'):
     bench_kth_smallest(args.repeats)
+  if args.only in (None, 'aggregate'):
+    bench_aadp_fl_aggregation(args.repeats)
   if args.only in (None, 'tff'):
     with tempfile.TemporaryDirectory() as cache:
       bench_tff('10 clients x 78-example lot, Adap DP-FL CNN', 'adap_dp_fl_cnn', 10, 78, 78,

@@ -415,7 +415,12 @@ def build(figs: str) -> str:
          'Per-round profile columns: the median seconds of the TFF round (client training, '
          'aggregation and the server update run in one TFF call and are timed together), '
          'of the accountant, and of the test evaluation. Wall times were measured while other '
-         'jobs (a second run, or the test suite) shared the 2 cores.', '',
+         'jobs (a second run, or the test suite) shared the 2 cores. '
+         '`python -m benchmarks.run --only aggregate` times AADP-FL\'s aggregation apart '
+         '(`benchmarks/README.md`): alone on both cores, with 20 clients, longitudinal '
+         'clipping and per-client noise add about 0.26 s a round for the MLP, 0.6 s for the '
+         'AlexNet-style network on MNIST and 0.8 s on CIFAR-10, against 0.04-0.1 s for the '
+         'mean alone.', '',
          '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '',
          '## Pilot: the MNIST CNN panel (Fig. 6b)', '', *_cnn_pilot(figs), '']
   sections = [('table2', 'Table 2 and Fig. 3 (MLP): accuracy at epsilon = 4', (), 'paper'),
@@ -524,8 +529,9 @@ def _wall_times(tables, sections, figs=None) -> list[str]:
   return ['Sum of the wall times of each table\'s distinct runs, as measured (most beside a '
           'second job on the 2 cores, several on one thread, so alone they run faster; a '
           'run shared by two tables counts in both). Wall time also counts any pause of the '
-          'process (runs were paused with SIGSTOP while benchmarks or pilots used the '
-          'cores); "rounds x median round" is the same sum from each run\'s median round '
+          'process in runs made before pauses were left out (`paused_seconds`, '
+          '`tffdp/timing.py`; runs were paused with SIGSTOP while benchmarks or pilots used '
+          'the cores); "rounds x median round" is the same sum from each run\'s median round '
           'time, which pauses and one-off slow rounds do not move (- where a run has no '
           'copy here). Issue 12\'s target: every MNIST and '
           f'Fashion-MNIST figure in under {WALL_TARGET_SECONDS / 3600:g} h. The verdict '

@@ -1,4 +1,5 @@
-"""The arithmetic of the benchmarks' projections (their timings are not tested)."""
+"""The arithmetic of the benchmarks' projections, and a smoke run of one benchmark (their
+timings are not tested)."""
 
 import argparse
 
@@ -39,3 +40,11 @@ def test_figure_cases_name_real_modules_and_models():
   for module, dataset, model, eval_every, _ in run.FIGURE_CASES.values():
     assert hasattr(importlib.import_module(f'experiments.{module}'), 'curves')
     assert model in models.MODELS and dataset in ('mnist', 'cifar10') and eval_every >= 1
+
+
+def test_aadp_fl_aggregation_benchmark_runs():
+  from tffdp import runtime  # pylint: disable=g-import-not-at-top
+  runtime.use_local_context()
+  out = run.bench_aadp_fl_aggregation(1, clients=3, cases=run.AGGREGATION_CASES[:1])
+  t_aadp, t_mean, t_clip, t_sort = out['MLP, MNIST (Fig. 3)']
+  assert min(t_aadp, t_mean, t_clip, t_sort) > 0  # timings themselves are not tested
