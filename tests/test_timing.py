@@ -125,3 +125,19 @@ def _rows(out):
       return list(csv.DictReader(f))
   except FileNotFoundError:
     return []
+
+
+def test_a_forked_child_gets_its_own_running_clock():
+  parent = timing.running_clock()
+  read, write = os.pipe()
+  pid = os.fork()
+  if pid == 0:  # the child: a new clock with a live watcher thread
+    child = timing.running_clock()
+    ok = child is not parent and child._thread.is_alive()  # pylint: disable=protected-access
+    os.write(write, b'1' if ok else b'0')
+    os._exit(0)  # pylint: disable=protected-access
+  os.close(write)
+  answer = os.read(read, 1)
+  os.waitpid(pid, 0)
+  assert answer == b'1'
+  assert timing.running_clock() is parent

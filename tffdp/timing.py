@@ -21,6 +21,7 @@ times every round with it and writes the paused time beside the times (`paused_s
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from typing import Callable, Optional
@@ -91,3 +92,12 @@ def running_clock() -> RunningClock:
     if _CLOCK is None:
       _CLOCK = RunningClock()
     return _CLOCK
+
+
+def _forget_in_child() -> None:
+  """A forked child has no watcher thread (and maybe a lock held): it starts its own."""
+  global _CLOCK, _CLOCK_LOCK
+  _CLOCK, _CLOCK_LOCK = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_in_child)
