@@ -20,10 +20,11 @@ from tffdp import plotting, runner, runtime
 
 
 # Fields that do not change a run's results. `data_dir` and `client_cache_dir` among them:
-# every dataset file is checked against its official checksum (`tffdp.data.loaders`), so
-# committed runs are reused whatever directory the data is read from (as on resume).
+# the official dataset files are checked against their checksums (an extracted CIFAR
+# folder by its structure; `tffdp.data.loaders`) and the client cache is keyed by the data,
+# so committed runs are reused whatever directory the data is read from (as on resume).
 REUSE_IGNORES = ('out', 'notes', 'log_every', 'checkpoint_every', 'workers',
-                  'worker_timeout', 'data_dir', 'client_cache_dir')
+                 'worker_timeout', 'data_dir', 'client_cache_dir')
 
 
 def paused_run(config: dict, rows: list[dict]) -> bool:

@@ -20,8 +20,8 @@ or interrupted run of this machine wins over a copy). Restored runs have no chec
 no final weights: modules that reload a trained model (`experiments.dp_fedags_mia`) run
 those again. The reuse test of `run_cached` still compares the whole configuration, so a
 copy made under another configuration is not reused; where the data is read from
-(`data_dir`, `client_cache_dir`) is left out of it, since every dataset file is checked
-against its official checksum.
+(`data_dir`, `client_cache_dir`) is left out of it, since the official dataset files are
+checked against their checksums (an extracted CIFAR folder by its structure).
 """
 
 from __future__ import annotations

@@ -444,7 +444,8 @@ class Runner:
 
   def paused_since_last_row(self) -> float:
     """Seconds of pause since the last row (or the loop's start): a pause that falls
-    between rounds is counted in the next row, so the rows add up to every pause."""
+    between rounds is counted in the next row, so the rows add up to every pause up to the
+    last row (`summary.json` adds any after it)."""
     paused = self.clock.paused()
     since, self._paused_mark = paused - self._paused_mark, paused
     return round(since, 3)
@@ -609,7 +610,7 @@ class Runner:
     """
     config = self.config
     self.metrics_csv = MetricsCsv(os.path.join(config.out, 'metrics.csv'), self.rows)
-    self._t_start, self._paused_mark = self.clock(), self.clock.paused()
+    self._t_start, self._paused_mark = self.clock.read()
     self.segments.append(dict(start_round=self.start_round, code=code_version(),
                               started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())))
     last_good = self.snapshot()  # the state after the last completed round
@@ -645,6 +646,9 @@ class Runner:
                           '(stop_after_round)')
     summary = summarize(self.rows, self.claimed.report(), self.guaranteed.report(),
                         self.method, config, self.wall(), self.stop_reason, self.stop_kind)
+    # Pauses after the last row (final evaluation, checkpoint) are out of the wall time too.
+    summary['paused_seconds'] = round(summary['paused_seconds']
+                                      + self.paused_since_last_row(), 3)
     summary['segments'] = self.segments
     if paused:
       self.log(f'tffdp: {self.stop_reason}; checkpoint saved, no summary.json. Continue '

@@ -7,16 +7,23 @@ survive that, sums of wall time (a figure's cost, its "regenerates in under 3 ho
 verdict) do not. (A suspended machine is not a problem: Linux's monotonic clock stops
 while the machine sleeps.)
 
-`RunningClock` is a monotonic clock that stops while the process is stopped. A daemon
-thread wakes every `tick` seconds; a stopped process runs none of its threads, so a
-wake-up more than `threshold` seconds late is a stop, and the lateness is recorded as
-paused time. The main thread is never involved, so TensorFlow holding it (or the GIL, for
-at most Python's switch interval) does not matter; pauses shorter than `threshold` are not
-detected. A timer read in the instant between a resume and the thread's first wake-up
-still includes that pause.
+`RunningClock` is a clock that does not advance while the process is stopped. A daemon
+thread wakes every `tick` seconds, and every read of the clock counts as a wake-up too. A
+stopped process runs none of its threads, so a wake-up more than `threshold` seconds late,
+across which the process used no more CPU time than its threads can use in one tick
+(`tick` x the number of CPUs: the running stretch before the stop), is a stop, and its
+lateness is recorded as paused time. A thread that holds the GIL in one long C call also
+delays the watcher, but that process keeps using CPU time, so no pause is recorded, even
+when it shares the cores with other processes, as long as it gets more CPU time than
+`tick` x the number of CPUs over the delay (1 s with the defaults on 2 CPUs). A process that holds the GIL while it neither runs nor is stopped (a blocked
+read, heavy swapping) would be counted as paused. Pauses shorter than `threshold` (5 s by
+default) count as running time, and up to one `tick` (0.5 s) of every pause stays in the
+running time. Reads never go backwards: a pause is recorded by whichever read or wake-up
+first sees it.
 
-`running_clock()` is the one clock of this process (started on first use); the runner
-times every round with it and writes the paused time beside the times (`paused_seconds`).
+`running_clock()` is the one clock of this process (started on first use; a forked child
+starts its own); the runner times every round with it and writes the paused time beside
+the times (`paused_seconds`).
 """
 
 from __future__ import annotations
@@ -28,13 +35,15 @@ from typing import Callable, Optional
 
 
 class RunningClock:
-  """A monotonic clock (seconds) that does not advance while the process is stopped.
+  """A clock (seconds) that does not advance while the process is stopped.
 
   Args:
     tick: Seconds between the watcher thread's wake-ups (> 0).
-    threshold: Lateness of a wake-up, in seconds, above which it counts as a stop (> 0).
-      Pauses shorter than this are counted as running time.
+    threshold: Lateness of a wake-up, in seconds, above which it can count as a stop
+      (> 0). Pauses shorter than this are counted as running time.
     clock: The underlying monotonic clock (default `time.perf_counter`); tests script it.
+    cpu_clock: The process's CPU time, all threads (default `time.process_time`).
+    cpus: CPUs the process can use at once (default `os.cpu_count()`).
     start: Start the watcher thread (tests drive `observe` by hand instead).
 
   Raises:
@@ -42,43 +51,58 @@ class RunningClock:
   """
 
   def __init__(self, tick: float = 0.5, threshold: float = 5.0,
-               clock: Callable[[], float] = time.perf_counter, start: bool = True):
+               clock: Callable[[], float] = time.perf_counter,
+               cpu_clock: Callable[[], float] = time.process_time,
+               cpus: Optional[int] = None, start: bool = True):
     if not tick > 0 or not threshold > 0:
       raise ValueError(f'tick and threshold must be > 0, got {tick} and {threshold}.')
-    self.tick, self.threshold, self._clock = tick, threshold, clock
+    self.tick, self.threshold = tick, threshold
+    # The most CPU time a gap can hold and still be a stop: one tick of every CPU busy.
+    self.cpu_allowance = tick * (cpus or os.cpu_count() or 1)
+    self._clock, self._cpu_clock = clock, cpu_clock
     self._lock = threading.Lock()
     self._paused = 0.0
-    self._last = clock()
+    self._last, self._last_cpu = clock(), cpu_clock()
     self._thread: Optional[threading.Thread] = None
     if start:
       self._thread = threading.Thread(target=self._watch, name='tffdp-running-clock',
                                       daemon=True)
       self._thread.start()
 
-  def observe(self, now: float) -> float:
-    """Records a wake-up at `now` (underlying clock); returns the pause it detected (s)."""
+  def _observe_locked(self, now: float, cpu: float) -> float:
+    late = now - self._last - self.tick
+    used = max(0.0, cpu - self._last_cpu)
+    self._last, self._last_cpu = now, cpu
+    if late > self.threshold and used <= self.cpu_allowance:
+      self._paused += late
+      return late
+    return 0.0
+
+  def observe(self, now: float, cpu: float) -> float:
+    """Records a wake-up at `now` (underlying clock) with the process's CPU time `cpu`;
+    returns the pause it detected (seconds)."""
     with self._lock:
-      late = now - self._last - self.tick
-      self._last = now
-      if late > self.threshold:
-        self._paused += late
-        return late
-      return 0.0
+      return self._observe_locked(now, cpu)
 
   def _watch(self) -> None:
     while True:
       time.sleep(self.tick)
-      self.observe(self._clock())
+      self.observe(self._clock(), self._cpu_clock())
+
+  def read(self) -> tuple[float, float]:
+    """`(running seconds, paused seconds)`, read together (one observation)."""
+    with self._lock:
+      now = self._clock()
+      self._observe_locked(now, self._cpu_clock())
+      return now - self._paused, self._paused
 
   def paused(self) -> float:
     """Total detected pause (seconds) since the clock was made."""
-    with self._lock:
-      return self._paused
+    return self.read()[1]
 
   def __call__(self) -> float:
     """Seconds of running time: the underlying clock minus every detected pause."""
-    with self._lock:
-      return self._clock() - self._paused
+    return self.read()[0]
 
 
 _CLOCK: Optional[RunningClock] = None
