@@ -10,16 +10,16 @@ while the machine sleeps.)
 `RunningClock` is a clock that does not advance while the process is stopped. A daemon
 thread wakes every `tick` seconds, and every read of the clock counts as a wake-up too. A
 stopped process runs none of its threads, so a wake-up more than `threshold` seconds late,
-across which the process used no more CPU time than its threads can use in one tick
-(`tick` x the number of CPUs: the running stretch before the stop), is a stop, and its
-lateness is recorded as paused time. A thread that holds the GIL in one long C call also
-delays the watcher, but that process keeps using CPU time, so no pause is recorded, even
-when it shares the cores with other processes, as long as it gets more CPU time than
-`tick` x the number of CPUs over the delay (1 s with the defaults on 2 CPUs). A process that holds the GIL while it neither runs nor is stopped (a blocked
-read, heavy swapping) would be counted as paused. Pauses shorter than `threshold` (5 s by
-default) count as running time, and up to one `tick` (0.5 s) of every pause stays in the
-running time. Reads never go backwards: a pause is recorded by whichever read or wake-up
-first sees it.
+across which the process used no more CPU time than its threads can use in one and a half
+ticks (1.5 `tick` x the number of CPUs: the running stretch before the stop, with a
+margin), is a stop, and its lateness is recorded as paused time. A thread that holds the
+GIL in one long C call also delays the watcher, but that process keeps using CPU time, so
+no pause is recorded, even on cores shared with other processes, as long as it gets more
+CPU time than that over the delay (1.5 s with the defaults on 2 CPUs). A process that
+holds the GIL while it neither runs nor is stopped (a blocked read, heavy swapping) would
+be counted as paused. Pauses shorter than `threshold` (5 s by default) count as running
+time, and up to one `tick` (0.5 s) of every pause stays in the running time. Reads never
+go backwards: a pause is recorded by whichever read or wake-up first sees it.
 
 `running_clock()` is the one clock of this process (started on first use; a forked child
 starts its own); the runner times every round with it and writes the paused time beside
@@ -57,8 +57,9 @@ class RunningClock:
     if not tick > 0 or not threshold > 0:
       raise ValueError(f'tick and threshold must be > 0, got {tick} and {threshold}.')
     self.tick, self.threshold = tick, threshold
-    # The most CPU time a gap can hold and still be a stop: one tick of every CPU busy.
-    self.cpu_allowance = tick * (cpus or os.cpu_count() or 1)
+    # The most CPU time a gap can hold and still be a stop: every CPU busy for the tick
+    # before the stop, with half a tick of margin (the watcher's own wake-up is late too).
+    self.cpu_allowance = 1.5 * tick * (cpus or os.cpu_count() or 1)
     self._clock, self._cpu_clock = clock, cpu_clock
     self._lock = threading.Lock()
     self._paused = 0.0
