@@ -215,9 +215,10 @@ def _pilot(figs, table2) -> list[str]:
           f"- **Noise.** sigma_i = {_f(sigma)} from Theorem 1 (Def. 4 conversion); the noise "
           f"std on a client's update is sigma S / B = {_f(sigma * s / b, 3)} (Amendment 1). "
           'As a client-level Gaussian mechanism on an update of norm <= S that is noise '
-          f"multiplier {_f(sigma / b, 3)} per round, which is why epsilon_guaranteed is in "
-          'the tens of thousands while epsilon_claimed (the paper\'s sample-level Theorem 1) '
-          'is 4.']
+          f"multiplier {_f(sigma / b, 3)} per round, which is why epsilon_guaranteed is "
+          f"{_f(metrics[-1]['epsilon_guaranteed'])} after {len(metrics)} rounds while "
+          'epsilon_claimed (the paper\'s sample-level Theorem 1) is '
+          f"{_f(metrics[-1]['epsilon_claimed'])}."]
   return out + _baseline_pilot(figs, table2)
 
 
@@ -367,7 +368,13 @@ def _verdicts(table2) -> list[str]:
     a, f = rows[common.LABELS['aadp_fl']], rows[common.LABELS['fedavg']]
     gap = float(f['final_test_accuracy']) - float(a['final_test_accuracy'])
     allowed = 1.0 if dataset == 'mnist' else 2.0
-    verdict = 'holds' if gap <= allowed else '**does not hold**'
+    # The paper bounds the discrepancy, so a gap beyond it either way breaks the claim as
+    # stated; AADP-FL above FedAvg still gives up no accuracy, and the verdict says so.
+    verdict = ('holds' if abs(gap) <= allowed else
+               '**does not hold**' if gap > 0 else
+               f'**does not hold as stated**: AADP-FL ends {-gap:.2f} points above FedAvg, '
+               'more than the discrepancy the paper states, so it gives up no accuracy, '
+               'but the two are not within the bound')
     line = (f"- {common.LABEL[dataset]}: AADP-FL {_f(a['final_test_accuracy'])}% vs FedAvg "
             f"{_f(f['final_test_accuracy'])}% (gap {gap:+.2f} points; paper: within "
             f"{allowed:g}) — the claim {verdict} in this run.")
@@ -451,7 +458,8 @@ def build(figs: str) -> str:
               'FedAvg runs the same local work (SGD lr 0.01, one pass, B) with the '
               'example-weighted mean and a server step of 1; after T rounds it is still '
               'climbing, and AADP-FL\'s Nadam server step trains faster at this horizon, so '
-              '"within 1 point of FedAvg" is met by exceeding it. The paper\'s own FedAvg '
+              'AADP-FL can end above FedAvg, by more than the discrepancy the paper states '
+              '(the verdicts read the bound both ways). The paper\'s own FedAvg '
               'accuracies are not in its text (Table 2 is an image).', '',
               'Each baseline runs twice (Amendment 6): at the sigma of AADP-FL\'s Theorem 1 '
               '(what the paper appears to do; it credits these rows with epsilon = 4) and at '
@@ -731,8 +739,10 @@ def _unlisted_runs(figs, tables) -> list[str]:
     return []
   return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
           'the command has run; each run\'s copy is in `runs/<name>/`):', '', *table, '',
-          'Wall time includes any pause of the process (a run was paused while other work '
-          'used the cores); the median round time does not depend on one long round.']
+          'Wall time leaves out pauses of the process (`paused_seconds`) in runs made since '
+          'pauses are detected (`tffdp/timing.py`) and includes them in earlier ones (runs '
+          'were paused while other work used the cores); the median round time does not '
+          'depend on one long round.']
 
 
 def main(argv=None) -> int:
