@@ -13,12 +13,15 @@ them and run only what is missing.
 
 A run paused at its `stop_after_round` (a pilot: `experiments.common.paused_run`) has no
 `summary.json`; its copy (`config.json`, `metrics.csv`) is restored too, and the pilot's
-command reuses it.
+command reuses it. An interrupted run parked with its checkpoint
+(`python -m experiments.park_runs`: `<paper>/interrupted/<run>/` holds `checkpoint.pkl`)
+is restored with it, and the figure command resumes it; a finished copy of the same run,
+where one is committed too, wins over it.
 
 A folder that already holds a `summary.json` or a checkpoint is left as it is (a finished
-or interrupted run of this machine wins over a copy). Restored runs have no checkpoint and
-no final weights: modules that reload a trained model (`experiments.dp_fedags_mia`) run
-those again. The reuse test of `run_cached` still compares the whole configuration, so a
+or interrupted run of this machine wins over a copy). Restored finished runs have no
+checkpoint and no final weights: modules that reload a trained model
+(`experiments.dp_fedags_mia`) run those again. The reuse test of `run_cached` still compares the whole configuration, so a
 copy made under another configuration is not reused; where the data is read from
 (`data_dir`, `client_cache_dir`) is left out of it, since the official dataset files are
 checked against their checksums (an extracted CIFAR folder by its structure).
@@ -34,7 +37,7 @@ import sys
 from experiments import common
 from tffdp import runner
 
-FILES = ('config.json', 'metrics.csv', 'summary.json')
+FILES = ('config.json', 'metrics.csv', 'summary.json', runner.CHECKPOINT)
 PAUSED_FILES = ('config.json', 'metrics.csv')
 _PREFIXES = ('$RUNS_DIR/', 'runs/')
 
@@ -49,19 +52,24 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
   Returns:
     `{relative run folder (e.g. 'a_dpfl/mnist_fedavg_noniid_seed0'): copy folder}`; where
     several copies name one run (a run shared by two figures) the first in sorted path
-    order is kept. Copies whose `"out"` is neither under `$RUNS_DIR/` nor `runs/` are
-    skipped.
+    order is kept, a finished or paused copy before an interrupted one (a copy holding
+    `checkpoint.pkl`, `experiments.park_runs`). Copies whose `"out"` is neither under
+    `$RUNS_DIR/` nor `runs/` are skipped.
   """
-  found = {}
+  found, parked = {}, {}
   for root, out, config in common.run_copies(figures_dir, PAUSED_FILES):
-    if not os.path.exists(os.path.join(root, 'summary.json')) and not common.paused_run(
+    if os.path.exists(os.path.join(root, 'summary.json')) or common.paused_run(
         config, common.read_rows(os.path.join(root, 'metrics.csv')) or []):
+      into = found
+    elif os.path.exists(os.path.join(root, runner.CHECKPOINT)):
+      into = parked
+    else:
       continue
     for prefix in _PREFIXES:
       if out.startswith(prefix):
-        found.setdefault(os.path.normpath(out[len(prefix):]), root)
+        into.setdefault(os.path.normpath(out[len(prefix):]), root)
         break
-  return found
+  return {**parked, **found}
 
 
 def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,

@@ -650,6 +650,61 @@ def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path
   assert longer[0]['test_accuracy'] == rows[0]['test_accuracy']
 
 
+def test_an_interrupted_run_is_parked_restored_resumed_and_then_unparked(tmp_path):
+  from experiments import common, park_runs, restore_runs  # pylint: disable=g-multiple-import
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  runs, figs = tmp_path / 'runs', tmp_path / 'figs'
+  out = str(runs / 'dpfl' / 'synthetic_long_seed0')
+  cfg = config_lib.RunConfig(
+      method='dpfl', dataset='synthetic', clients=4, clients_per_round=2, partition='iid',
+      model='logistic_regression', batch_size=100, learning_rate=0.5, num_validation=500,
+      rounds=4, noise_multiplier=0.7, client_cache_dir=str(tmp_path / 'clients'))
+  whole = common.run_cached(cfg, str(tmp_path / 'whole' / 'dpfl' / 'x'), ['x'],
+                            log=lambda s: None)
+
+  class Stop(KeyboardInterrupt):
+    pass
+
+  def interrupt_at_round_3(line):
+    if line.startswith('round 3/'):
+      raise Stop()
+  with pytest.raises(Stop):
+    common.run_cached(cfg, out, ['x'], log=interrupt_at_round_3)
+  # A pilot paused at its stop_after_round and a finished run are not parked.
+  common.run_cached(dataclasses.replace(cfg, stop_after_round=1), str(runs / 'dpfl' / 'p'),
+                    ['x'], log=lambda s: None)
+  common.run_cached(dataclasses.replace(cfg, rounds=1), str(runs / 'dpfl' / 'f'), ['x'],
+                    log=lambda s: None)
+  assert park_runs.interrupted_runs(str(runs)) == [out]
+  done = park_runs.park(str(runs), str(figs), log=lambda s: None)
+  parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
+  assert done == dict(parked=[str(parked)], removed=[])
+  assert sorted(os.listdir(parked)) == ['checkpoint.pkl', 'config.json', 'metrics.csv']
+  config_text = (parked / 'config.json').read_text()
+  assert str(runs) not in config_text and '$RUNS_DIR/dpfl/synthetic_long_seed0' in config_text
+  # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes.
+  shutil.rmtree(runs)
+  assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [out]
+  assert os.path.exists(os.path.join(out, runner.CHECKPOINT))
+  lines = []
+  rows = common.run_cached(cfg, out, ['x'], log=lines.append)
+  assert any(line.startswith(f'tffdp: resuming {out} at round ') for line in lines)
+  assert [r['round'] for r in rows] == [1.0, 2.0, 3.0, 4.0]
+  for a, b in zip(rows, whole):
+    assert a['test_accuracy'] == pytest.approx(b['test_accuracy'], rel=1e-5)
+    assert a['epsilon_guaranteed'] == b['epsilon_guaranteed']
+  # Once the finished run is published, a finished copy wins over the parked one on
+  # restore, and park removes the parked copy.
+  common.copy_results(out, str(figs / 'fig' / 'long'))
+  assert restore_runs.committed_runs(str(figs)) == {
+      os.path.join('dpfl', 'synthetic_long_seed0'): str(figs / 'fig' / 'long')}
+  assert park_runs.park(str(runs), str(figs), dry_run=True, log=lambda s: None) == dict(
+      parked=[], removed=[str(parked)])
+  assert parked.exists()
+  park_runs.park(str(runs), str(figs), log=lambda s: None)
+  assert not parked.exists() and (figs / 'fig' / 'long' / 'summary.json').exists()
+
+
 def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path):
   from experiments import common
   row = lambda r, loss, **kw: dict(round=str(r), test_loss=loss, validation_loss=loss, **kw)
