@@ -31,6 +31,23 @@ def data_dir():
   return os.path.abspath(d)  # tests build file:// URLs from it
 
 
+class Interrupted(KeyboardInterrupt):
+  """Raised by the `interrupt_at` fixture's log: a Ctrl-C at a chosen round."""
+
+
+@pytest.fixture(scope='session')
+def interrupt_at():
+  """`round -> log`: a `log` for `runner.run` that raises `Interrupted` (a
+  KeyboardInterrupt, as Ctrl-C would) at the progress line of that round, so the run
+  saves its checkpoint and stops. Catch it with `pytest.raises(KeyboardInterrupt)`."""
+  def make(round_num: int):
+    def log(line):
+      if line.startswith(f'round {round_num}/'):
+        raise Interrupted()
+    return log
+  return make
+
+
 @pytest.fixture(scope='session')
 def full_batch_delta():
   """`(model, weights, x uint8, y, lr) -> [initial - trained]` after one full-batch SGD step.

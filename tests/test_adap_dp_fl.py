@@ -367,18 +367,12 @@ def test_budget_stop_per_client(tmp_path, query, sigma, budget):
     assert summary['epsilon_guaranteed'] > budget  # the paper's count lets it run past
 
 
-def test_resume_equals_uninterrupted(tmp_path):
+def test_resume_equals_uninterrupted(tmp_path, interrupt_at):
   kw = dict(rounds=4, noise_multiplier=1.0)
   full = runner.run(_cfg(tmp_path, 'a', None, **kw), log=lambda s: None)
 
-  class Stop(KeyboardInterrupt):
-    pass
-
-  def interrupt_at_round_3(line):
-    if line.startswith('round 3/'):
-      raise Stop()
-  with pytest.raises(Stop):
-    runner.run(_cfg(tmp_path, 'b', None, **kw), log=interrupt_at_round_3)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run(_cfg(tmp_path, 'b', None, **kw), log=interrupt_at(3))
   resumed = runner.run(_cfg(tmp_path, 'b', None, **kw), resume=True, log=lambda s: None)
   a, b = _read(tmp_path / 'a'), _read(tmp_path / 'b')
   assert len(a) == len(b) == 4

@@ -650,7 +650,7 @@ def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path
   assert longer[0]['test_accuracy'] == rows[0]['test_accuracy']
 
 
-def test_an_interrupted_run_is_parked_restored_resumed_and_then_unparked(tmp_path):
+def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_at):
   from experiments import common, park_runs, restore_runs  # pylint: disable=g-multiple-import
   from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
   runs, figs = tmp_path / 'runs', tmp_path / 'figs'
@@ -662,14 +662,8 @@ def test_an_interrupted_run_is_parked_restored_resumed_and_then_unparked(tmp_pat
   whole = common.run_cached(cfg, str(tmp_path / 'whole' / 'dpfl' / 'x'), ['x'],
                             log=lambda s: None)
 
-  class Stop(KeyboardInterrupt):
-    pass
-
-  def interrupt_at_round_3(line):
-    if line.startswith('round 3/'):
-      raise Stop()
-  with pytest.raises(Stop):
-    common.run_cached(cfg, out, ['x'], log=interrupt_at_round_3)
+  with pytest.raises(KeyboardInterrupt):
+    common.run_cached(cfg, out, ['x'], log=interrupt_at(3))
   # A pilot paused at its stop_after_round and a finished run are not parked.
   common.run_cached(dataclasses.replace(cfg, stop_after_round=1), str(runs / 'dpfl' / 'p'),
                     ['x'], log=lambda s: None)

@@ -99,18 +99,12 @@ def _cfg(tmp_path, name, **kw):
   return config_lib.RunConfig.create(**dict(TOY, dataset='synthetic', out=str(tmp_path / name), **kw))
 
 
-def test_resume_equals_uninterrupted(tmp_path):
+def test_resume_equals_uninterrupted(tmp_path, interrupt_at):
   kw = dict(method='dpfl', noise_multiplier=0.5, clip_norm=1.0)
   full = runner.run(_cfg(tmp_path, 'a', rounds=4, **kw), log=lambda s: None)
 
-  class Stop(KeyboardInterrupt):
-    pass
-
-  def interrupt_at_round_3(line):
-    if line.startswith('round 3/'):
-      raise Stop()
-  with pytest.raises(Stop):
-    runner.run(_cfg(tmp_path, 'b', rounds=4, **kw), log=interrupt_at_round_3)
+  with pytest.raises(KeyboardInterrupt):
+    runner.run(_cfg(tmp_path, 'b', rounds=4, **kw), log=interrupt_at(3))
   assert not os.path.exists(tmp_path / 'b' / 'summary.json')
   assert os.path.exists(tmp_path / 'b' / runner.CHECKPOINT)
   with pytest.raises(runner.ResumeError, match='--resume'):
