@@ -17,7 +17,7 @@ from experiments import aadp_fl_cnn_pilot
 from experiments import aadp_fl_common as common
 from experiments import aadp_fl_fig3
 from experiments.common import finished_runs_table, fmt, md_table, read_rows, report_main
-from experiments.common import untrained_rounds_section
+from experiments.common import parked_runs_section, untrained_rounds_section
 
 COMMANDS = {
     'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
@@ -488,6 +488,7 @@ def build(figs: str) -> str:
   out += ['## Not run or not built', '']
   out += _not_run(tables)
   out += _unlisted_runs(figs, tables)
+  out += parked_runs_section(figs)
   return '\n'.join(out) + '\n'
 
 

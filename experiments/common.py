@@ -281,6 +281,33 @@ def run_copies(figs: str, required: tuple[str, ...] = ('metrics.csv',)):
     yield root, config.get('out') or root, config
 
 
+# Where `experiments.park_runs` puts an interrupted run under a paper's figures folder.
+PARKED_FOLDER = 'interrupted'
+
+
+def parked_runs_section(figs: str) -> list[str]:
+  """Markdown lines: the interrupted runs parked with their checkpoints under
+  `figs/interrupted/` (`experiments.park_runs`), with the rounds each has done and its
+  last evaluated test accuracy; `[]` when there is none."""
+  rows_out = []
+  for root, _, config in run_copies(os.path.join(figs, PARKED_FOLDER),
+                                    ('config.json', 'metrics.csv', runner.CHECKPOINT)):
+    rows = read_rows(os.path.join(root, 'metrics.csv')) or []
+    evaluated = [r for r in rows if r.get('test_accuracy')]
+    last = (f"{fmt(100 * float(evaluated[-1]['test_accuracy']), 4)} (round "
+            f"{int(float(evaluated[-1]['round']))})" if evaluated else '-')
+    done = int(float(rows[-1]['round'])) if rows else 0
+    rows_out.append([f'`{os.path.basename(root)}`', f"{done} of {config.get('rounds')}",
+                     last, f"`{' '.join(config.get('command') or ['?'])}`"])
+  if not rows_out:
+    return []
+  return ['Interrupted runs carried with their checkpoints (`python -m experiments.park_runs`'
+          f'; each in `{PARKED_FOLDER}/<run>/`): `python -m experiments.restore_runs` puts '
+          'them back and the command resumes each where it stopped.', '',
+          *md_table(rows_out, [(h, lambda r, i=i: r[i]) for i, h in enumerate(
+              ['run', 'rounds done', 'last evaluated test acc (%)', 'command'])]), '']
+
+
 def untrained_rounds_section(figs: str) -> list[str]:
   """Markdown lines: the runs copied under `figs` (any depth) with rounds that trained
   nothing (`untrained_rounds`), each run once (copies of one run, by its config's `out`,

@@ -34,7 +34,7 @@ import sys
 from experiments import common
 from tffdp import runner
 
-PARKED = 'interrupted'
+PARKED = common.PARKED_FOLDER
 FILES = ('config.json', 'metrics.csv', runner.CHECKPOINT)
 
 

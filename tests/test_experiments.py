@@ -676,6 +676,11 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
   assert sorted(os.listdir(parked)) == ['checkpoint.pkl', 'config.json', 'metrics.csv']
   config_text = (parked / 'config.json').read_text()
   assert str(runs) not in config_text and '$RUNS_DIR/dpfl/synthetic_long_seed0' in config_text
+  done_rounds = len(common.read_rows(str(parked / 'metrics.csv')))
+  section = common.parked_runs_section(str(figs / 'dpfl'))
+  assert any(line.startswith(f'| `synthetic_long_seed0` | {done_rounds} of 4 | ')
+             and line.endswith('| `x` |') for line in section), section
+  assert 0 < done_rounds < 4 and common.parked_runs_section(str(figs / 'fig')) == []
   # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes.
   shutil.rmtree(runs)
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [out]
