@@ -362,6 +362,19 @@ def test_check_reproduces_names_the_result_changes_a_run_predates():
   assert 'is unknown' in cr.provenance(seg('0.1.0'), 'x', anc)[1]
 
 
+def test_aadp_fl_fig7a_dp_fedavg_runs_stop_when_stalled_and_nothing_else_does():
+  import argparse  # pylint: disable=g-import-not-at-top
+  from experiments import aadp_fl_fig7
+  args = argparse.Namespace(quick=False, model='alexnet_cnn', runs_dir='runs/aadp_fl',
+                            data_dir=None, seed=0, eval_every=10)
+  stops = {(dataset, label): cfg.stop_after_rejected
+           for dataset in ('cifar10', 'mnist')
+           for label, cfg, _, _ in aadp_fl_fig7.curves(dataset, args)}
+  assert {k: v for k, v in stops.items() if v is not None} == {
+      ('cifar10', f'DP-FedAvg, q = {q:g}'): aadp_fl_fig7.STALL_ROUNDS
+      for q in aadp_fl_fig7.Q_USER}
+
+
 def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   from experiments import (aadp_fl_cnn_pilot, aadp_fl_fig3, aadp_fl_fig4, aadp_fl_fig5,
                            aadp_fl_fig6, aadp_fl_fig7, aadp_fl_report, aadp_fl_table2)

@@ -334,8 +334,10 @@ def test_an_option_name_two_methods_share_follows_the_chosen_method():
     registry.unregister('toy_k')
 
 
-def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None, learning_rate=0.5):
-  """Runs FedAvg on the toy data with its `Method` changed by `wrap(method)`."""
+def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None, learning_rate=0.5,
+              resume=False, **kw):
+  """Runs FedAvg on the toy data with its `Method` changed by `wrap(method)`; `kw`: other
+  `RunConfig` fields."""
   from tffdp.algorithms import baselines, registry  # pylint: disable=g-import-not-at-top
 
   def build(ctx, hp):
@@ -346,7 +348,8 @@ def _toy_with(tmp_path, name, wrap, rounds=4, log=lambda s: None, learning_rate=
 
   registry.register(registry.MethodSpec('wrapped', build, registry.MethodHparams, 'test'))
   try:
-    return runner.run(_cfg(tmp_path, name, method='wrapped', rounds=rounds), log=log)
+    return runner.run(_cfg(tmp_path, name, method='wrapped', rounds=rounds, **kw), log=log,
+                      resume=resume)
   finally:
     registry.unregister('wrapped')
 
@@ -425,6 +428,38 @@ def test_rounds_whose_update_tff_rejects_are_marked_and_counted(tmp_path):
   summary = _toy_with(tmp_path, 'healthy', lambda m: None, rounds=2)
   assert [r['update_rejected'] for r in read_rows(tmp_path / 'healthy')] == ['0', '0']
   assert summary['rounds_update_rejected'] == 0
+
+
+def test_stop_after_rejected_ends_a_run_whose_model_no_longer_moves(tmp_path, interrupt_at):
+  inf = float('inf')
+  lines = []
+  summary = _toy_with(tmp_path, 'stalled', lambda m: None, rounds=5, log=lines.append,
+                      learning_rate=inf, stop_after_rejected=2, eval_every=5)
+  rows = read_rows(tmp_path / 'stalled')
+  assert [r['update_rejected'] for r in rows] == ['1', '1']
+  assert rows[0]['test_accuracy'] == '' and rows[1]['test_accuracy'] != ''  # final model
+  assert summary['stop_kind'] == runner.STOP_DIVERGED and summary['rounds_completed'] == 2
+  assert summary['stop_reason'] == (
+      'diverged in round 1: the aggregated updates of rounds 1-2 were all rejected as '
+      'non-finite, the model is unchanged since round 0 (stop_after_rejected=2)')
+  assert f'tffdp: stopping: {summary["stop_reason"]}' in lines
+  # Without it the same run goes on (the test above); an interrupted run may take it up on
+  # resume (a stopping rule, not a setting of the mechanism), counting the rows it has.
+  with pytest.raises(KeyboardInterrupt):
+    _toy_with(tmp_path, 'later', lambda m: None, rounds=6, learning_rate=inf,
+              log=interrupt_at(4))
+  summary = _toy_with(tmp_path, 'later', lambda m: None, rounds=6, learning_rate=inf,
+                      resume=True, stop_after_rejected=3)
+  # Checkpointed after round 3, interrupted in round 4: the resumed round 4 ends it.
+  assert summary['rounds_completed'] == 4
+  assert summary['stop_reason'].startswith('diverged in round 1: the aggregated updates '
+                                           'of rounds 1-4 were all rejected')
+  assert runner.rejected_streak([{'update_rejected': '1'}, {'update_rejected': 0},
+                                 {'update_rejected': 1}, {'update_rejected': '1'}]) == 2
+  assert runner.rejected_streak([{'update_rejected': 0}]) == 0
+  assert runner.rejected_streak([{'round': 1}]) == 0  # runs made before the column
+  with pytest.raises(ValueError, match='stop_after_rejected must be positive'):
+    _cfg(tmp_path, 'bad', stop_after_rejected=0).validate()
 
 
 def test_update_rejected_finds_the_finalizer_measurement_in_nested_metrics():

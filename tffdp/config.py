@@ -127,6 +127,11 @@ class RunConfig:
   # without it continues to `rounds`. A pilot of the first rounds at the full run's
   # calibration (methods that calibrate sigma for T rounds see `rounds`). None: no pause.
   stop_after_round: Optional[int] = None
+  # Stop the run as diverged once this many consecutive rounds had their aggregated
+  # update rejected by TFF's server step (non-finite: the model has not changed since the
+  # streak began, and a model whose every client diverges stays that way). The final
+  # model is evaluated where it stops; `summary.json` says why. None: run every round.
+  stop_after_rejected: Optional[int] = None
   clients: int = 100
   clients_per_round: int = 10
   partition: str = 'label_skew'
@@ -217,6 +222,9 @@ class RunConfig:
       bad('rounds', self.rounds, 'must be positive')
     if self.stop_after_round is not None and self.stop_after_round <= 0:
       bad('stop_after_round', self.stop_after_round, 'must be positive (or None: no pause)')
+    if self.stop_after_rejected is not None and self.stop_after_rejected <= 0:
+      bad('stop_after_rejected', self.stop_after_rejected,
+          'must be positive (or None: run every round)')
     if self.clients <= 0:
       bad('clients', self.clients, 'must be positive')
     if not 0 < self.clients_per_round <= self.clients:

@@ -116,6 +116,10 @@ def make_parser() -> argparse.ArgumentParser:
   g.add_argument('--stop-after-round', type=int, metavar='R',
                  help='pause after round R of T: checkpoint, no summary.json; --resume '
                  'without it continues to T (a pilot of the first rounds, calibrated for T)')
+  g.add_argument('--stop-after-rejected', type=int, metavar='N',
+                 help='stop the run as diverged after N consecutive rounds whose aggregated '
+                 'update TFF rejected as non-finite (the model unchanged since); default: '
+                 'run every round')
   g.add_argument('--clients', type=int, default=d.clients, help='clients N')
   g.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
                  help='cohort size K (expected size under poisson sampling)')
@@ -189,7 +193,7 @@ def config_from_args(args) -> config_lib.RunConfig:
           raise ValueError(f'{f.name} of method {args.method}: {e}') from e
   return config_lib.RunConfig.create(
       method=args.method, dataset=args.dataset, data_dir=args.data_dir, rounds=args.rounds,
-      stop_after_round=args.stop_after_round,
+      stop_after_round=args.stop_after_round, stop_after_rejected=args.stop_after_rejected,
       clients=args.clients, clients_per_round=args.clients_per_round,
       partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
       model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,

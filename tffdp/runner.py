@@ -331,7 +331,7 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   os.makedirs(config.out, exist_ok=True)
   ckpt_path = os.path.join(config.out, CHECKPOINT)
   # Settings that may differ on resume: more rounds, where files live, comments.
-  free = ('rounds', 'stop_after_round', 'out', 'data_dir', 'client_cache_dir',
+  free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir', 'client_cache_dir',
           'checkpoint_every', 'log_every', 'notes', 'workers', 'worker_timeout')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
@@ -592,6 +592,16 @@ class Runner:
                'still accounted. metrics.csv marks each such round (update_rejected).')
     self.log_round(row, rep_c, rep_g,
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
+    streak = rejected_streak(self.rows)
+    if config.stop_after_rejected and streak >= config.stop_after_rejected:
+      first = r + 2 - streak
+      self.stop_kind = STOP_DIVERGED
+      self.stop_reason = (f'diverged in round {first}: the aggregated updates of rounds '
+                          f'{first}-{r + 1} were all rejected as non-finite, the model is '
+                          f'unchanged since round {first - 1} '
+                          f'(stop_after_rejected={config.stop_after_rejected})')
+      self.log(f'tffdp: stopping: {self.stop_reason}')
+      return False
     if not _all_finite(method.model_weights(self.state)):
       self.stop_kind = STOP_DIVERGED
       self.stop_reason = (f'diverged in round {r + 1}: the model weights are non-finite '
@@ -742,6 +752,16 @@ def rejected_rounds(rows) -> Optional[int]:
   no row records it."""
   rounds = rejected_round_numbers(rows)
   return None if rounds is None else len(rounds)
+
+
+def rejected_streak(rows) -> int:
+  """How many of the last `rows` in a row had their update rejected (`REJECTED`)."""
+  n = 0
+  for row in reversed(rows):
+    if not float(row.get(REJECTED) or 0):
+      break
+    n += 1
+  return n
 
 
 def _all_finite(weights) -> bool:
