@@ -450,13 +450,19 @@ def test_stop_after_rejected_ends_a_run_whose_model_no_longer_moves(tmp_path, in
               log=interrupt_at(4))
   summary = _toy_with(tmp_path, 'later', lambda m: None, rounds=6, learning_rate=inf,
                       resume=True, stop_after_rejected=3)
-  # Checkpointed after round 3, interrupted in round 4: the resumed round 4 ends it.
-  assert summary['rounds_completed'] == 4
+  # Checkpointed after round 3, interrupted in round 4: the 3 rejected rounds end it
+  # before another round runs (and is accounted); the model is evaluated there.
+  assert summary['rounds_completed'] == 3
   assert summary['stop_reason'].startswith('diverged in round 1: the aggregated updates '
-                                           'of rounds 1-4 were all rejected')
+                                           'of rounds 1-3 were all rejected')
+  rows = read_rows(tmp_path / 'later')
+  assert len(rows) == 3 and rows[-1]['test_accuracy'] != ''
   assert runner.rejected_streak([{'update_rejected': '1'}, {'update_rejected': 0},
                                  {'update_rejected': 1}, {'update_rejected': '1'}]) == 2
   assert runner.rejected_streak([{'update_rejected': 0}]) == 0
+  empty = {'update_rejected': 0, 'cohort_size': 0}  # nothing ran: neither counts nor ends
+  assert runner.rejected_streak([{'update_rejected': 1, 'cohort_size': 3}, empty,
+                                 {'update_rejected': '1', 'cohort_size': '2'}]) == 2
   assert runner.rejected_streak([{'round': 1}]) == 0  # runs made before the column
   with pytest.raises(ValueError, match='stop_after_rejected must be positive'):
     _cfg(tmp_path, 'bad', stop_after_rejected=0).validate()

@@ -592,15 +592,7 @@ class Runner:
                'still accounted. metrics.csv marks each such round (update_rejected).')
     self.log_round(row, rep_c, rep_g,
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
-    streak = rejected_streak(self.rows)
-    if config.stop_after_rejected and streak >= config.stop_after_rejected:
-      first = r + 2 - streak
-      self.stop_kind = STOP_DIVERGED
-      self.stop_reason = (f'diverged in round {first}: the aggregated updates of rounds '
-                          f'{first}-{r + 1} were all rejected as non-finite, the model is '
-                          f'unchanged since round {first - 1} '
-                          f'(stop_after_rejected={config.stop_after_rejected})')
-      self.log(f'tffdp: stopping: {self.stop_reason}')
+    if self.stalled():
       return False
     if not _all_finite(method.model_weights(self.state)):
       self.stop_kind = STOP_DIVERGED
@@ -611,6 +603,22 @@ class Runner:
     return True
 
   # ----- the loop -------------------------------------------------------------------
+
+  def stalled(self) -> bool:
+    """Whether the last `config.stop_after_rejected` rounds (with a cohort) all had their
+    update rejected; if so, records the stop (`STOP_DIVERGED`) and logs it."""
+    n = self.config.stop_after_rejected
+    streak = rejected_streak(self.rows)
+    if not n or streak < n:
+      return False
+    rounds = [int(row['round']) for row in self.rows if float(row.get(REJECTED) or 0)]
+    first, last = rounds[-streak], int(self.rows[-1]['round'])
+    self.stop_kind = STOP_DIVERGED
+    self.stop_reason = (f'diverged in round {first}: the aggregated updates of rounds '
+                        f'{first}-{last} were all rejected as non-finite, the model is '
+                        f'unchanged since round {first - 1} (stop_after_rejected={n})')
+    self.log(f'tffdp: stopping: {self.stop_reason}')
+    return True
 
   def loop(self) -> dict:
     """Rounds `start_round .. config.rounds - 1`; writes the summary; returns it.
@@ -625,7 +633,8 @@ class Runner:
                               started=time.strftime('%Y-%m-%dT%H:%M:%SZ', time.gmtime())))
     last_good = self.snapshot()  # the state after the last completed round
     try:
-      for r in range(self.start_round, self.last_round):
+      # A run resumed with `stop_after_rejected` newly set may already have stalled.
+      for r in range(self.start_round, 0 if self.stalled() else self.last_round):
         if not self.run_round(r):
           break
         last_good = self.snapshot()
@@ -755,9 +764,13 @@ def rejected_rounds(rows) -> Optional[int]:
 
 
 def rejected_streak(rows) -> int:
-  """How many of the last `rows` in a row had their update rejected (`REJECTED`)."""
+  """How many of the last `rows` in a row had their update rejected (`REJECTED`); rounds
+  with an empty cohort (Poisson sampling: the model unchanged, nothing released) neither
+  count nor end the streak."""
   n = 0
   for row in reversed(rows):
+    if row.get('cohort_size') not in (None, '') and not float(row['cohort_size']):
+      continue
     if not float(row.get(REJECTED) or 0):
       break
     n += 1
