@@ -488,7 +488,9 @@ def build(figs: str) -> str:
   out += ['## Not run or not built', '']
   out += _not_run(tables)
   out += _unlisted_runs(figs, tables)
-  out += parked_runs_section(figs)
+  parked = parked_runs_section(figs)
+  if parked:
+    out += ['## Interrupted runs', '', *parked]
   return '\n'.join(out) + '\n'
 
 

@@ -11,6 +11,7 @@ import dataclasses
 import functools
 import json
 import os
+import pickle
 import re
 import shutil
 import sys
@@ -283,6 +284,55 @@ def run_copies(figs: str, required: tuple[str, ...] = ('metrics.csv',)):
 
 # Where `experiments.park_runs` puts an interrupted run under a paper's figures folder.
 PARKED_FOLDER = 'interrupted'
+_RUN_PREFIXES = ('$RUNS_DIR/', 'runs/')
+
+
+def run_key(out: str):
+  """The run folder relative to the runs root (`'<method>/<run>'`) of a copy's `"out"`
+  (`$RUNS_DIR/<method>/<run>` or `runs/<method>/<run>`); None for any other path."""
+  for prefix in _RUN_PREFIXES:
+    if out.startswith(prefix):
+      return os.path.normpath(out[len(prefix):])
+  return None
+
+
+def same_run_config(a: dict, b: dict) -> bool:
+  """Whether two `config.json`s describe the same run for reuse (`REUSE_IGNORES`)."""
+  return not config_lib.differing_fields(a, dataclasses.asdict(config_lib.from_dict(b)),
+                                         ignore=REUSE_IGNORES)
+
+
+def is_parked(root: str) -> bool:
+  """Whether the copy folder `root` is a parked interrupted run (`<paper>/interrupted/`)."""
+  return os.path.basename(os.path.dirname(os.path.normpath(root))) == PARKED_FOLDER
+
+
+def checkpoint_round(folder: str):
+  """Rounds completed in `folder/checkpoint.pkl` (a pickle: trusted trees only); None
+  without one."""
+  path = os.path.join(folder, runner.CHECKPOINT)
+  if not os.path.exists(path):
+    return None
+  with open(path, 'rb') as f:
+    return int(pickle.load(f)['round'])
+
+
+def finished_copies(figs: str) -> dict:
+  """`{run_key: [config of each finished copy]}` of the run copies under `figs` that
+  hold a `summary.json`."""
+  out = {}
+  for root, run_out, config in run_copies(figs, ('config.json', 'summary.json')):
+    key = run_key(run_out)
+    if key and not is_parked(root):
+      out.setdefault(key, []).append(config)
+  return out
+
+
+def superseded(root: str, config: dict, finished: dict) -> bool:
+  """Whether the parked copy `root` (with `config`) has a finished copy of the same
+  configuration in `finished` (`finished_copies`)."""
+  return any(same_run_config(c, config)
+             for c in finished.get(run_key(config.get('out') or root) or '', []))
 
 
 def parked_runs_section(figs: str) -> list[str]:
@@ -290,8 +340,11 @@ def parked_runs_section(figs: str) -> list[str]:
   `figs/interrupted/` (`experiments.park_runs`), with the rounds each has done and its
   last evaluated test accuracy; `[]` when there is none."""
   rows_out = []
+  finished = finished_copies(figs)
   for root, _, config in run_copies(os.path.join(figs, PARKED_FOLDER),
                                     ('config.json', 'metrics.csv', runner.CHECKPOINT)):
+    if superseded(root, config, finished):
+      continue  # finished since; `park_runs` removes it
     rows = read_rows(os.path.join(root, 'metrics.csv')) or []
     evaluated = [r for r in rows if r.get('test_accuracy')]
     last = (f"{fmt(100 * float(evaluated[-1]['test_accuracy']), 4)} (round "
@@ -314,7 +367,7 @@ def untrained_rounds_section(figs: str) -> list[str]:
   listed at the first path)."""
   lines, seen = [], set()
   for root, out, _ in run_copies(figs):
-    if out in seen:
+    if out in seen or is_parked(root):  # a parked run's rows end at its checkpoint
       continue
     rows = read_rows(os.path.join(root, 'metrics.csv'))
     if not rows or 'round' not in rows[0]:

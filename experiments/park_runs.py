@@ -51,9 +51,8 @@ def interrupted_runs(runs_dir: str) -> list[str]:
           os.path.exists(os.path.join(out, 'summary.json')) or
           not os.path.exists(os.path.join(out, 'config.json'))):
         continue
-      with open(os.path.join(out, 'config.json')) as f:
-        config = json.load(f)
-      if common.paused_run(config, common.read_rows(os.path.join(out, 'metrics.csv')) or []):
+      rows = common.read_rows(os.path.join(out, 'metrics.csv')) or []
+      if common.paused_run(_config(out), rows):
         continue
       found.append(out)
   return found
@@ -68,8 +67,14 @@ def parked_copy(figures_dir: str, runs_dir: str, out: str) -> str:
 def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> dict:
   """Copies interrupted runs to `figures_dir` and removes parked copies done with.
 
+  A parked copy already committed with a checkpoint at a later round than this
+  machine's is kept. The copied `metrics.csv` ends at the checkpoint's round (rows past
+  it are run again on resume). A parked copy is removed when a finished copy of the same
+  configuration is committed (`common.same_run_config`), or its run has finished here.
+
   Args:
-    runs_dir: The runs root (the Makefile's `RUNS_DIR`, default `runs`).
+    runs_dir: The runs root (the Makefile's `RUNS_DIR`, default `runs`; a method's
+      folder `RUNS_DIR/<method>` is taken as its root, `common.runs_root`).
     figures_dir: The committed figures folder.
     dry_run: Only say what would be copied and removed.
     log: Receives one line per copy or removal.
@@ -77,32 +82,47 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
   Returns:
     `{'parked': [copy folders written], 'removed': [copy folders removed]}`.
   """
+  runs_dir = common.runs_root(runs_dir)
   parked, removed = [], []
   for out in interrupted_runs(runs_dir):
     dest = parked_copy(figures_dir, runs_dir, out)
-    rows = common.read_rows(os.path.join(out, 'metrics.csv')) or []
-    log(f'{"would park" if dry_run else "parked"} {out} (round '
-        f'{rows[-1]["round"] if rows else 0}) -> {dest}')
+    here, there = common.checkpoint_round(out), common.checkpoint_round(dest)
+    if there is not None and there > here:
+      log(f'kept {dest} (round {there}): {out} is behind it (round {here})')
+      continue
+    log(f'{"would park" if dry_run else "parked"} {out} (checkpoint after round {here}) '
+        f'-> {dest}')
     parked.append(dest)
     if not dry_run:
       os.makedirs(dest, exist_ok=True)
       common.copy_config(out, dest)
-      for f in FILES[1:]:
-        if os.path.exists(os.path.join(out, f)):
-          shutil.copy(os.path.join(out, f), os.path.join(dest, f))
-  finished = {out for root, out, _ in common.run_copies(figures_dir, ('config.json',))
-              if os.path.exists(os.path.join(root, 'summary.json'))}
-  for root, out, _ in list(common.run_copies(figures_dir, FILES)):
-    if os.path.basename(os.path.dirname(root)) != PARKED or root in parked:
+      shutil.copy(os.path.join(out, runner.CHECKPOINT), os.path.join(dest, runner.CHECKPOINT))
+      rows = common.read_rows(os.path.join(out, 'metrics.csv')) or []
+      kept = [r for r in rows if int(float(r['round'])) <= here]
+      if kept:
+        common.write_table(os.path.join(dest, 'metrics.csv'), kept)
+      else:
+        with open(os.path.join(dest, 'metrics.csv'), 'w') as f:
+          f.write('round\n')
+  finished = common.finished_copies(figures_dir)
+  for root, out, config in list(common.run_copies(figures_dir, FILES)):
+    if not common.is_parked(root) or root in parked:
       continue
-    here = os.path.join(runs_dir, *out.split('/')[1:]) if out.startswith(
-        ('$RUNS_DIR/', 'runs/')) else None
-    if out in finished or (here and os.path.exists(os.path.join(here, 'summary.json'))):
+    key = common.run_key(out)
+    here = os.path.join(runs_dir, key) if key else None
+    done_here = here and os.path.exists(os.path.join(here, 'summary.json')) and (
+        common.same_run_config(_config(here), config))
+    if common.superseded(root, config, finished) or done_here:
       log(f'{"would remove" if dry_run else "removed"} {root} (the run has finished)')
       removed.append(root)
       if not dry_run:
         shutil.rmtree(root)
   return dict(parked=parked, removed=removed)
+
+
+def _config(folder: str) -> dict:
+  with open(os.path.join(folder, 'config.json')) as f:
+    return json.load(f)
 
 
 def main(argv=None) -> int:

@@ -40,7 +40,6 @@ from tffdp import runner
 
 FILES = ('config.json', 'metrics.csv', 'summary.json', runner.CHECKPOINT)
 PAUSED_FILES = ('config.json', 'metrics.csv')
-_PREFIXES = ('$RUNS_DIR/', 'runs/')
 
 
 def committed_runs(figures_dir: str) -> dict[str, str]:
@@ -53,24 +52,27 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
   Returns:
     `{relative run folder (e.g. 'a_dpfl/mnist_fedavg_noniid_seed0'): copy folder}`; where
     several copies name one run (a run shared by two figures) the first in sorted path
-    order is kept, a finished or paused copy before an interrupted one (a copy holding
-    `checkpoint.pkl`, `experiments.park_runs`). Copies whose `"out"` is neither under
-    `$RUNS_DIR/` nor `runs/` are skipped.
+    order is kept, and a finished or paused copy before an interrupted one of the same
+    configuration (a copy holding `checkpoint.pkl`, `experiments.park_runs`). Copies
+    whose `"out"` is neither under `$RUNS_DIR/` nor `runs/` are skipped.
   """
   found, parked = {}, {}
   for root, out, config in common.run_copies(figures_dir, PAUSED_FILES):
+    key = common.run_key(out)
+    if key is None:
+      continue
     if os.path.exists(os.path.join(root, 'summary.json')) or common.paused_run(
         config, common.read_rows(os.path.join(root, 'metrics.csv')) or []):
-      into = found
+      found.setdefault(key, (root, config))
     elif os.path.exists(os.path.join(root, runner.CHECKPOINT)):
-      into = parked
-    else:
-      continue
-    for prefix in _PREFIXES:
-      if out.startswith(prefix):
-        into.setdefault(os.path.normpath(out[len(prefix):]), root)
-        break
-  return {**parked, **found}
+      parked.setdefault(key, (root, config))
+  chosen = {key: root for key, (root, _) in parked.items()}
+  for key, (root, config) in found.items():
+    # A parked run of another configuration (the figure's current one) wins over an
+    # older finished copy: the figure command would run it again anyway.
+    if key not in parked or common.same_run_config(config, parked[key][1]):
+      chosen[key] = root
+  return chosen
 
 
 def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
@@ -89,6 +91,13 @@ def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
   written = []
   for rel, src in sorted(committed_runs(figures_dir).items()):
     dest = os.path.join(runs_dir, rel)
+    if os.path.exists(os.path.join(dest, runner.CHECKPOINT)) and os.path.exists(
+        os.path.join(src, runner.CHECKPOINT)) and not os.path.exists(
+            os.path.join(dest, 'summary.json')):
+      here, there = common.checkpoint_round(dest), common.checkpoint_round(src)
+      if there > here:
+        log(f'note: {dest} holds a checkpoint at round {here}, its parked copy {src} one '
+            f'at round {there}; kept this one (remove the folder to take the copy)')
     if (os.path.exists(os.path.join(dest, 'summary.json')) or
         os.path.exists(os.path.join(dest, runner.CHECKPOINT))):
       continue

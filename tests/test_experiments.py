@@ -663,15 +663,18 @@ def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path
   assert longer[0]['test_accuracy'] == rows[0]['test_accuracy']
 
 
-def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_at):
+def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_at,
+                                                            monkeypatch):
+  import pickle  # pylint: disable=g-import-not-at-top
   from experiments import common, park_runs, restore_runs  # pylint: disable=g-multiple-import
   from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   runs, figs = tmp_path / 'runs', tmp_path / 'figs'
   out = str(runs / 'dpfl' / 'synthetic_long_seed0')
   cfg = config_lib.RunConfig(
       method='dpfl', dataset='synthetic', clients=4, clients_per_round=2, partition='iid',
       model='logistic_regression', batch_size=100, learning_rate=0.5, num_validation=500,
-      rounds=4, noise_multiplier=0.7, client_cache_dir=str(tmp_path / 'clients'))
+      rounds=4, noise_multiplier=0.7)
   whole = common.run_cached(cfg, str(tmp_path / 'whole' / 'dpfl' / 'x'), ['x'],
                             log=lambda s: None)
 
@@ -683,38 +686,61 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
   common.run_cached(dataclasses.replace(cfg, rounds=1), str(runs / 'dpfl' / 'f'), ['x'],
                     log=lambda s: None)
   assert park_runs.interrupted_runs(str(runs)) == [out]
-  done = park_runs.park(str(runs), str(figs), log=lambda s: None)
+  # The per-method folder the figure commands take (--runs-dir runs/dpfl) is the same root.
+  done = park_runs.park(str(runs / 'dpfl'), str(figs), log=lambda s: None)
   parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
   assert done == dict(parked=[str(parked)], removed=[])
   assert sorted(os.listdir(parked)) == ['checkpoint.pkl', 'config.json', 'metrics.csv']
   config_text = (parked / 'config.json').read_text()
-  assert str(runs) not in config_text and '$RUNS_DIR/dpfl/synthetic_long_seed0' in config_text
-  done_rounds = len(common.read_rows(str(parked / 'metrics.csv')))
+  assert str(tmp_path) not in config_text
+  assert '$RUNS_DIR/dpfl/synthetic_long_seed0' in config_text
+  # Round 3's row was written before the interrupt, the checkpoint holds round 2: the
+  # copy's rows end where the resumed run starts.
+  assert len(common.read_rows(os.path.join(out, 'metrics.csv'))) == 3
+  done_rounds = common.checkpoint_round(str(parked))
+  assert done_rounds == 2 == len(common.read_rows(str(parked / 'metrics.csv')))
   section = common.parked_runs_section(str(figs / 'dpfl'))
-  assert any(line.startswith(f'| `synthetic_long_seed0` | {done_rounds} of 4 | ')
+  assert any(line.startswith('| `synthetic_long_seed0` | 2 of 4 | ')
              and line.endswith('| `x` |') for line in section), section
-  assert 0 < done_rounds < 4 and common.parked_runs_section(str(figs / 'fig')) == []
+  assert common.parked_runs_section(str(tmp_path / 'no_figs')) == []
+  # A parked copy further on than this machine's checkpoint is kept.
+  with open(parked / 'checkpoint.pkl', 'rb') as f:
+    ahead = pickle.load(f)
+  (parked / 'checkpoint.pkl').write_bytes(pickle.dumps(dict(ahead, round=3)))
+  lines = []
+  assert park_runs.park(str(runs), str(figs), log=lines.append)['parked'] == []
+  assert lines[0].startswith(f'kept {parked} (round 3)')
+  (parked / 'checkpoint.pkl').write_bytes(pickle.dumps(ahead))
   # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes.
   shutil.rmtree(runs)
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [out]
   assert os.path.exists(os.path.join(out, runner.CHECKPOINT))
   lines = []
   rows = common.run_cached(cfg, out, ['x'], log=lines.append)
-  assert any(line.startswith(f'tffdp: resuming {out} at round ') for line in lines)
+  assert f'tffdp: resuming {out} at round 2' in lines
   assert [r['round'] for r in rows] == [1.0, 2.0, 3.0, 4.0]
   for a, b in zip(rows, whole):
     assert a['test_accuracy'] == pytest.approx(b['test_accuracy'], rel=1e-5)
     assert a['epsilon_guaranteed'] == b['epsilon_guaranteed']
-  # Once the finished run is published, a finished copy wins over the parked one on
-  # restore, and park removes the parked copy.
-  common.copy_results(out, str(figs / 'fig' / 'long'))
-  assert restore_runs.committed_runs(str(figs)) == {
-      os.path.join('dpfl', 'synthetic_long_seed0'): str(figs / 'fig' / 'long')}
-  assert park_runs.park(str(runs), str(figs), dry_run=True, log=lambda s: None) == dict(
-      parked=[], removed=[str(parked)])
+  # A finished copy of another configuration does not displace the parked run.
+  common.copy_results(out, str(figs / 'dpfl' / 'fig6' / 'long'))
+  other = json.loads((figs / 'dpfl' / 'fig6' / 'long' / 'config.json').read_text())
+  (figs / 'dpfl' / 'fig6' / 'long' / 'config.json').write_text(json.dumps(dict(other, eval_every=2)))
+  key = os.path.join('dpfl', 'synthetic_long_seed0')
+  assert restore_runs.committed_runs(str(figs))[key] == str(parked)
+  assert park_runs.park(str(tmp_path / 'elsewhere'), str(figs), dry_run=True,
+                        log=lambda s: None) == dict(parked=[], removed=[])
+  # The same configuration (its out spelled runs/...): the finished copy wins on restore,
+  # the parked copy leaves the report, and park removes it.
+  (figs / 'dpfl' / 'fig6' / 'long' / 'config.json').write_text(json.dumps(
+      dict(other, out='runs/dpfl/synthetic_long_seed0')))
+  assert restore_runs.committed_runs(str(figs))[key] == str(figs / 'dpfl' / 'fig6' / 'long')
+  assert common.parked_runs_section(str(figs / 'dpfl')) == []
+  assert park_runs.park(str(tmp_path / 'elsewhere'), str(figs), dry_run=True,
+                        log=lambda s: None) == dict(parked=[], removed=[str(parked)])
   assert parked.exists()
   park_runs.park(str(runs), str(figs), log=lambda s: None)
-  assert not parked.exists() and (figs / 'fig' / 'long' / 'summary.json').exists()
+  assert not parked.exists() and (figs / 'dpfl' / 'fig6' / 'long' / 'summary.json').exists()
 
 
 def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path):

@@ -330,9 +330,11 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   config.validate()
   os.makedirs(config.out, exist_ok=True)
   ckpt_path = os.path.join(config.out, CHECKPOINT)
-  # Settings that may differ on resume: more rounds, where files live, comments.
-  free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir', 'client_cache_dir',
-          'checkpoint_every', 'log_every', 'notes', 'workers', 'worker_timeout')
+  # Settings that may differ on resume: more rounds, stopping rules, where files live,
+  # comments.
+  free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir',
+          'client_cache_dir', 'checkpoint_every', 'log_every', 'notes', 'workers',
+          'worker_timeout')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   if os.path.exists(ckpt_path) and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
