@@ -108,12 +108,30 @@ def portable(value, runs_dir: str):
   return re.sub(re.escape(os.getcwd() + os.sep), '', value)
 
 
+# Absolute data folders outside the checkout, as committed copies name them.
+_DATA_PATH_VARS = (('data_dir', '$DATA_DIR'), ('client_cache_dir', '$TFFDP_CACHE_DIR'))
+
+
+def _replace_everywhere(value, old: str, new: str):
+  if isinstance(value, dict):
+    return {k: _replace_everywhere(v, old, new) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [_replace_everywhere(v, old, new) for v in value]
+  return value.replace(old, new) if isinstance(value, str) else value
+
+
 def copy_config(out: str, dest: str) -> None:
-  """Copies `out/config.json` to `dest/` with paths made portable (`portable`)."""
+  """Copies `out/config.json` to `dest/` with paths made portable (`portable`); a
+  `data_dir` or `client_cache_dir` still absolute (outside the checkout) becomes
+  `$DATA_DIR` / `$TFFDP_CACHE_DIR` wherever it appears (the command too). Both are left
+  out of the reuse test (`REUSE_IGNORES`) and may differ on resume."""
   with open(os.path.join(out, 'config.json')) as f:
-    cfg = json.load(f)
+    cfg = portable(json.load(f), os.path.dirname(out))
+  for key, var in _DATA_PATH_VARS:
+    if isinstance(cfg.get(key), str) and os.path.isabs(cfg[key]):
+      cfg = _replace_everywhere(cfg, cfg[key].rstrip(os.sep), var)
   with open(os.path.join(dest, 'config.json'), 'w') as f:
-    json.dump(portable(cfg, os.path.dirname(out)), f, indent=2)
+    json.dump(cfg, f, indent=2)
     f.write('\n')
 
 

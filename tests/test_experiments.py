@@ -663,6 +663,23 @@ def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path
   assert longer[0]['test_accuracy'] == rows[0]['test_accuracy']
 
 
+def test_copied_configs_name_no_data_folder_of_this_machine(tmp_path):
+  from experiments import common
+  run = tmp_path / 'runs' / 'dpfl' / 'r'
+  run.mkdir(parents=True)
+  data = str(tmp_path / 'elsewhere' / 'datasets')
+  (run / 'config.json').write_text(json.dumps({
+      'out': str(run), 'data_dir': data + '/', 'client_cache_dir': str(tmp_path / 'cache'),
+      'command': ['python', '-m', 'x', '--data-dir', data, '--runs-dir', str(run.parent)]}))
+  common.copy_config(str(run), str(tmp_path))
+  copied = json.loads((tmp_path / 'config.json').read_text())
+  assert copied == {'out': '$RUNS_DIR/dpfl/r', 'data_dir': '$DATA_DIR/',
+                    'client_cache_dir': '$TFFDP_CACHE_DIR',
+                    'command': ['python', '-m', 'x', '--data-dir', '$DATA_DIR', '--runs-dir',
+                                '$RUNS_DIR/dpfl']}
+  assert str(tmp_path) not in (tmp_path / 'config.json').read_text()
+
+
 def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_at,
                                                             monkeypatch):
   import pickle  # pylint: disable=g-import-not-at-top
