@@ -96,7 +96,10 @@ EXPECTED = [
      '`python -m benchmarks.run --only figures --figures fig7a` measured 6-8 s a round '
      'at q = 0.2 and 32-33 s at q = 1 (scaled to the expected cohort), and projects 15.2 h '
      'for the ten (`benchmarks/README.md`); the figure reads final accuracies, so the runs '
-     'evaluate every 10 rounds (each evaluation is a forward pass over 15,000 images)'),
+     'evaluate every 10 rounds (each evaluation is a forward pass over 15,000 images); a '
+     'DP-FedAvg run stops after 10 rounds in a row whose update was rejected as non-finite '
+     '(`stop_after_rejected`: at q = 0.2 every round from round 5 on gave NaN), so the '
+     'projection is an upper bound'),
 ]
 
 
