@@ -67,8 +67,8 @@ def parked_copy(figures_dir: str, runs_dir: str, out: str) -> str:
 def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> dict:
   """Copies interrupted runs to `figures_dir` and removes parked copies done with.
 
-  A parked copy already committed with a checkpoint at a later round than this
-  machine's is kept. The copied `metrics.csv` ends at the checkpoint's round (rows past
+  A run checkpointed before its first round is skipped; a parked copy already committed
+  with a checkpoint at a later round than this machine's is kept. The copied `metrics.csv` ends at the checkpoint's round (rows past
   it are run again on resume). A parked copy is removed when a finished copy of the same
   configuration is committed (`common.same_run_config`), or its run has finished here.
 
@@ -87,6 +87,9 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
   for out in interrupted_runs(runs_dir):
     dest = parked_copy(figures_dir, runs_dir, out)
     here, there = common.checkpoint_round(out), common.checkpoint_round(dest)
+    if not here:
+      log(f'skipped {out}: its checkpoint holds no completed round')
+      continue
     if there is not None and there > here:
       log(f'kept {dest} (round {there}): {out} is behind it (round {here})')
       continue

@@ -702,7 +702,10 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
                     ['x'], log=lambda s: None)
   common.run_cached(dataclasses.replace(cfg, rounds=1), str(runs / 'dpfl' / 'f'), ['x'],
                     log=lambda s: None)
-  assert park_runs.interrupted_runs(str(runs)) == [out]
+  with pytest.raises(KeyboardInterrupt):  # checkpointed before its first round
+    common.run_cached(dataclasses.replace(cfg, seed=1), str(runs / 'dpfl' / 'z'), ['x'],
+                      log=interrupt_at(1))
+  assert park_runs.interrupted_runs(str(runs)) == [out, str(runs / 'dpfl' / 'z')]
   # The per-method folder the figure commands take (--runs-dir runs/dpfl) is the same root.
   done = park_runs.park(str(runs / 'dpfl'), str(figs), log=lambda s: None)
   parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
