@@ -493,7 +493,7 @@ def build(figs: str) -> str:
   out += _unlisted_runs(figs, tables)
   parked = parked_runs_section(figs)
   if parked:
-    out += ['## Interrupted runs', '', *parked]
+    out += ['', '## Interrupted runs', '', *parked]
   return '\n'.join(out) + '\n'
 
 
