@@ -90,6 +90,16 @@ def runs_root(runs_dir: str) -> str:
   return os.path.dirname(d) if os.path.basename(d) in config_lib.methods() else d
 
 
+def map_strings(value, fn):
+  """`value` with `fn` applied to every string in it (recursively through dicts, lists
+  and tuples, which come back as lists); other values pass through."""
+  if isinstance(value, dict):
+    return {k: map_strings(v, fn) for k, v in value.items()}
+  if isinstance(value, (list, tuple)):
+    return [map_strings(v, fn) for v in value]
+  return fn(value) if isinstance(value, str) else value
+
+
 def portable(value, runs_dir: str):
   """`value` without this machine's paths, for files committed under `figures/`.
 
@@ -97,27 +107,14 @@ def portable(value, runs_dir: str):
   (the checkout) a relative path. Applies to a string, or recursively to the strings in
   lists and dicts (a `config.json`); other values pass through.
   """
-  if isinstance(value, dict):
-    return {k: portable(v, runs_dir) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [portable(v, runs_dir) for v in value]
-  if not isinstance(value, str):
-    return value
   boundary = r'(?=/|$|[\s"\'`,|)])'
-  value = re.sub(re.escape(runs_root(runs_dir)) + boundary, '$RUNS_DIR', value)
-  return re.sub(re.escape(os.getcwd() + os.sep), '', value)
+  root = re.escape(runs_root(runs_dir)) + boundary
+  cwd = re.escape(os.getcwd() + os.sep)
+  return map_strings(value, lambda v: re.sub(cwd, '', re.sub(root, '$RUNS_DIR', v)))
 
 
 # Absolute data folders outside the checkout, as committed copies name them.
 _DATA_PATH_VARS = (('data_dir', '$DATA_DIR'), ('client_cache_dir', '$TFFDP_CACHE_DIR'))
-
-
-def _replace_everywhere(value, old: str, new: str):
-  if isinstance(value, dict):
-    return {k: _replace_everywhere(v, old, new) for k, v in value.items()}
-  if isinstance(value, (list, tuple)):
-    return [_replace_everywhere(v, old, new) for v in value]
-  return value.replace(old, new) if isinstance(value, str) else value
 
 
 def copy_config(out: str, dest: str) -> None:
@@ -129,7 +126,8 @@ def copy_config(out: str, dest: str) -> None:
     cfg = portable(json.load(f), os.path.dirname(out))
   for key, var in _DATA_PATH_VARS:
     if isinstance(cfg.get(key), str) and os.path.isabs(cfg[key]):
-      cfg = _replace_everywhere(cfg, cfg[key].rstrip(os.sep), var)
+      path = cfg[key].rstrip(os.sep)
+      cfg = map_strings(cfg, lambda v, path=path, var=var: v.replace(path, var))
   with open(os.path.join(dest, 'config.json'), 'w') as f:
     json.dump(cfg, f, indent=2)
     f.write('\n')

@@ -68,9 +68,10 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
   """Copies interrupted runs to `figures_dir` and removes parked copies done with.
 
   A run checkpointed before its first round is skipped; a parked copy already committed
-  with a checkpoint at a later round than this machine's is kept. The copied `metrics.csv` ends at the checkpoint's round (rows past
-  it are run again on resume). A parked copy is removed when a finished copy of the same
-  configuration is committed (`common.same_run_config`), or its run has finished here.
+  with a checkpoint at a later round than this machine's is kept. The copied
+  `metrics.csv` ends at the checkpoint's round (rows past it are run again on resume). A
+  parked copy is removed when a finished copy of the same configuration is committed
+  (`common.same_run_config`), or its run has finished here.
 
   Args:
     runs_dir: The runs root (the Makefile's `RUNS_DIR`, default `runs`; a method's
