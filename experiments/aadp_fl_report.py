@@ -8,6 +8,7 @@ metrics, summary); what was not regenerated is listed as such, with its command.
 
 from __future__ import annotations
 
+import glob
 import json
 import math
 import os
@@ -114,11 +115,34 @@ def _has_curves(rows, curves) -> bool:
   return all(common.LABELS[c] in present for c in curves)
 
 
-def _not_run(tables) -> list[str]:
-  """`- what: command (cost).` for each expected artefact the tables do not hold yet."""
-  missing = [f'- {what}: not run yet: `{command}` ({cost}; runs resume from their '
-             'checkpoints).' for what, present, command, cost in EXPECTED
-             if not present(tables)]
+# Artefacts built from several long runs that land one by one: what -> (run-copy glob
+# under `runs/`, how many runs the artefact needs).
+RUN_SETS = {'Fig. 7a (CIFAR-10, AlexNet-style)': ('cifar10_*_alexnet_cnn_seed0', 10)}
+
+
+def _finished_runs(figs, pattern) -> list[str]:
+  """Names of the finished run copies (with a `summary.json`) under `figs/runs/` whose
+  folder name matches the glob `pattern`."""
+  found = glob.glob(os.path.join(figs, 'runs', pattern, 'summary.json'))
+  return sorted(os.path.basename(os.path.dirname(p)) for p in found)
+
+
+def _not_run(tables, figs) -> list[str]:
+  """`- what: command (cost).` for each expected artefact the tables do not hold yet;
+  one made of several runs (`RUN_SETS`) says how many of them are finished."""
+  missing = []
+  for what, present, command, cost in EXPECTED:
+    if present(tables):
+      continue
+    state = 'not run yet'
+    if what in RUN_SETS:
+      pattern, total = RUN_SETS[what]
+      done = _finished_runs(figs, pattern)
+      if done:
+        state = (f'{len(done)} of {total} runs finished ('
+                 + ', '.join(f'`{d}`' for d in done) + '), the rest to run')
+    missing.append(f'- {what}: {state}: `{command}` ({cost}; runs resume from their '
+                   'checkpoints).')
   return missing or ['Nothing: every artefact of the issue is regenerated.']
 
 
@@ -489,7 +513,7 @@ def build(figs: str) -> str:
   out += ['## Wall time per figure', '', *_wall_times(tables, sections, figs), '']
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
-  out += _not_run(tables)
+  out += _not_run(tables, figs)
   out += _unlisted_runs(figs, tables)
   parked = parked_runs_section(figs)
   if parked:

@@ -842,11 +842,27 @@ def test_aadp_fl_cnn_pilot_summary_reads_the_kept_coordinates_and_noise_ratio(tm
           'without noise 50% after 1; the noise of the cohort mean is 8.73 times S.') in lines
 
 
-def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
+def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
   from experiments import aadp_fl_common, aadp_fl_report
+  figs = str(tmp_path)
   tables = {name: None for name in aadp_fl_report.COMMANDS}
-  missing = aadp_fl_report._not_run(tables)
+  missing = aadp_fl_report._not_run(tables, figs)
   assert len(missing) == len(aadp_fl_report.EXPECTED)
+  fig7a = 'Fig. 7a (CIFAR-10, AlexNet-style)'
+  assert f'- {fig7a}: not run yet: ' in missing[-1]
+  # Fig. 7a's runs land one by one: the finished ones (with a summary) are counted.
+  for run, files in (('cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0', ('summary.json',)),
+                     ('cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0',
+                      ('summary.json',)),
+                     ('cifar10_aadp_fl_S0.3_q0.4_alexnet_cnn_seed0', ('metrics.csv',)),
+                     ('mnist_aadp_fl_alexnet_cnn_seed0', ('summary.json',))):
+    for name in files:
+      (tmp_path / 'runs' / run).mkdir(parents=True, exist_ok=True)
+      (tmp_path / 'runs' / run / name).write_text('{}')
+  assert aadp_fl_report._not_run(tables, figs)[-1].startswith(
+      f'- {fig7a}: 2 of 10 runs finished (`cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0`, '
+      '`cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0`), the rest to run: '
+      '`python -m experiments.aadp_fl_fig7 --datasets cifar10 --model alexnet_cnn')
   tables.update(
       table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
       fig3=[dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
@@ -856,17 +872,17 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands():
       fig6_fl_mnist_cnn=[dict(dataset='mnist')], fig5_fl_mnist_cnn=[dict(dataset='mnist')],
       fig7_alexnet_cnn=[dict(dataset='cifar10')])
   # Fig. 3 run with `--curves fedavg aadp_fl` only: still listed.
-  fig3, fig4b = aadp_fl_report._not_run(tables)
+  fig3, fig4b = aadp_fl_report._not_run(tables, figs)
   assert fig3.startswith('- Fig. 3, AlexNet-style panel: not run yet: ')
   assert fig4b.startswith('- Fig. 4b (CIFAR-10): not run yet: '
                           '`python -m experiments.aadp_fl_fig4 --datasets cifar10`')
   tables['fig3'] += [dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
                      for c in ('dp_fedavg_theorem1', 'ddgauss_theorem1',
                                'dp_scaffold_theorem1')]
-  line, = aadp_fl_report._not_run(tables)
+  line, = aadp_fl_report._not_run(tables, figs)
   assert line == fig4b
   tables['fig4'].append(dict(dataset='cifar10', curve='x'))
-  assert aadp_fl_report._not_run(tables) == [
+  assert aadp_fl_report._not_run(tables, figs) == [
       'Nothing: every artefact of the issue is regenerated.']
 
 
