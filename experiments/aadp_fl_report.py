@@ -764,7 +764,8 @@ def _unlisted_runs(figs, tables) -> list[str]:
   table = finished_runs_table(
       os.path.join(figs, 'runs'), percent=True, empty='-',
       keep=lambda name: name.startswith('cifar10_') and name not in listed,
-      extra=[('median s/round', _median_round_seconds)])
+      extra=[('median s/round', _median_round_seconds),
+             ('DP-FedAvg noise norm of the mean / S', _dp_fedavg_noise_cell)])
   if not table:
     return []
   return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
@@ -772,7 +773,62 @@ def _unlisted_runs(figs, tables) -> list[str]:
           'Wall time leaves out pauses of the process (`paused_seconds`) in runs made since '
           'pauses are detected (`tffdp/timing.py`) and includes them in earlier ones (runs '
           'were paused while other work used the cores); the median round time does not '
-          'depend on one long round.']
+          'depend on one long round. "DP-FedAvg noise norm of the mean / S" is the expected '
+          'L2 norm of the Gaussian noise on DP-FedAvg\'s cohort mean, `sigma S sqrt(d) / K` '
+          '(TFF\'s `gaussian_fixed` adds N(0, (sigma S)^2 I) to the sum of the clipped '
+          'updates and divides by the expected cohort K; d: the model\'s weights), against '
+          'S, the most signal a clipped update carries; the server applies the mean with '
+          'learning rate 1.' + _mlp_noise_reference(figs)]
+
+
+def dp_fedavg_noise_ratio(config: dict):
+  """Expected L2 norm of DP-FedAvg's noise on the cohort mean over the clip norm S.
+
+  `tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed` adds
+  `N(0, (sigma S)^2 I_d)` to the sum of the clipped client updates and divides by the
+  expected cohort K (`clients_per_round`), so the noise of the mean has norm about
+  `sigma S sqrt(d) / K`; over S that is `sigma sqrt(d) / K`.
+
+  Args:
+    config: A run's `config.json` (`method`, `dataset`, `model`, `noise_multiplier`,
+      `clients_per_round`).
+
+  Returns:
+    The ratio (float), or None for a run that is not DP-FedAvg.
+  """
+  if config.get('method') != 'dp_fedavg':
+    return None
+  dim = common.model_dim(config['dataset'], config['model'])
+  return float(config['noise_multiplier']) * math.sqrt(dim) / float(
+      config['clients_per_round'])
+
+
+def _dp_fedavg_noise_cell(run_dir) -> str:
+  with open(os.path.join(run_dir, 'config.json')) as f:
+    ratio = dp_fedavg_noise_ratio(json.load(f))
+  return '-' if ratio is None else _f(ratio, 3)
+
+
+def _mlp_noise_reference(figs) -> str:
+  """` For reference, ...`: the same ratio for Fig. 7's MNIST MLP DP-FedAvg runs (which
+  trained), from their run copies (`fig7.csv` holds accuracies in %); '' without them."""
+  parts = []
+  for row in read_rows(os.path.join(figs, 'fig7.csv')) or []:
+    config = _run_file(figs, row, 'config.json')
+    if row['dataset'] != 'mnist' or not config:
+      continue
+    with open(config) as f:
+      cfg = json.load(f)
+    ratio = dp_fedavg_noise_ratio(cfg)
+    if ratio is not None:
+      parts.append(f"{_f(ratio, 3)} at q = {_f(cfg['clients_per_round'] / cfg['clients'])} "
+                   f"({_f(float(row['final_test_accuracy']))}% final test accuracy)")
+  if not parts:
+    return ''
+  return (f" For reference, Fig. 7's MNIST MLP DP-FedAvg runs "
+          f"({common.model_dim('mnist', 'mlp')} weights) have {', '.join(parts)}: they "
+          'trained at ratios of the same order, so the ratio alone does not tell which runs '
+          'diverge.')
 
 
 def main(argv=None) -> int:

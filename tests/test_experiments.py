@@ -3,6 +3,7 @@
 import csv
 import dataclasses
 import json
+import math
 import os
 import re
 import shutil
@@ -1091,3 +1092,14 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
       'every 5), CL-FL (sigma 2), CL-FL (sigma 4): about 1.1 h (5 x 50 rounds at 16 s, the '
       'E = 1 runs\' medians, training x 1, averaged): '
       '`python -m experiments.a_dpfl_fig4 --dataset cifar10`')
+
+
+def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
+  from experiments import aadp_fl_common, aadp_fl_report
+  dim = aadp_fl_common.model_dim('mnist', 'mlp')
+  config = dict(method='dp_fedavg', dataset='mnist', model='mlp', noise_multiplier=0.5,
+                clients_per_round=4, clip_norm=0.3)
+  # TFF's gaussian_fixed: noise std sigma S on the sum, divided by the expected cohort.
+  assert aadp_fl_report.dp_fedavg_noise_ratio(config) == pytest.approx(
+      0.5 * math.sqrt(dim) / 4)
+  assert aadp_fl_report.dp_fedavg_noise_ratio(dict(config, method='aadp_fl')) is None
