@@ -18,6 +18,7 @@ per-example clip 1.0).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import math
 import os
@@ -61,8 +62,10 @@ NOT_GIVEN = {
 DP_SCAFFOLD_CLIP = 1.0
 
 
+@functools.lru_cache(maxsize=None)
 def model_dim(dataset: str, model: str) -> int:
-  """Number of trainable parameters of `model` on `dataset` (DDGauss's vector length)."""
+  """Number of trainable parameters of `model` on `dataset` (DDGauss's vector length);
+  cached, as each call builds the Keras model."""
   shape, classes = {'mnist': ((28, 28, 1), 10), 'fashion_mnist': ((28, 28, 1), 10),
                     'cifar10': ((32, 32, 3), 10)}[dataset]
   return models.count_params(model, shape, classes)

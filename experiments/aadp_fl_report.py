@@ -8,7 +8,7 @@ metrics, summary); what was not regenerated is listed as such, with its command.
 
 from __future__ import annotations
 
-import glob
+import fnmatch
 import json
 import math
 import os
@@ -17,7 +17,8 @@ import statistics
 from experiments import aadp_fl_cnn_pilot
 from experiments import aadp_fl_common as common
 from experiments import aadp_fl_fig3
-from experiments.common import finished_runs_table, fmt, md_table, read_rows, report_main
+from experiments import aadp_fl_fig7
+from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
 from experiments.common import parked_runs_section, untrained_rounds_section
 
 COMMANDS = {
@@ -116,15 +117,10 @@ def _has_curves(rows, curves) -> bool:
 
 
 # Artefacts built from several long runs that land one by one: what -> (run-copy glob
-# under `runs/`, how many runs the artefact needs).
-RUN_SETS = {'Fig. 7a (CIFAR-10, AlexNet-style)': ('cifar10_*_alexnet_cnn_seed0', 10)}
-
-
-def _finished_runs(figs, pattern) -> list[str]:
-  """Names of the finished run copies (with a `summary.json`) under `figs/runs/` whose
-  folder name matches the glob `pattern`."""
-  found = glob.glob(os.path.join(figs, 'runs', pattern, 'summary.json'))
-  return sorted(os.path.basename(os.path.dirname(p)) for p in found)
+# under `runs/`, how many runs the artefact needs: Fig. 7a has an AADP-FL and a DP-FedAvg
+# run per q_user).
+RUN_SETS = {'Fig. 7a (CIFAR-10, AlexNet-style)': ('cifar10_*_alexnet_cnn_seed0',
+                                                  2 * len(aadp_fl_fig7.Q_USER))}
 
 
 def _not_run(tables, figs) -> list[str]:
@@ -137,7 +133,8 @@ def _not_run(tables, figs) -> list[str]:
     state = 'not run yet'
     if what in RUN_SETS:
       pattern, total = RUN_SETS[what]
-      done = _finished_runs(figs, pattern)
+      done = [name for name, *_ in finished_summaries(
+          os.path.join(figs, 'runs'), keep=lambda name: fnmatch.fnmatch(name, pattern))]
       if done:
         state = (f'{len(done)} of {total} runs finished ('
                  + ', '.join(f'`{d}`' for d in done) + '), the rest to run')
