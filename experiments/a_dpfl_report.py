@@ -314,6 +314,10 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
                  f'{PAPER_SIGMA_HOLDS} rounds): '
                  + '; '.join(f'{label}: {hold}' for label, _, hold in trace) + '.' + verdict)
   for e in settings:
+    line = _decay_factor_line(_rows(os.path.join(figs, f'fig6_mnist{_sfx(e)}.csv')), e)
+    if line:
+      out.append(line)
+  for e in settings:
     rows, so_far = _fig4_rows(figs, 'mnist', e)
     acc, eps = _final(rows), _epsilon(rows)
     cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
@@ -331,6 +335,42 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
                                              'hinges on CL-FL\'s sigma.'))
   return out + ([''] if len(out) > 4 else ['Nothing to compare yet: the issue-11 runs are '
                                            'listed as not regenerated above.', ''])
+
+
+PAPER_K_KNEE = 0.7  # Fig. 6: accuracy declines slowly up to this k, faster beyond
+SETTLED_POINTS = 1.0  # the gap one seed per run is taken to resolve (see `_changes`)
+
+
+def _decay_factor_line(rows, setting: Setting) -> str | None:
+  """The Fig. 6 bullet of 'What changed the numbers': does accuracy fall beyond k = 0.7?
+
+  Args:
+    rows: The rows of `fig6_mnist<suffix>.csv` (keys `k`, `final_test_accuracy`), or None.
+    setting: The (local epochs, learning rate) the rows were run with.
+
+  Returns:
+    One Markdown bullet, or None when the figure is not written or has no k on one side
+    of the paper's knee.
+  """
+  if not rows:
+    return None
+  acc = {float(r['k']): 100 * float(r['final_test_accuracy']) for r in rows}
+  low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
+  high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
+  if not low or not high:
+    return None
+  spread = max(acc.values()) - min(acc.values())
+  if max(high) < min(low) and spread >= SETTLED_POINTS:
+    verdict = 'every k beyond 0.7 ends below every k up to 0.7, as the paper shows'
+  elif max(high) < min(low):
+    verdict = (f'every k beyond 0.7 ends below every k up to 0.7, but all k lie within '
+               f'{spread:.2f} points, under the {SETTLED_POINTS:g} point one seed resolves')
+  else:
+    verdict = (f"the paper's faster decline beyond k = 0.7 does not appear (all k within "
+               f'{spread:.2f} points)')
+  return (f'- **Decay factor k** (MNIST, Fig. 6, {_label(setting)}; paper: {PAPER_FIG6}): '
+          f'final test accuracy {min(low):.2f}-{max(low):.2f}% at k <= 0.7, '
+          f'{min(high):.2f}-{max(high):.2f}% at k > 0.7; {verdict}.')
 
 
 def _sigma_trace(figs: str, setting: Setting):
