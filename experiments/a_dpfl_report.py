@@ -12,6 +12,7 @@ times).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -22,6 +23,7 @@ from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
+from experiments.common import PARKED_FOLDER
 from experiments.common import parked_runs_section, untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl_fig6 import K_VALUES, REUSED_K
@@ -450,36 +452,73 @@ def _round_seconds(run_copy: str, epochs: int = 1):
 def _not_rerun(figs: str, setting: Setting) -> list[str]:
   """Issue 11's "say what was not rerun and how long it would take", for `setting`:
   each missing artefact's command and its cost, from the median round times of runs
-  already made (same setting where there is one, else the E = 1 run with its training time
-  times E)."""
+  already made: the run's own parked copy with this setting (less the rounds it has
+  made), else its base method's run with this setting, else the E = 1 run with its
+  training time times E."""
   epochs, sfx, flags = setting[0], _sfx(setting), _flags(setting)
   rounds = common.COMMON['rounds']
   items = []
 
-  def item(what, runs, per_round, basis, command):
-    cost = (f'about {len(runs) * rounds * per_round / 3600:.1f} h ({len(runs)} x {rounds} '
-            f'rounds at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
+  def item(what, runs, per_round, basis, command, done=None):
+    """`per_round`: seconds a round, one number or one per run; `done`: rounds each run's
+    parked copy has made."""
+    per_run = per_round if isinstance(per_round, list) else [per_round] * len(runs)
+    done = done or [0] * len(runs)
+    left = len(runs) * rounds - sum(done)
+    per_round = (sum((rounds - d) * s for s, d in zip(per_run, done)) / left
+                 if all(per_run) else None)  # a round's mean over the rounds left
+    less = f', less the {sum(done)} a parked run has made' if sum(done) else ''
+    cost = (f'about {left * per_round / 3600:.1f} h ({len(runs)} x {rounds} rounds{less} '
+            f'at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
     items.append(f'- {what}: {cost}: `{command}`')
 
   fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
   base = {**{m: m for m in common.LABELS}, **{k: v[1] for k, v in common.VARIANTS.items()}}
   missing = [slug for slug in base if not os.path.exists(os.path.join(fig4b, slug,
                                                                        'summary.json'))]
-  e1 = lambda slug: (_round_seconds(os.path.join(figs, 'fig4_cifar10', base[slug]), epochs),
-                     f'the E = 1 {common.LABELS[base[slug]]} run\'s median, training x {epochs}')
+
+  def parked(slug):
+    """The parked copies of `slug`'s Fig. 4b run with this setting (`park_runs`)."""
+    return sorted(glob.glob(os.path.join(figs, PARKED_FOLDER,
+                                         f'cifar10_{slug}_noniid{sfx}_seed[0-9]*')))
+
+  def here(slug):
+    """Median round of `slug`'s Fig. 4b run with this setting: finished, else parked."""
+    return (_round_seconds(os.path.join(fig4b, slug)) or
+            next(filter(None, map(_round_seconds, parked(slug))), None))
+
+  def timed(slug):
+    """(seconds, basis, source) of a round of `slug` at this setting: its own run so far
+    ('own'), its base method's run ('base'), else the E = 1 base run with its training
+    time times E ('e1')."""
+    for source, kind, basis in (
+        (slug, 'own', 'the median of its run so far with this setting'),
+        (base[slug], 'base', f'the median of the {common.label_of(base[slug])} run with this '
+                             'setting')):
+      if here(source):
+        return here(source), basis, kind
+    return (_round_seconds(os.path.join(figs, 'fig4_cifar10', base[slug]), epochs),
+            f'the E = 1 {common.LABELS[base[slug]]} run\'s median, training x {epochs}', 'e1')
+
   for group, what in (([s for s in missing if s in ('fedavg', 'a_dpfl')],
                        'Fig. 4b (CIFAR-10), {} (the rows issue 11 asks for at least)'),
                       ([s for s in missing if s not in ('fedavg', 'a_dpfl')],
                        'Fig. 4b (CIFAR-10), {}')):
     if group:
       labels = ', '.join(common.label_of(s) for s in group)
-      secs = [e1(s)[0] for s in group]
-      per = sum(secs) / len(secs) if all(secs) else None
+      times = [timed(s) for s in group]
+      kinds = {t[2] for t in times}
       first = 'fedavg' in group or 'a_dpfl' in group
-      item(what.format(labels), group, per, e1(group[0])[1] if len(group) == 1 else
-           f'the E = 1 runs\' medians, training x {epochs}, averaged',
+      item(what.format(labels), group, [t[0] for t in times], times[0][1] if len(group) == 1 else {
+          frozenset({'e1'}): f'the E = 1 runs\' medians, training x {epochs}, averaged',
+          frozenset({'base'}): 'the medians of their base methods\' runs with this setting, '
+                               'averaged'}.get(frozenset(kinds), (
+              f'each run\'s median with this setting where measured (its own or its base '
+              f'method\'s), else the E = 1 one with training x {epochs}, averaged')),
            f'python -m experiments.a_dpfl_fig4 --dataset cifar10{flags}'
-           + (f' --methods {" ".join(group)} --variants' if first else ''))
+           + (f' --methods {" ".join(group)} --variants' if first else ''),
+           done=[sum(len(_rows(os.path.join(p, 'metrics.csv')) or [])
+                     for p in parked(slug)[:1]) for slug in group])
   if _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv')) is None:
     done = os.path.join(figs, f'fig6_mnist{sfx}')
     ks = [k for k in K_VALUES if k != REUSED_K and not os.path.exists(
@@ -501,8 +540,10 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
              or []):
     item('Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
          'runs)', common.SELECTIONS,
-         _round_seconds(os.path.join(figs, 'table2', 'cifar10_iid'), epochs),
-         f'the E = 1 IID run\'s median, training x {epochs}',
+         *((here('a_dpfl'), 'the median of Fig. 4b\'s A-DPFL run with this setting')
+           if here('a_dpfl') else
+           (_round_seconds(os.path.join(figs, 'table2', 'cifar10_iid'), epochs),
+            f'the E = 1 IID run\'s median, training x {epochs}')),
          f'python -m experiments.a_dpfl_table2 --datasets cifar10{flags}')
   if not items:
     return []

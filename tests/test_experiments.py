@@ -1058,7 +1058,12 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   run('fig4_mnist_E5_lr0.1/a_dpfl', 72, 60)  # this setting: as measured
   for slug in [*a_dpfl_common.LABELS, *a_dpfl_common.VARIANTS]:
     if slug not in ('fedavg', 'dpfl'):
-      run(f'fig4_cifar10_E5_lr0.1/{slug}', 1, 1)
+      run(f'fig4_cifar10_E5_lr0.1/{slug}', 100 if slug == 'a_dpfl' else 1, 1)
+  # FedAvg's run with this setting is parked after 3 rounds: the 47 left at its own 51 s.
+  parked = tmp_path / 'interrupted' / 'cifar10_fedavg_noniid_E5_lr0.1_seed0'
+  common.write_table(str(parked / 'metrics.csv'), [
+      dict(round=r, round_seconds=s, train_seconds=s - 9) for r, s in ((1, 60), (2, 51),
+                                                                        (3, 45))])
   run('fig6_mnist_E5_lr0.1/k0.3', 96, 90)  # a finished Fig. 6 run times the others
   common.write_table(str(tmp_path / 'table2_E5_lr0.1.csv'), [dict(dataset='mnist')])
   lines = a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))
@@ -1066,9 +1071,9 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   assert lines[0] == '## Not rerun yet (E = 5, lr = 0.1)'
   assert lines[4:-1] == [
       '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
-      '1.0 h (1 x 50 rounds at 70 s, the E = 1 Non-private FL run\'s median, training x 5): '
-      f'`python -m experiments.a_dpfl_fig4 --dataset cifar10 {flags} --methods fedavg '
-      '--variants`',
+      '0.7 h (1 x 50 rounds, less the 3 a parked run has made at 51 s, the median of its '
+      f'run so far with this setting): `python -m experiments.a_dpfl_fig4 --dataset cifar10 '
+      f'{flags} --methods fedavg --variants`',
       '- Fig. 4b (CIFAR-10), DPFL: about 2.9 h (1 x 50 rounds at 210 s, the E = 1 DPFL '
       f'run\'s median, training x 5): `python -m experiments.a_dpfl_fig4 --dataset cifar10 '
       f'{flags}`',
@@ -1077,8 +1082,13 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
       'the mean of the median rounds of the finished Fig. 6 runs with this setting '
       f'(k = 0.3)): `python -m experiments.a_dpfl_fig6 {flags}`',
       '- Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
-      'runs): cost not measured: '
-      f'`python -m experiments.a_dpfl_table2 --datasets cifar10 {flags}`']
+      'runs): about 4.2 h (3 x 50 rounds at 100 s, the median of Fig. 4b\'s A-DPFL run '
+      f'with this setting): `python -m experiments.a_dpfl_table2 --datasets cifar10 {flags}`']
+  # Without its parked copy, FedAvg is timed by its E = 1 run: 30 + 4 * 10 = 70 s.
+  shutil.rmtree(parked)
+  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4].startswith(
+      '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
+      '1.0 h (1 x 50 rounds at 70 s, the E = 1 Non-private FL run\'s median, training x 5)')
   # No Fig. 6 run finished: six runs at Fig. 4a's A-DPFL 72 s.
   os.remove(tmp_path / 'fig6_mnist_E5_lr0.1' / 'k0.3' / 'summary.json')
   assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[6] == (
@@ -1090,8 +1100,19 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   assert a_dpfl_report._not_rerun(str(tmp_path), (1, 0.05))[4] == (
       '- Fig. 4b (CIFAR-10), A-DPFL (weighted_sample), A-DPFL (uniform), A-DPFL (adjust '
       'every 5), CL-FL (sigma 2), CL-FL (sigma 4): about 1.1 h (5 x 50 rounds at 16 s, the '
-      'E = 1 runs\' medians, training x 1, averaged): '
+      'medians of their base methods\' runs with this setting, averaged): '
       '`python -m experiments.a_dpfl_fig4 --dataset cifar10`')
+  # Parked FedAvg (47 rounds left at 51 s) beside an A-DPFL run not started (E = 1's 20 s
+  # + 4 x 5 s = 40 s, 50 rounds): (47 x 51 + 50 x 40) / 97 = 45 s a round, 1.2 h.
+  common.write_table(str(parked / 'metrics.csv'), [dict(round=r, round_seconds=51,
+                                                        train_seconds=42) for r in (1, 2, 3)])
+  shutil.rmtree(tmp_path / 'fig4_cifar10_E5_lr0.1' / 'a_dpfl')
+  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4] == (
+      '- Fig. 4b (CIFAR-10), Non-private FL, A-DPFL (the rows issue 11 asks for at least): '
+      'about 1.2 h (2 x 50 rounds, less the 3 a parked run has made at 45 s, each run\'s '
+      'median with this setting where measured (its own or its base method\'s), else the '
+      'E = 1 one with training x 5, averaged): `python -m experiments.a_dpfl_fig4 --dataset '
+      f'cifar10 {flags} --methods fedavg a_dpfl --variants`')
 
 
 def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
