@@ -388,6 +388,27 @@ def test_an_undeclared_failure_propagates_with_a_checkpoint(tmp_path):
   assert os.path.exists(tmp_path / 'undeclared' / runner.CHECKPOINT)
 
 
+def test_sigterm_is_logged_as_terminated_with_a_checkpoint(tmp_path):
+  from tffdp import runtime  # pylint: disable=g-import-not-at-top
+
+  def wrap(m):
+    inner = m.run_round
+
+    def run_round(state, cohort, r, seed):
+      if r == 1:
+        runtime._on_sigterm(15, None)  # what SIGTERM runs in the main thread
+      return inner(state, cohort, r, seed)
+    m.run_round = run_round
+  lines = []
+  with pytest.raises(SystemExit) as exc:
+    _toy_with(tmp_path, 'term', wrap, log=lines.append)
+  assert exc.value.code == 143
+  assert any('terminated (SIGTERM); the state after round 1 is checkpointed' in s
+             for s in lines), lines
+  assert not any('failed' in s for s in lines)
+  assert os.path.exists(tmp_path / 'term' / runner.CHECKPOINT)
+
+
 def test_non_finite_model_weights_end_the_run_after_that_round(tmp_path):
   import tensorflow as tf  # pylint: disable=g-import-not-at-top
 

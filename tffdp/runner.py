@@ -651,6 +651,7 @@ class Runner:
     except BaseException as exc:
       self.save_checkpoint(last_good)
       what = ('interrupted' if isinstance(exc, KeyboardInterrupt) else
+              'terminated (SIGTERM)' if isinstance(exc, runtime.Terminated) else
               f'failed in round {last_good["round"] + 1} ({type(exc).__name__})')
       self.log(f'tffdp: {what}; the state after round {last_good["round"]} is '
                f'checkpointed. Continue with --resume (--out {config.out}).')

@@ -116,9 +116,14 @@ def _at_exit() -> None:
   _set_default_context(runtime_error_context.RuntimeErrorContext())
 
 
+class Terminated(SystemExit):
+  """Raised in the main thread on SIGTERM (exit status 128 + 15), after this process's
+  workers are ended: a run stopped from outside, checkpointed like a Ctrl-C."""
+
+
 def _on_sigterm(signum, frame):
   shutdown_workers()
-  raise SystemExit(128 + signum)
+  raise Terminated(128 + signum)
 
 
 def allow_deep_protos() -> None:
