@@ -269,11 +269,15 @@ def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], b
   return _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}')), True
 
 
+SETTLED_POINTS = 1.0  # the smallest gap one seed per run resolves, in accuracy points
+
+
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
   out = ['## What changed the numbers (issue 11)', '',
          'Computed from the result files above; each line names what differs between the '
-         'runs it compares (one seed each, so gaps under about one point are not settled).',
+         f'runs it compares (one seed each, so gaps under about {SETTLED_POINTS:g} point are '
+         'not settled).',
          '']
   for e in [x for x in settings if x != FIRST]:
     for dataset in ('mnist', 'cifar10'):
@@ -340,7 +344,6 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
 
 
 PAPER_K_KNEE = 0.7  # Fig. 6: accuracy declines slowly up to this k, faster beyond
-SETTLED_POINTS = 1.0  # the gap one seed per run resolves: `_changes`'s 'about one point'
 
 
 def _decay_factor_line(rows, setting: Setting) -> str | None:
