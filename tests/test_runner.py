@@ -524,3 +524,15 @@ def test_cli_help_lists_every_method_option():
   for name in config_lib.methods():
     for f in dataclasses.fields(registry.get(name).hparams):
       assert '--' + f.name.replace('_', '-') in text
+
+
+def test_method_notes_drop_defaults_the_run_overrides():
+  notes = dict(local_epochs='one pass is the default', alpha='alpha default', l_z='a constant')
+  cfg = config_lib.RunConfig.create(method='a_dpfl', dataset='mnist').resolved()
+  assert runner.method_notes(notes, cfg) == dict(notes, alpha=cfg.notes['alpha'])
+  cfg = config_lib.RunConfig.create(method='a_dpfl', dataset='mnist', local_epochs=5,
+                                    alpha=0.05).resolved()
+  assert runner.method_notes(notes, cfg) == dict(l_z='a constant')  # both set by the run
+  cfg.notes['local_epochs'] = 'the sweep chose it'  # an experiment's reason wins
+  assert runner.method_notes(notes, cfg) == dict(local_epochs='the sweep chose it',
+                                                 l_z='a constant')

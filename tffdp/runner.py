@@ -305,6 +305,28 @@ class MetricsCsv:
       f.write(_csv([row], self.keys, header=False))
 
 
+
+def method_notes(notes: dict, config: RunConfig) -> dict:
+  """A method's `notes` (why it chose each default) as they hold for `config`.
+
+  A note on a default is dropped where the run sets the value otherwise (a `RunConfig`
+  field off its dataclass default, such as `local_epochs=5`; a method option given), and
+  the run's own `config.notes` (an experiment's stated reason) replace the method's.
+
+  Args:
+    notes: `Method.notes`, name -> reason.
+    config: The run's resolved configuration.
+
+  Returns:
+    A new dict, name -> reason.
+  """
+  defaults = {f.name: f.default for f in dataclasses.fields(config)
+              if f.default is not dataclasses.MISSING}
+  kept = {k: v for k, v in notes.items() if k not in config.method_options and
+          (k not in defaults or getattr(config, k) == defaults[k])}
+  kept.update({k: config.notes[k] for k in notes if k in config.notes})
+  return kept
+
 def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
         command: Optional[list[str]] = None) -> dict:
   """Runs one experiment and writes its results into `config.out`.
@@ -347,7 +369,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
       loop.restore()
     method = exp.method
     config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
-                      method_notes=method.notes, dp_unit=method.dp_unit,
+                      method_notes=method_notes(method.notes, config),
+                      dp_unit=method.dp_unit,
                       command=command if command is not None else sys.argv,
                       versions=versions(),
                       machine=dict(platform=platform.platform(), cpus=os.cpu_count()))
