@@ -17,6 +17,7 @@ import json
 import os
 import re
 import statistics
+import types
 
 from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
@@ -199,6 +200,79 @@ def _partition(run_dir: str) -> str:
   return c['partition'] + (f" (skew {opts['skew']:g})" if 'skew' in opts else '')
 
 
+SETTLED_POINTS = 1.0  # the smallest gap one seed per run resolves, in accuracy points
+CHANCE = 0.1  # CIFAR-10's 10 classes
+AT_CHANCE = CHANCE + SETTLED_POINTS / 100  # never above: the pilot did not train
+TRAINS = CHANCE + 0.05  # above it (5 points over chance): the pilot trains
+
+
+def _cifar10_pilot_section(figs: str) -> list[str]:
+  """`experiments.a_dpfl_cifar10_pilot`: does the MNIST-chosen local work train CIFAR-10?
+  Per setting the DP-SGD steps a round, round 1's noise walk per coordinate
+  (`lr sigma_0 C / B sqrt(steps)`), and whether the test accuracy ever leaves chance (by
+  more than `SETTLED_POINTS`)."""
+  rows = _rows(os.path.join(figs, 'cifar10_pilot.csv'))
+  if not rows:
+    return []
+  t1 = common.TABLE1['cifar10']
+  per_step = common.COMMON['noise_multiplier'] * t1['clip_norm'] / common.COMMON['batch_size']
+  settings = list(dict.fromkeys(r['setting'] for r in rows))
+  lasts = sorted({max(int(r['round']) for r in rows if r['setting'] == x) for x in settings})
+  rounds = lasts[-1]
+  paused = (f'{lasts[0]}' if len(lasts) == 1 else
+            f'{", ".join(map(str, lasts[:-1]))} or {lasts[-1]} (see "last round")')
+  examples = common.iid_overrides('cifar10', types.SimpleNamespace(quick=False))[
+      'partition_options']['examples_per_client']
+  out = ['## Pilot: A-DPFL on CIFAR-10 with the local work chosen on MNIST', '',
+         'The sweep above chose E and lr on MNIST, where a client holds about 52 examples. A '
+         f'CIFAR-10 client holds {examples}, so the same E is several times the DP-SGD steps, each adding Gaussian noise of '
+         f'per-coordinate std sigma C / B ({per_step:g} at sigma_0 = '
+         f'{common.COMMON["noise_multiplier"]:g}, C = {t1["clip_norm"]:g}, B = '
+         f'{common.COMMON["batch_size"]}) to the batch-mean gradient. "Noise walk" is a '
+         'coordinate\'s round-1 noise over a client\'s round, lr sigma_0 C / B sqrt(steps). '
+         f'Fig. 4b\'s A-DPFL configuration, paused after round {paused}: '
+         '`python -m experiments.a_dpfl_cifar10_pilot` (add `--data-dir`).', '',
+         '| E | lr | DP-SGD steps a round | noise walk | round-1 train loss | test acc (min-max) '
+         '| last round | test acc there | sigma there | epsilon_guaranteed there | verdict | run |',
+         '|---|---|---|---|---|---|---|---|---|---|---|---|']
+  stuck, learned, between = [], [], []
+  for setting in settings:
+    rs = [r for r in rows if r['setting'] == setting]
+    acc = [float(r['test_accuracy']) for r in rs if r['test_accuracy']]
+    first, last = rs[0], rs[-1]
+    steps, lr = int(first['local_steps']), float(first['learning_rate'])
+    walk = lr * per_step * steps ** 0.5
+    trains = next((r for r in rs if r['test_accuracy'] and
+                   float(r['test_accuracy']) > TRAINS), None)
+    label = f"E = {first['local_epochs']}, lr {lr:g}"
+    if trains is not None:
+      verdict = f"trains: above {TRAINS:.0%} from round {trains['round']}"
+      learned.append(f"{label} (from round {trains['round']})")
+    elif max(acc) <= AT_CHANCE:
+      verdict = f'at chance in every round (test accuracy <= {AT_CHANCE:.0%})'
+      stuck.append((label, float(last['noise_multiplier'])))
+    else:
+      verdict = f'above chance, below {TRAINS:.0%}'
+      between.append(label)
+    out.append(f"| {first['local_epochs']} | {lr:g} | {steps} | {walk:.3f} | "
+               f"{_f(first['train_loss'], 3)} | {min(acc):.2%}-{max(acc):.2%} | {last['round']} | "
+               f"{_f(last['test_accuracy'])} | {_f(last['noise_multiplier'], 3)} | "
+               f"{_f(last['epsilon_guaranteed'], 4)} | {verdict} | `{first['run']}` |")
+  said = []
+  if learned:
+    said.append(f"{' and '.join(learned)} {'train' if len(learned) > 1 else 'trains'}")
+  if between:
+    said.append(f"{' and '.join(between)} {'leave' if len(between) > 1 else 'leaves'} "
+                f'chance without reaching {TRAINS:.0%}')
+  if stuck:
+    said.append(f"{' and '.join(l for l, _ in stuck)} {'stay' if len(stuck) > 1 else 'stays'} "
+                'at chance while Alg. 4 decays sigma (no validation gain) to '
+                f'{max(s for _, s in stuck):.3g} or below, so epsilon grows without the model '
+                'training')
+  out += ['', f'tffdp: within {rounds} rounds, ' + '; '.join(said) + '.', '']
+  return out
+
+
 def _sweep_section(figs: str) -> list[str]:
   rows = _rows(os.path.join(figs, 'local_epochs.csv'))
   out = ['## Local epochs (issue 11, point 1)', '']
@@ -267,9 +341,6 @@ def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], b
   if rows is not None:
     return rows, False
   return _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}')), True
-
-
-SETTLED_POINTS = 1.0  # the smallest gap one seed per run resolves, in accuracy points
 
 
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
@@ -408,6 +479,7 @@ def build(figs: str) -> str:
          'Poisson cohort q = K/N (not given in the paper). Epsilons: max over clients,',
          'sample-level except CL-FL (client-level). Machine: 2-core x86_64 CPU, 24 GiB.', '']
   out += _sweep_section(figs)
+  out += _cifar10_pilot_section(figs)
   for e in sorted(settings, reverse=True):
     out += [f'## Figures with {_label(e)}'
             + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']

@@ -1146,3 +1146,49 @@ def test_a_dpfl_report_reads_fig6_against_the_papers_knee(tmp_path, accs, verdic
   assert line.startswith('- **Decay factor k** (MNIST, Fig. 6, E = 5, lr = 0.1; paper: '
                          'final accuracy declines slowly up to k = 0.7, faster beyond): ')
   assert line.endswith(verdict)
+
+
+def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypatch):
+  from experiments import a_dpfl_cifar10_pilot, a_dpfl_report
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  assert a_dpfl_cifar10_pilot.main(
+      ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
+       '--figures-dir', str(figs), '--settings', '2:0.1', '--rounds', '2']) == 0
+  with open(figs / 'cifar10_pilot_quick.csv') as f:
+    rows = list(csv.DictReader(f))
+  # Paused after round 2 of the 2-round quick run; 60 examples a client at B = 20 x E = 2.
+  assert [(r['setting'], r['round'], r['local_steps']) for r in rows] == [
+      ('2:0.1', '1', '6'), ('2:0.1', '2', '6')]
+  assert (figs / 'pilots' / 'cifar10_a_dpfl_noniid_pilot_E2_lr0.1_seed0_quick' /
+          'metrics.csv').exists()
+  with pytest.raises(SystemExit):
+    a_dpfl_cifar10_pilot.main(['--settings', '5-0.1'])
+
+
+def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
+  from experiments import a_dpfl_cifar10_pilot, a_dpfl_report, common
+  def metrics(accs, sigmas):
+    return [dict(round=i + 1, validation_accuracy=a, test_accuracy=a, train_loss=2.3,
+                 noise_multiplier=s, epsilon_guaranteed=10.0 * (i + 1))
+            for i, (a, s) in enumerate(zip(accs, sigmas))]
+  rows = a_dpfl_cifar10_pilot.rows_of('5:0.1', 5, 0.1, 110, metrics(
+      [0.1, 0.1, 0.109], [1.0, 0.7, 0.49]), 'pilots/a')
+  rows += a_dpfl_cifar10_pilot.rows_of('1:0.05', 1, 0.05, 22, metrics(
+      [0.09, 0.111, 0.2], [1.0, 1.0, 0.7]), 'fig4_cifar10/a_dpfl')
+  rows += a_dpfl_cifar10_pilot.rows_of('1:0.1', 1, 0.1, 22, metrics(
+      [0.1, 0.12, 0.15], [1.0, 0.7, 0.49]), 'pilots/b')
+  common.write_table(str(tmp_path / 'cifar10_pilot.csv'), rows)
+  out = a_dpfl_report._cifar10_pilot_section(str(tmp_path))
+  table = [l for l in out if l.startswith('| 5 ') or l.startswith('| 1 ')]
+  # noise walk: lr x sigma_0 C / B x sqrt(steps) = 0.1 x 0.35 x sqrt(110) = 0.367
+  assert table[0].startswith('| 5 | 0.1 | 110 | 0.367 | 2.3 | 10.00%-10.90% | 3 | 0.109 | 0.49 |')
+  assert 'at chance in every round (test accuracy <= 11%)' in table[0]
+  # 11.1% is not training; 20% (over chance + 5 points) is, from round 3
+  assert '| 1 | 0.05 | 22 | 0.082 |' in table[1] and 'trains: above 15% from round 3' in table[1]
+  assert 'above chance, below 15% |' in table[2]  # 15% itself is not above
+  assert out[-2] == (
+      'tffdp: within 3 rounds, E = 1, lr 0.05 (from round 3) trains; E = 1, lr 0.1 leaves '
+      'chance without reaching 15%; E = 5, lr 0.1 stays at chance while Alg. 4 decays sigma '
+      '(no validation gain) to 0.49 or below, so epsilon grows without the model training.')
+  assert a_dpfl_report._cifar10_pilot_section(str(tmp_path / 'none')) == []
