@@ -206,6 +206,29 @@ AT_CHANCE = CHANCE + SETTLED_POINTS / 100  # never above: the pilot did not trai
 TRAINS = CHANCE + 0.05  # above it (5 points over chance): the pilot trains
 
 
+def _pilot_outcome(rows: list[dict]) -> tuple[str, str | None]:
+  """One pilot setting's `cifar10_pilot.csv` rows: ('trains', first round above
+  `TRAINS`), ('chance', None) when no evaluated round is above `AT_CHANCE`, else
+  ('between', None)."""
+  acc = [(r['round'], float(r['test_accuracy'])) for r in rows if r['test_accuracy']]
+  trains = next((rnd for rnd, a in acc if a > TRAINS), None)
+  if trains is not None:
+    return 'trains', trains
+  return ('chance' if all(a <= AT_CHANCE for _, a in acc) else 'between'), None
+
+
+def _pilot_warning(figs: str, setting: Setting) -> list[str]:
+  """A line for "Not rerun yet" when the CIFAR-10 pilot of `setting` stayed at chance."""
+  rows = [r for r in _rows(os.path.join(figs, 'cifar10_pilot.csv')) or []
+          if (int(r['local_epochs']), float(r['learning_rate'])) == setting]
+  if not rows or _pilot_outcome(rows)[0] != 'chance':
+    return []
+  return [f'The pilot above found A-DPFL with {_label(setting)} at chance on CIFAR-10 for its '
+          f"first {max(int(r['round']) for r in rows)} rounds: its CIFAR-10 A-DPFL runs here "
+          '(Fig. 4b\'s A-DPFL rows, Table 2) would most likely spend these hours without '
+          'training.', '']
+
+
 def _cifar10_pilot_section(figs: str) -> list[str]:
   """`experiments.a_dpfl_cifar10_pilot`: does the MNIST-chosen local work train CIFAR-10?
   Per setting the DP-SGD steps a round, round 1's noise walk per coordinate
@@ -242,13 +265,12 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
     first, last = rs[0], rs[-1]
     steps, lr = int(first['local_steps']), float(first['learning_rate'])
     walk = lr * per_step * steps ** 0.5
-    trains = next((r for r in rs if r['test_accuracy'] and
-                   float(r['test_accuracy']) > TRAINS), None)
+    outcome, trains = _pilot_outcome(rs)
     label = f"E = {first['local_epochs']}, lr {lr:g}"
-    if trains is not None:
-      verdict = f"trains: above {TRAINS:.0%} from round {trains['round']}"
-      learned.append(f"{label} (from round {trains['round']})")
-    elif max(acc) <= AT_CHANCE:
+    if outcome == 'trains':
+      verdict = f"trains: above {TRAINS:.0%} from round {trains}"
+      learned.append(f"{label} (from round {trains})")
+    elif outcome == 'chance':
       verdict = f'at chance in every round (test accuracy <= {AT_CHANCE:.0%})'
       stuck.append((label, float(last['noise_multiplier'])))
     else:
@@ -627,7 +649,7 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
           'FedAvg and A-DPFL rows. Costs are one run after another, at round times measured '
           'beside other jobs on the 2 cores (add `--data-dir` and `--runs-dir` as for the '
           'other commands; finished runs are reused and interrupted ones resume):', '',
-          *items, '']
+          *items, '', *_pilot_warning(figs, setting)]
 
 
 def _cl_fl_noise_note(figs: str) -> list[str]:

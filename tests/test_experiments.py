@@ -1191,4 +1191,11 @@ def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
       'tffdp: within 3 rounds, E = 1, lr 0.05 (from round 3) trains; E = 1, lr 0.1 leaves '
       'chance without reaching 15%; E = 5, lr 0.1 stays at chance while Alg. 4 decays sigma '
       '(no validation gain) to 0.49 or below, so epsilon grows without the model training.')
+  # "Not rerun yet" warns for the setting at chance only
+  assert a_dpfl_report._pilot_warning(str(tmp_path), (5, 0.1))[0].startswith(
+      'The pilot above found A-DPFL with E = 5, lr = 0.1 at chance on CIFAR-10 for its first '
+      '3 rounds')
+  assert a_dpfl_report._pilot_warning(str(tmp_path), (1, 0.05)) == []
+  assert a_dpfl_report._pilot_warning(str(tmp_path), (1, 0.1)) == []
+  assert a_dpfl_report._pilot_warning(str(tmp_path), (2, 0.1)) == []
   assert a_dpfl_report._cifar10_pilot_section(str(tmp_path / 'none')) == []
