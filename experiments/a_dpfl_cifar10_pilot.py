@@ -71,22 +71,26 @@ def main(argv=None) -> int:
   examples = common.iid_overrides('cifar10', args)['partition_options']['examples_per_client']
   table = []
   ref = os.path.join(args.figures_dir, *REFERENCE)
-  if not args.quick and common.read_rows(os.path.join(ref, 'metrics.csv')):
+  # Skipped when --settings runs its setting: one row set per setting.
+  if (not args.quick and (1, common.COMMON['learning_rate']) not in settings and
+      common.read_rows(os.path.join(ref, 'metrics.csv'))):
     steps = local_steps(examples, common.COMMON['batch_size'], 1)
     table += rows_of(f"1:{common.COMMON['learning_rate']:g}", 1, common.COMMON['learning_rate'], steps,
                      common.read_rows(os.path.join(ref, 'metrics.csv'))[:args.rounds],
                      '/'.join(REFERENCE))
   for epochs, lr in settings:
     args.local_epochs, args.learning_rate = epochs, lr
+    cfg = common.method_config('a_dpfl', 'cifar10', args)
     cfg = common.method_config('a_dpfl', 'cifar10', args,
-                               stop_after_round=min(args.rounds, 50))
+                               stop_after_round=min(args.rounds, cfg.rounds))
     out = common.run_dir(args, cfg, 'a_dpfl_noniid_pilot')
     metrics = common.run_cached(cfg, out, command)
     name = os.path.basename(out)
     common.copy_results(out, os.path.join(args.figures_dir, 'pilots', name))
     steps = local_steps(examples, cfg.batch_size, epochs)
     table += rows_of(f'{epochs}:{lr:g}', epochs, lr, steps,
-                     [{c: r[c] for c in ('round', *COLUMNS)} for r in metrics],
+                     # a run resumed from a later checkpoint has more rows: cut them
+                     [{c: r[c] for c in ('round', *COLUMNS)} for r in metrics][:args.rounds],
                      f'pilots/{name}')
   path = os.path.join(args.figures_dir, 'cifar10_pilot' + ('_quick' if args.quick else '')
                       + '.csv')

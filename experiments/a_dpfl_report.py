@@ -208,9 +208,11 @@ TRAINS = CHANCE + 0.05  # above it (5 points over chance): the pilot trains
 
 def _pilot_outcome(rows: list[dict]) -> tuple[str, str | None]:
   """One pilot setting's `cifar10_pilot.csv` rows: ('trains', first round above
-  `TRAINS`), ('chance', None) when no evaluated round is above `AT_CHANCE`, else
-  ('between', None)."""
+  `TRAINS`), ('chance', None) when no evaluated round is above `AT_CHANCE`, ('unknown',
+  None) when no round is evaluated, else ('between', None)."""
   acc = [(r['round'], float(r['test_accuracy'])) for r in rows if r['test_accuracy']]
+  if not acc:
+    return 'unknown', None  # no evaluated round
   trains = next((rnd for rnd, a in acc if a > TRAINS), None)
   if trains is not None:
     return 'trains', trains
@@ -273,11 +275,14 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
     elif outcome == 'chance':
       verdict = f'at chance in every round (test accuracy <= {AT_CHANCE:.0%})'
       stuck.append((label, float(last['noise_multiplier'])))
-    else:
+    elif outcome == 'between':
       verdict = f'above chance, below {TRAINS:.0%}'
       between.append(label)
+    else:
+      verdict = 'no round evaluated'
+    span = f'{min(acc):.2%}-{max(acc):.2%}' if acc else ''
     out.append(f"| {first['local_epochs']} | {lr:g} | {steps} | {walk:.3f} | "
-               f"{_f(first['train_loss'], 3)} | {min(acc):.2%}-{max(acc):.2%} | {last['round']} | "
+               f"{_f(first['train_loss'], 3)} | {span} | {last['round']} | "
                f"{_f(last['test_accuracy'])} | {_f(last['noise_multiplier'], 3)} | "
                f"{_f(last['epsilon_guaranteed'], 4)} | {verdict} | `{first['run']}` |")
   said = []
@@ -291,7 +296,9 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
                 'at chance while Alg. 4 decays sigma (no validation gain) to '
                 f'{max(s for _, s in stuck):.3g} or below, so epsilon grows without the model '
                 'training')
-  out += ['', f'tffdp: within {rounds} rounds, ' + '; '.join(said) + '.', '']
+  if said:
+    out += ['', f'tffdp: within {rounds} rounds, ' + '; '.join(said) + '.']
+  out += ['']
   return out
 
 
@@ -560,12 +567,15 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
     """`per_round`: seconds a round, one number or one per run; `done`: rounds each run's
     parked copy has made."""
     per_run = per_round if isinstance(per_round, list) else [per_round] * len(runs)
-    done = done or [0] * len(runs)
+    done = [min(d, rounds) for d in done or [0] * len(runs)]
     left = len(runs) * rounds - sum(done)
     per_round = (sum((rounds - d) * s for s, d in zip(per_run, done)) / left
-                 if all(per_run) else None)  # a round's mean over the rounds left
-    less = f', less the {sum(done)} a parked run has made' if sum(done) else ''
-    cost = (f'about {left * per_round / 3600:.1f} h ({len(runs)} x {rounds} rounds{less} '
+                 if all(per_run) and left else None)  # a round's mean over the rounds left
+    parked_runs = sum(1 for d in done if d)
+    less = (f', less the {sum(done)} {"a parked run has" if parked_runs == 1 else "parked runs have"}'
+            ' made' if parked_runs else '')
+    cost = ('nothing left but the final evaluation' if not left else
+            f'about {left * per_round / 3600:.1f} h ({len(runs)} x {rounds} rounds{less} '
             f'at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
     items.append(f'- {what}: {cost}: `{command}`')
 
@@ -575,14 +585,17 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
                                                                        'summary.json'))]
 
   def parked(slug):
-    """The parked copies of `slug`'s Fig. 4b run with this setting (`park_runs`)."""
-    return sorted(glob.glob(os.path.join(figs, PARKED_FOLDER,
-                                         f'cifar10_{slug}_noniid{sfx}_seed[0-9]*')))
+    """The parked copy of `slug`'s Fig. 4b run with this setting (`park_runs`) that has
+    round times (the first by seed; `--quick` copies aside), or None."""
+    name = re.compile(re.escape(f'cifar10_{slug}_noniid{sfx}_seed') + r'\d+')
+    copies = sorted(p for p in glob.glob(os.path.join(figs, PARKED_FOLDER, '*'))
+                    if name.fullmatch(os.path.basename(p)))
+    return next((p for p in copies if _round_seconds(p)), None)
 
   def here(slug):
     """Median round of `slug`'s Fig. 4b run with this setting: finished, else parked."""
     return (_round_seconds(os.path.join(fig4b, slug)) or
-            next(filter(None, map(_round_seconds, parked(slug))), None))
+            (_round_seconds(parked(slug)) if parked(slug) else None))
 
   def timed(slug):
     """(seconds, basis, source) of a round of `slug` at this setting: its own run so far
@@ -609,13 +622,17 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
       item(what.format(labels), group, [t[0] for t in times], times[0][1] if len(group) == 1 else {
           frozenset({'e1'}): f'the E = 1 runs\' medians, training x {epochs}, averaged',
           frozenset({'base'}): 'the medians of their base methods\' runs with this setting, '
-                               'averaged'}.get(frozenset(kinds), (
+                               'averaged',
+          frozenset({'own'}): 'the medians of their runs so far with this setting, averaged',
+          frozenset({'own', 'base'}): 'each run\'s median with this setting (its own so far '
+                                      'or its base method\'s), averaged'}.get(
+              frozenset(kinds),
               f'each run\'s median with this setting where measured (its own or its base '
-              f'method\'s), else the E = 1 one with training x {epochs}, averaged')),
+              f'method\'s), else the E = 1 one with training x {epochs}, averaged'),
            f'python -m experiments.a_dpfl_fig4 --dataset cifar10{flags}'
            + (f' --methods {" ".join(group)} --variants' if first else ''),
-           done=[sum(len(_rows(os.path.join(p, 'metrics.csv')) or [])
-                     for p in parked(slug)[:1]) for slug in group])
+           done=[len(_rows(os.path.join(parked(slug), 'metrics.csv')) or [])
+                 if parked(slug) else 0 for slug in group])
   if _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv')) is None:
     done = os.path.join(figs, f'fig6_mnist{sfx}')
     ks = [k for k in K_VALUES if k != REUSED_K and not os.path.exists(

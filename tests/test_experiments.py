@@ -1113,6 +1113,16 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
       'median with this setting where measured (its own or its base method\'s), else the '
       'E = 1 one with training x 5, averaged): `python -m experiments.a_dpfl_fig4 --dataset '
       f'cifar10 {flags} --methods fedavg a_dpfl --variants`')
+  # A parked copy at the last round (stopped in its final evaluation) leaves 0 of its
+  # rounds; a --quick copy never times a run: A-DPFL's 50 rounds at E = 1's 40 s.
+  common.write_table(str(parked / 'metrics.csv'), [dict(round=r, round_seconds=51,
+                                                        train_seconds=42) for r in range(1, 51)])
+  quick = tmp_path / 'interrupted' / 'cifar10_a_dpfl_noniid_E5_lr0.1_seed0_quick'
+  common.write_table(str(quick / 'metrics.csv'), [dict(round=1, round_seconds=999,
+                                                       train_seconds=9)])
+  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4].startswith(
+      '- Fig. 4b (CIFAR-10), Non-private FL, A-DPFL (the rows issue 11 asks for at least): '
+      'about 0.6 h (2 x 50 rounds, less the 50 a parked run has made at 40 s, ')
 
 
 def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
@@ -1148,7 +1158,7 @@ def test_a_dpfl_report_reads_fig6_against_the_papers_knee(tmp_path, accs, verdic
   assert line.endswith(verdict)
 
 
-def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypatch):
+def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypatch, capfd):
   from experiments import a_dpfl_cifar10_pilot, a_dpfl_report
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
@@ -1162,8 +1172,10 @@ def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypat
       ('2:0.1', '1', '6'), ('2:0.1', '2', '6')]
   assert (figs / 'pilots' / 'cifar10_a_dpfl_noniid_pilot_E2_lr0.1_seed0_quick' /
           'metrics.csv').exists()
-  with pytest.raises(SystemExit):
+  with pytest.raises(SystemExit) as exc:
     a_dpfl_cifar10_pilot.main(['--settings', '5-0.1'])
+  assert exc.value.code == 2
+  assert "--settings takes E:lr pairs such as 5:0.1, got ['5-0.1']" in capfd.readouterr().err
 
 
 def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
@@ -1199,3 +1211,8 @@ def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
   assert a_dpfl_report._pilot_warning(str(tmp_path), (1, 0.1)) == []
   assert a_dpfl_report._pilot_warning(str(tmp_path), (2, 0.1)) == []
   assert a_dpfl_report._cifar10_pilot_section(str(tmp_path / 'none')) == []
+  # A setting with no evaluated round is neither at chance nor training
+  rows = a_dpfl_cifar10_pilot.rows_of('2:0.1', 2, 0.1, 44, metrics([''], [1.0]), 'pilots/c')
+  common.write_table(str(tmp_path / 'cifar10_pilot.csv'), rows)
+  assert '| no round evaluated |' in a_dpfl_report._cifar10_pilot_section(str(tmp_path))[6]
+  assert a_dpfl_report._pilot_warning(str(tmp_path), (2, 0.1)) == []

@@ -536,3 +536,11 @@ def test_method_notes_drop_defaults_the_run_overrides():
   cfg.notes['local_epochs'] = 'the sweep chose it'  # an experiment's reason wins
   assert runner.method_notes(notes, cfg) == dict(local_epochs='the sweep chose it',
                                                  l_z='a constant')
+  # An option left at its default keeps a note that config.notes does not repeat.
+  cfg = config_lib.RunConfig.create(method='adap_dp_fl', dataset='mnist').resolved()
+  assert 'lot_size' not in cfg.notes
+  assert runner.method_notes(dict(lot_size='why'), cfg) == dict(lot_size='why')
+  lot = cfg.method_options['lot_size'] + 1
+  cfg = config_lib.RunConfig.create(method='adap_dp_fl', dataset='mnist',
+                                    lot_size=lot).resolved()
+  assert runner.method_notes(dict(lot_size='why'), cfg) == {}

@@ -310,8 +310,9 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
   """A method's `notes` (why it chose each default) as they hold for `config`.
 
   A note on a default is dropped where the run sets the value otherwise (a `RunConfig`
-  field off its dataclass default, such as `local_epochs=5`; a method option given), and
-  the run's own `config.notes` (an experiment's stated reason) replace the method's.
+  field off its dataclass default, such as `local_epochs=5`; a method option off the
+  method's resolved default), and the run's own `config.notes` (an experiment's stated
+  reason) replace the method's.
 
   Args:
     notes: `Method.notes`, name -> reason.
@@ -322,8 +323,13 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
   """
   defaults = {f.name: f.default for f in dataclasses.fields(config)
               if f.default is not dataclasses.MISSING}
-  kept = {k: v for k, v in notes.items() if k not in config.method_options and
-          (k not in defaults or getattr(config, k) == defaults[k])}
+  # The method's options as resolved with none given (dataset-dependent ones filled).
+  hp, _ = registry.get(config.method).hparams.from_options({}, config.method).resolved(
+      config.dataset)
+  defaults.update(dataclasses.asdict(hp))
+  settings = {**dataclasses.asdict(config), **config.method_options}
+  kept = {k: v for k, v in notes.items()
+          if k not in defaults or settings.get(k) == defaults[k]}
   kept.update({k: config.notes[k] for k in notes if k in config.notes})
   return kept
 
