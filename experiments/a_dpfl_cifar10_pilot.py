@@ -21,6 +21,7 @@ run's copy under `pilots/`; `a_dpfl_report` summarises it.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import os
 import sys
@@ -70,19 +71,16 @@ def main(argv=None) -> int:
   # A client's examples: label skew deals 95% of the training split (`iid_overrides`).
   examples = common.iid_overrides('cifar10', args)['partition_options']['examples_per_client']
   table = []
-  ref = os.path.join(args.figures_dir, *REFERENCE)
+  ref = common.read_rows(os.path.join(args.figures_dir, *REFERENCE, 'metrics.csv'))
   # Skipped when --settings runs its setting: one row set per setting.
-  if (not args.quick and (1, common.COMMON['learning_rate']) not in settings and
-      common.read_rows(os.path.join(ref, 'metrics.csv'))):
+  if not args.quick and (1, common.COMMON['learning_rate']) not in settings and ref:
     steps = local_steps(examples, common.COMMON['batch_size'], 1)
-    table += rows_of(f"1:{common.COMMON['learning_rate']:g}", 1, common.COMMON['learning_rate'], steps,
-                     common.read_rows(os.path.join(ref, 'metrics.csv'))[:args.rounds],
-                     '/'.join(REFERENCE))
+    table += rows_of(f"1:{common.COMMON['learning_rate']:g}", 1, common.COMMON['learning_rate'],
+                     steps, ref[:args.rounds], '/'.join(REFERENCE))
   for epochs, lr in settings:
     args.local_epochs, args.learning_rate = epochs, lr
     cfg = common.method_config('a_dpfl', 'cifar10', args)
-    cfg = common.method_config('a_dpfl', 'cifar10', args,
-                               stop_after_round=min(args.rounds, cfg.rounds))
+    cfg = dataclasses.replace(cfg, stop_after_round=min(args.rounds, cfg.rounds))
     out = common.run_dir(args, cfg, 'a_dpfl_noniid_pilot')
     metrics = common.run_cached(cfg, out, command)
     name = os.path.basename(out)

@@ -12,6 +12,7 @@ times).
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import os
@@ -584,6 +585,7 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
   missing = [slug for slug in base if not os.path.exists(os.path.join(fig4b, slug,
                                                                        'summary.json'))]
 
+  @functools.cache
   def parked(slug):
     """The parked copy of `slug`'s Fig. 4b run with this setting (`park_runs`) that has
     round times (the first by seed; `--quick` copies aside), or None."""
@@ -592,6 +594,7 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
                     if name.fullmatch(os.path.basename(p)))
     return next((p for p in copies if _round_seconds(p)), None)
 
+  @functools.cache
   def here(slug):
     """Median round of `slug`'s Fig. 4b run with this setting: finished, else parked."""
     return (_round_seconds(os.path.join(fig4b, slug)) or
