@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from experiments.common import copy_results, entry, portable, read_rows, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
+from experiments.common import copy_results, entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import models, plotting, privacy
 from tffdp.algorithms import aadp_fl, ddgauss
@@ -266,11 +266,15 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   command = ['python', '-m', module] + list(argv if argv is not None else sys.argv[1:])
   table = []
   for dataset in args.datasets:
+    items = curves(dataset, args)
+    outs = [out for _, _, out, _ in items]
+    rows = run_all([(cfg, out) for _, cfg, out, _ in items], command,
+                   on_done=lambda i, _: publish(outs[i], args.figures_dir,
+                                                os.path.basename(outs[i])))
     runs = {}
-    for label, cfg, out, extra in curves(dataset, args):
-      runs[label] = run_cached(cfg, out, command)
-      publish(out, args.figures_dir, os.path.basename(out))
-      table.append(summary_row(dataset, label, runs[label], out, **extra))
+    for (label, _, out, extra), run_rows in zip(items, rows):
+      runs[label] = run_rows
+      table.append(summary_row(dataset, label, run_rows, out, **extra))
     for y, ylabel, suffix in plots:
       figure = plotting.plot_curves(runs, y, ylabel, f'AADP-FL {title}: {LABEL[dataset]}')
       plotting.save(figure, os.path.join(args.figures_dir, f'{name}_{dataset}{suffix}.png'))

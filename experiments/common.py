@@ -15,6 +15,7 @@ import pickle
 import re
 import shutil
 import sys
+import time
 
 from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
@@ -81,6 +82,60 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
   resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
   runner.run(cfg, resume=resume, command=command, log=log)
   return plotting.read_metrics(out)
+
+
+def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], log=print,
+            run_fn=None, poll_seconds: float = 60.0,
+            on_done=None) -> list[list[dict]]:
+  """`run_cached` on each `(config, out)`, letting several processes share the work.
+
+  A run that another process is running (`runner.RunInProgressError`: it holds
+  `runner.run_lock` on `out`) is put off: the next runs go first, then this process waits
+  for each run put off (checking every `poll_seconds`) and reuses it, or resumes it from
+  its checkpoint if that process ended before the run did. So launching one figure's
+  command two or three times, each in its own process, runs its configurations side by
+  side, and every copy of the command ends with all the rows.
+
+  Args:
+    items: `(RunConfig, run directory)` pairs, in the figure's order.
+    command: The command line recorded in each run's `config.json`.
+    log: Progress sink.
+    run_fn: `(config, out, command, log) -> rows` (default `run_cached`; tests replace it).
+    poll_seconds: Seconds between two checks of a run put off.
+    on_done: Called as `on_done(index, rows)` as each item's run ends (say, to publish
+      it), before the next one starts.
+
+  Returns:
+    The metrics rows of each item, in the order of `items`.
+  """
+  run_fn = run_fn or run_cached
+  results: dict[int, list[dict]] = {}
+
+  def attempt(i):
+    cfg, out = items[i]
+    results[i] = run_fn(cfg, out, command, log=log)
+    if on_done:
+      on_done(i, results[i])
+
+  put_off = []
+  for i, (_, out) in enumerate(items):
+    try:
+      attempt(i)
+    except runner.RunInProgressError:
+      log(f'== {out} is being run by another process; running the next configurations first')
+      put_off.append(i)
+  for i in put_off:
+    out = items[i][1]
+    waited = False
+    while i not in results:
+      try:
+        attempt(i)
+      except runner.RunInProgressError:
+        if not waited:
+          log(f'== waiting for {out} (run by another process)')
+          waited = True
+        time.sleep(poll_seconds)
+  return [results[i] for i in range(len(items))]
 
 
 def runs_root(runs_dir: str) -> str:

@@ -1,5 +1,6 @@
 """Smoke runs of every experiment entry point at toy size (--quick)."""
 
+import contextlib
 import csv
 import dataclasses
 import json
@@ -624,6 +625,37 @@ def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   assert sorted(os.listdir(runs / 'aadp_fl')) == ['mnist_b_seed0', 'mnist_c_seed0',
                                                    'mnist_d_seed0']
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == []
+
+
+def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path):
+  from experiments import common as exp_common  # pylint: disable=g-import-not-at-top
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
+  os.makedirs(a)
+  os.makedirs(b)
+  held = contextlib.ExitStack()
+  held.enter_context(runner.run_lock(a))  # "another process" runs `a`
+  attempts, done, lines = [], [], []
+
+  def fake_run(cfg, out, command, log):
+    attempts.append(os.path.basename(out))
+    if attempts.count('a') == 3:
+      held.close()  # the other process ends during the second wait
+    with runner.run_lock(out):
+      return [{'round': 1, 'run': cfg}]
+
+  rows = exp_common.run_all([('cfg a', a), ('cfg b', b)], ['x'], log=lines.append,
+                        run_fn=fake_run, poll_seconds=0.01,
+                        on_done=lambda i, r: done.append(i))
+  assert attempts == ['a', 'b', 'a', 'a']  # b first, then a once it is free
+  assert done == [1, 0]
+  assert [r[0]['run'] for r in rows] == ['cfg a', 'cfg b']  # in the items' order
+  assert any(a in line and 'another process' in line for line in lines)
+  assert sum('waiting for' in line for line in lines) == 1
+  # A run no one holds is not put off.
+  attempts.clear()
+  exp_common.run_all([('cfg a', a)], ['x'], log=lines.append, run_fn=fake_run)
+  assert attempts == ['a']
 
 
 def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path, monkeypatch):

@@ -154,6 +154,33 @@ def test_stop_after_round_pauses_and_resume_finishes_the_same_run(tmp_path):
                     log=lambda s: None)['stop_kind'] is None
 
 
+def test_a_run_directory_another_process_runs_is_refused_before_any_work(tmp_path):
+  cfg = _cfg(tmp_path, 'busy', rounds=1, method='fedavg')
+  os.makedirs(cfg.out)
+  holder = subprocess.Popen(  # another process holding the lock, as a second run would
+      [sys.executable, '-c', 'import fcntl, os, sys, time\n'
+       'fd = os.open(sys.argv[1], os.O_RDONLY); fcntl.flock(fd, fcntl.LOCK_EX)\n'
+       'print("locked", flush=True); time.sleep(60)', cfg.out],
+      stdout=subprocess.PIPE, text=True)
+  try:
+    assert holder.stdout.readline().strip() == 'locked'
+    with pytest.raises(runner.RunInProgressError, match='another process'):
+      runner.run(cfg, log=lambda s: None)
+    assert os.listdir(cfg.out) == []  # nothing written, nothing built
+  finally:
+    holder.kill()
+    holder.wait()
+  # The lock goes with the process that held it; within one process a second holder is
+  # refused too, and the lock is free again once the first block ends.
+  assert runner.run(cfg, log=lambda s: None)['rounds_completed'] == 1
+  with runner.run_lock(cfg.out):
+    with pytest.raises(runner.RunInProgressError):
+      with runner.run_lock(cfg.out):
+        pass
+  with runner.run_lock(cfg.out):
+    pass
+
+
 def test_resume_of_a_checkpoint_without_segments_marks_its_code_unknown(tmp_path):
   cfg = _cfg(tmp_path, 'old', rounds=2, method='fedavg')
   runner.run(cfg, log=lambda s: None)

@@ -61,6 +61,44 @@ class ResumeError(RuntimeError):
   """Raised when a checkpoint does not match the requested run."""
 
 
+class RunInProgressError(RuntimeError):
+  """Another process is running the same run directory (`run_lock`)."""
+
+
+@contextlib.contextmanager
+def run_lock(out: str):
+  """Holds an exclusive lock on the run directory `out` while the block runs.
+
+  Two processes resuming one checkpoint would write the same `metrics.csv` and
+  `checkpoint.pkl`; the lock keeps a second one out. It is an advisory `flock` on the
+  directory itself (no file is left behind) and is released when the block ends or the
+  process dies, so a killed run leaves nothing to clean up. Where `fcntl` is missing
+  (Windows) no lock is taken.
+
+  Args:
+    out: An existing run directory (`RunConfig.out`).
+
+  Raises:
+    RunInProgressError: If another process (or another `run_lock` of this one) holds it.
+  """
+  try:
+    import fcntl  # pylint: disable=g-import-not-at-top
+  except ImportError:  # pragma: no cover - not POSIX
+    yield
+    return
+  fd = os.open(out, os.O_RDONLY)
+  try:
+    try:
+      fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+      raise RunInProgressError(
+          f'{out} is being run by another process; wait for it to end (or end it) '
+          'before running this configuration here.') from None
+    yield
+  finally:
+    os.close(fd)  # releases the lock
+
+
 class DeclaredEventError(RuntimeError):
   """Raised when a round executed something other than the DP events declared for it."""
 
@@ -333,6 +371,7 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
   kept.update({k: config.notes[k] for k in notes if k in config.notes})
   return kept
 
+
 def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
         command: Optional[list[str]] = None) -> dict:
   """Runs one experiment and writes its results into `config.out`.
@@ -352,11 +391,18 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   Raises:
     ValueError: On invalid hyperparameters.
     ResumeError: If `config.out` holds another run's checkpoint.
+    RunInProgressError: If another process is running in `config.out` (`run_lock`).
     tffdp.data.DataError: If the data cannot be found or verified.
   """
   config = config.resolved()
   config.validate()
   os.makedirs(config.out, exist_ok=True)
+  with run_lock(config.out):
+    return _run_locked(config, resume, log, command)
+
+
+def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],
+                command: Optional[list[str]]) -> dict:
   ckpt_path = os.path.join(config.out, CHECKPOINT)
   # Settings that may differ on resume: more rounds, stopping rules, where files live,
   # comments.
