@@ -331,6 +331,9 @@ def test_a_registered_toy_method_runs_end_to_end(tmp_path):
     assert cfg['method_hyperparameters']['local_lr'] == 0.4
     assert 'local_lr' not in cfg['notes']  # set by the user: no default's note
     assert config_lib.RunConfig.create(method='toy').resolved().notes['local_lr'] == 'toy value'
+    # Given, but at its default: the default's reason still holds.
+    assert config_lib.RunConfig.create(method='toy', local_lr=0.3).resolved().notes[
+        'local_lr'] == 'toy value'
   finally:
     registry.unregister('toy')
   assert 'toy' not in config_lib.methods()
@@ -551,6 +554,17 @@ def test_cli_help_lists_every_method_option():
   for name in config_lib.methods():
     for f in dataclasses.fields(registry.get(name).hparams):
       assert '--' + f.name.replace('_', '-') in text
+
+
+def test_notes_on_defaults_keep_a_default_s_note_only_at_the_default():
+  notes = dict(a='why a', b='why b', c='about c')
+  defaults = dict(a=1, b=2)
+  assert config_lib.notes_on_defaults(notes, {}, defaults) == notes
+  assert config_lib.notes_on_defaults(notes, dict(a=1, b=3, c=9), defaults) == dict(
+      a='why a', c='about c')
+  assert config_lib.method_defaults('adap_dp_fl', 'mnist')['lot_size'] == (
+      config_lib.RunConfig.create(method='adap_dp_fl', dataset='mnist').resolved()
+      .method_options['lot_size'])
 
 
 def test_method_notes_drop_defaults_the_run_overrides():

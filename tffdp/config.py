@@ -52,6 +52,40 @@ def parse_workers(spec: str | Sequence[str]) -> list[str]:
   return out
 
 
+def method_defaults(method: str, dataset: str) -> dict:
+  """The options of `method` as it resolves them with none given, on `dataset`.
+
+  Returns:
+    Option name -> default value (dataset-dependent defaults filled).
+
+  Raises:
+    KeyError: If `method` is not registered.
+  """
+  hp, _ = registry.get(method).hparams.from_options({}, method).resolved(dataset)
+  return dataclasses.asdict(hp)
+
+
+def notes_on_defaults(notes: dict, settings: dict, defaults: dict) -> dict:
+  """The notes of `notes` that still hold for a run with these `settings`.
+
+  A note on a setting that has a default (a name in `defaults`) says why that default was
+  chosen ("not given in the paper; chosen because ..."), so it is kept only where the run
+  leaves the setting at it (absent from `settings`, or equal to the default). A note on
+  any other name is kept. The one rule behind `RunConfig.resolved`'s notes and
+  `tffdp.runner.method_notes`.
+
+  Args:
+    notes: Name -> note.
+    settings: Name -> the run's value (names it does not set may be absent).
+    defaults: Name -> default value.
+
+  Returns:
+    A new dict, name -> note.
+  """
+  return {k: v for k, v in notes.items()
+          if k not in defaults or settings.get(k, defaults[k]) == defaults[k]}
+
+
 def differing_fields(old: dict, new: dict, ignore=()) -> list[str]:
   """Fields of `new` (a `RunConfig` as a dict) whose value differs from `old`'s.
 
@@ -195,9 +229,8 @@ class RunConfig:
       c.notes.setdefault('model', 'default for the dataset (A-DPFL Sec. 6.1 network)')
     hp = c.hparams
     hp, notes = hp.resolved(c.dataset)
-    # A default's note ("not given in the paper; chosen because ...") only where the
-    # option was left at it.
-    defaulted = {k: v for k, v in hp.notes().items() if k not in c.method_options}
+    defaulted = notes_on_defaults(hp.notes(), c.method_options,
+                                  method_defaults(c.method, c.dataset))
     for name, note in {**defaulted, **notes}.items():
       c.notes.setdefault(name, note)
     c.method_options = dataclasses.asdict(hp)

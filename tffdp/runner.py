@@ -361,13 +361,9 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
   """
   defaults = {f.name: f.default for f in dataclasses.fields(config)
               if f.default is not dataclasses.MISSING}
-  # The method's options as resolved with none given (dataset-dependent ones filled).
-  hp, _ = registry.get(config.method).hparams.from_options({}, config.method).resolved(
-      config.dataset)
-  defaults.update(dataclasses.asdict(hp))
+  defaults.update(config_lib.method_defaults(config.method, config.dataset))
   settings = {**dataclasses.asdict(config), **config.method_options}
-  kept = {k: v for k, v in notes.items()
-          if k not in defaults or settings.get(k) == defaults[k]}
+  kept = config_lib.notes_on_defaults(notes, settings, defaults)
   kept.update({k: config.notes[k] for k in notes if k in config.notes})
   return kept
 
