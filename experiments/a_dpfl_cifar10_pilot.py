@@ -40,10 +40,12 @@ def local_steps(examples: int, batch_size: int, epochs: int) -> int:
   return epochs * math.ceil(examples / batch_size)
 
 
-def rows_of(setting: str, epochs: int, lr: float, steps: int, metrics: list[dict],
-            run: str) -> list[dict]:
-  """The `cifar10_pilot.csv` rows of one run's `metrics.csv` rows."""
-  return [dict(setting=setting, local_epochs=epochs, learning_rate=lr, local_steps=steps,
+def rows_of(setting: str, epochs: int, lr: float, examples: int, steps: int,
+            metrics: list[dict], run: str) -> list[dict]:
+  """The `cifar10_pilot.csv` rows of one run's `metrics.csv` rows (`examples`: a
+  client's training examples; `steps`: its DP-SGD steps a round)."""
+  return [dict(setting=setting, local_epochs=epochs, learning_rate=lr,
+               client_examples=examples, local_steps=steps,
                round=int(float(r['round'])), **{c: r[c] for c in COLUMNS}, run=run)
           for r in metrics]
 
@@ -76,7 +78,7 @@ def main(argv=None) -> int:
   if not args.quick and (1, common.COMMON['learning_rate']) not in settings and ref:
     steps = local_steps(examples, common.COMMON['batch_size'], 1)
     table += rows_of(f"1:{common.COMMON['learning_rate']:g}", 1, common.COMMON['learning_rate'],
-                     steps, ref[:args.rounds], '/'.join(REFERENCE))
+                     examples, steps, ref[:args.rounds], '/'.join(REFERENCE))
   for epochs, lr in settings:
     args.local_epochs, args.learning_rate = epochs, lr
     cfg = common.method_config('a_dpfl', 'cifar10', args)
@@ -86,7 +88,7 @@ def main(argv=None) -> int:
     name = os.path.basename(out)
     common.copy_results(out, os.path.join(args.figures_dir, 'pilots', name))
     steps = local_steps(examples, cfg.batch_size, epochs)
-    table += rows_of(f'{epochs}:{lr:g}', epochs, lr, steps,
+    table += rows_of(f'{epochs}:{lr:g}', epochs, lr, examples, steps,
                      # a run resumed from a later checkpoint has more rows: cut them
                      [{c: r[c] for c in ('round', *COLUMNS)} for r in metrics][:args.rounds],
                      f'pilots/{name}')

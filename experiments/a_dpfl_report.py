@@ -18,7 +18,6 @@ import json
 import os
 import re
 import statistics
-import types
 
 from experiments import a_dpfl_common as common
 from experiments.common import fmt as _f
@@ -247,8 +246,7 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
   rounds = lasts[-1]
   paused = (f'{lasts[0]}' if len(lasts) == 1 else
             f'{", ".join(map(str, lasts[:-1]))} or {lasts[-1]} (see "last round")')
-  examples = common.iid_overrides('cifar10', types.SimpleNamespace(quick=False))[
-      'partition_options']['examples_per_client']
+  examples = rows[0]['client_examples']
   out = ['## Pilot: A-DPFL on CIFAR-10 with the local work chosen on MNIST', '',
          'The sweep above chose E and lr on MNIST, where a client holds about 52 examples. A '
          f'CIFAR-10 client holds {examples}, so the same E is several times the DP-SGD steps, each adding Gaussian noise of '

@@ -1200,8 +1200,8 @@ def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypat
   with open(figs / 'cifar10_pilot_quick.csv') as f:
     rows = list(csv.DictReader(f))
   # Paused after round 2 of the 2-round quick run; 60 examples a client at B = 20 x E = 2.
-  assert [(r['setting'], r['round'], r['local_steps']) for r in rows] == [
-      ('2:0.1', '1', '6'), ('2:0.1', '2', '6')]
+  assert [(r['setting'], r['round'], r['client_examples'], r['local_steps'])
+          for r in rows] == [('2:0.1', '1', '60', '6'), ('2:0.1', '2', '60', '6')]
   assert (figs / 'pilots' / 'cifar10_a_dpfl_noniid_pilot_E2_lr0.1_seed0_quick' /
           'metrics.csv').exists()
   with pytest.raises(SystemExit) as exc:
@@ -1216,14 +1216,15 @@ def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
     return [dict(round=i + 1, validation_accuracy=a, test_accuracy=a, train_loss=2.3,
                  noise_multiplier=s, epsilon_guaranteed=10.0 * (i + 1))
             for i, (a, s) in enumerate(zip(accs, sigmas))]
-  rows = a_dpfl_cifar10_pilot.rows_of('5:0.1', 5, 0.1, 110, metrics(
+  rows = a_dpfl_cifar10_pilot.rows_of('5:0.1', 5, 0.1, 427, 110, metrics(
       [0.1, 0.1, 0.109], [1.0, 0.7, 0.49]), 'pilots/a')
-  rows += a_dpfl_cifar10_pilot.rows_of('1:0.05', 1, 0.05, 22, metrics(
+  rows += a_dpfl_cifar10_pilot.rows_of('1:0.05', 1, 0.05, 427, 22, metrics(
       [0.09, 0.111, 0.2], [1.0, 1.0, 0.7]), 'fig4_cifar10/a_dpfl')
-  rows += a_dpfl_cifar10_pilot.rows_of('1:0.1', 1, 0.1, 22, metrics(
+  rows += a_dpfl_cifar10_pilot.rows_of('1:0.1', 1, 0.1, 427, 22, metrics(
       [0.1, 0.12, 0.15], [1.0, 0.7, 0.49]), 'pilots/b')
   common.write_table(str(tmp_path / 'cifar10_pilot.csv'), rows)
   out = a_dpfl_report._cifar10_pilot_section(str(tmp_path))
+  assert 'A CIFAR-10 client holds 427,' in out[2]  # the CSV's count, not re-derived
   table = [l for l in out if l.startswith('| 5 ') or l.startswith('| 1 ')]
   # noise walk: lr x sigma_0 C / B x sqrt(steps) = 0.1 x 0.35 x sqrt(110) = 0.367
   assert table[0].startswith('| 5 | 0.1 | 110 | 0.367 | 2.3 | 10.00%-10.90% | 3 | 0.109 | 0.49 |')
@@ -1244,7 +1245,7 @@ def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
   assert a_dpfl_report._pilot_warning(str(tmp_path), (2, 0.1)) == []
   assert a_dpfl_report._cifar10_pilot_section(str(tmp_path / 'none')) == []
   # A setting with no evaluated round is neither at chance nor training
-  rows = a_dpfl_cifar10_pilot.rows_of('2:0.1', 2, 0.1, 44, metrics([''], [1.0]), 'pilots/c')
+  rows = a_dpfl_cifar10_pilot.rows_of('2:0.1', 2, 0.1, 427, 44, metrics([''], [1.0]), 'pilots/c')
   common.write_table(str(tmp_path / 'cifar10_pilot.csv'), rows)
   assert '| no round evaluated |' in a_dpfl_report._cifar10_pilot_section(str(tmp_path))[6]
   assert a_dpfl_report._pilot_warning(str(tmp_path), (2, 0.1)) == []
