@@ -42,11 +42,15 @@ def main(argv=None) -> int:
   runs, table = {}, []
   curves = [(m, common.LABELS[m], m, {}) for m in METHODS if m in args.methods]
   curves += [(slug, *common.VARIANTS[slug]) for slug in args.variants]
+  items = []
   for slug, label, m, overrides in curves:
     cfg = common.method_config(m, args.dataset, args, **overrides)
-    out = common.run_dir(args, cfg, f'{slug}_noniid')
-    runs[label] = common.run_cached(cfg, out, command)
-    common.copy_results(out, os.path.join(args.figures_dir, stem, slug))
+    items.append((cfg, common.run_dir(args, cfg, f'{slug}_noniid')))
+  # Runs another process holds (the same command launched twice) go last.
+  rows = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
+      items[i][1], os.path.join(args.figures_dir, stem, curves[i][0])))
+  for (_, label, _, _), (_, out), run_rows in zip(curves, items, rows):
+    runs[label] = run_rows
     s = plotting.read_metrics(out)[-1]
     best = max(r['test_accuracy'] for r in runs[label])
     table.append(dict(method=label, final_test_accuracy=s['test_accuracy'],
