@@ -67,7 +67,9 @@ def parked_copy(figures_dir: str, runs_dir: str, out: str) -> str:
 def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> dict:
   """Copies interrupted runs to `figures_dir` and removes parked copies done with.
 
-  A run checkpointed before its first round is skipped; a parked copy already committed
+  A run still running (another process holds its `runner.run_lock`) is skipped, and
+  each run is locked while it is copied. A run checkpointed before its first round is
+  skipped; a parked copy already committed
   with a checkpoint at a later round than this machine's is kept. The copied
   `metrics.csv` ends at the checkpoint's round (rows past it are run again on resume). A
   parked copy is removed when a finished copy of the same configuration is committed
@@ -86,28 +88,15 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
   runs_dir = common.runs_root(runs_dir)
   parked, removed = [], []
   for out in interrupted_runs(runs_dir):
-    dest = parked_copy(figures_dir, runs_dir, out)
-    here, there = common.checkpoint_round(out), common.checkpoint_round(dest)
-    if not here:
-      log(f'skipped {out}: its checkpoint holds no completed round')
+    try:
+      with runner.run_lock(out):  # held while copying: no process resumes it meanwhile
+        dest = _park_one(out, figures_dir, runs_dir, dry_run, log)
+    except runner.RunInProgressError:
+      log(f'skipped {out}: still running (its process holds the run folder; stop it with '
+          'kill -TERM PID, which saves its checkpoint, then park)')
       continue
-    if there is not None and there > here:
-      log(f'kept {dest} (round {there}): {out} is behind it (round {here})')
-      continue
-    log(f'{"would park" if dry_run else "parked"} {out} (checkpoint after round {here}) '
-        f'-> {dest}')
-    parked.append(dest)
-    if not dry_run:
-      os.makedirs(dest, exist_ok=True)
-      common.copy_config(out, dest)
-      shutil.copy(os.path.join(out, runner.CHECKPOINT), os.path.join(dest, runner.CHECKPOINT))
-      rows = common.read_rows(os.path.join(out, 'metrics.csv')) or []
-      kept = [r for r in rows if int(float(r['round'])) <= here]
-      if kept:
-        common.write_table(os.path.join(dest, 'metrics.csv'), kept)
-      else:
-        with open(os.path.join(dest, 'metrics.csv'), 'w') as f:
-          f.write('round\n')
+    if dest:
+      parked.append(dest)
   finished = common.finished_copies(figures_dir)
   for root, out, config in list(common.run_copies(figures_dir, FILES)):
     if not common.is_parked(root) or root in parked:
@@ -122,6 +111,33 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
       if not dry_run:
         shutil.rmtree(root)
   return dict(parked=parked, removed=removed)
+
+
+def _park_one(out: str, figures_dir: str, runs_dir: str, dry_run: bool, log) -> str:
+  """Parks the interrupted run `out` (see `park`); returns the copy's folder, or '' where
+  it is skipped or kept."""
+  dest = parked_copy(figures_dir, runs_dir, out)
+  here, there = common.checkpoint_round(out), common.checkpoint_round(dest)
+  if not here:
+    log(f'skipped {out}: its checkpoint holds no completed round')
+    return ''
+  if there is not None and there > here:
+    log(f'kept {dest} (round {there}): {out} is behind it (round {here})')
+    return ''
+  log(f'{"would park" if dry_run else "parked"} {out} (checkpoint after round {here}) '
+      f'-> {dest}')
+  if not dry_run:
+    os.makedirs(dest, exist_ok=True)
+    common.copy_config(out, dest)
+    shutil.copy(os.path.join(out, runner.CHECKPOINT), os.path.join(dest, runner.CHECKPOINT))
+    rows = common.read_rows(os.path.join(out, 'metrics.csv')) or []
+    kept = [r for r in rows if int(float(r['round'])) <= here]
+    if kept:
+      common.write_table(os.path.join(dest, 'metrics.csv'), kept)
+    else:
+      with open(os.path.join(dest, 'metrics.csv'), 'w') as f:
+        f.write('round\n')
+  return dest
 
 
 def _config(folder: str) -> dict:

@@ -739,6 +739,12 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
     common.run_cached(dataclasses.replace(cfg, seed=1), str(runs / 'dpfl' / 'z'), ['x'],
                       log=interrupt_at(1))
   assert park_runs.interrupted_runs(str(runs)) == [out, str(runs / 'dpfl' / 'z')]
+  # A run whose process still holds it is not parked (its files are still being written).
+  lines = []
+  with runner.run_lock(out):
+    assert park_runs.park(str(runs), str(figs), log=lines.append)['parked'] == []
+  assert lines[0].startswith(f'skipped {out}: still running')
+  assert not (figs / 'dpfl' / 'interrupted').exists()
   # The per-method folder the figure commands take (--runs-dir runs/dpfl) is the same root.
   done = park_runs.park(str(runs / 'dpfl'), str(figs), log=lambda s: None)
   parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
