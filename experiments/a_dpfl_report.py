@@ -246,6 +246,9 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
   rounds = lasts[-1]
   paused = (f'{lasts[0]}' if len(lasts) == 1 else
             f'{", ".join(map(str, lasts[:-1]))} or {lasts[-1]} (see "last round")')
+  if 'client_examples' not in rows[0]:
+    raise ValueError(f'{figs}/cifar10_pilot.csv predates its client_examples column: rerun '
+                     '`python -m experiments.a_dpfl_cifar10_pilot` (it reuses the pilot runs)')
   examples = rows[0]['client_examples']
   out = ['## Pilot: A-DPFL on CIFAR-10 with the local work chosen on MNIST', '',
          'The sweep above chose E and lr on MNIST, where a client holds about 52 examples. A '

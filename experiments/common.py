@@ -58,30 +58,43 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
   run again; an interrupted one resumes from its checkpoint.
 
   `log` receives the progress lines (default `print`).
+
+  The checks and the run happen under `runner.run_lock(out)`, so a run another process
+  is running is neither reused half-written, deleted, nor run twice.
+
+  Raises:
+    runner.RunInProgressError: If another process holds `out` (before anything is done).
   """
   cfg = dataclasses.replace(cfg, out=out)
-  summary = os.path.join(out, 'summary.json')
-  config_json = os.path.join(out, 'config.json')
-  if os.path.exists(config_json):
-    with open(config_json) as f:
-      old = json.load(f)
-    same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
-                                           ignore=REUSE_IGNORES)
-    finished = os.path.exists(summary)
-    if same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')):
-      rows = plotting.read_metrics(out)
-      if paused_run(old, rows):
-        log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
-        return rows
-    if finished and same:
-      log(f'== reusing {out}')
-      return plotting.read_metrics(out)
-    if finished:
-      shutil.rmtree(out)
-  log(f'== {cfg.method} on {cfg.dataset} -> {out}')
-  resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
-  runner.run(cfg, resume=resume, command=command, log=log)
-  return plotting.read_metrics(out)
+  os.makedirs(out, exist_ok=True)
+  with runner.run_lock(out):
+    summary = os.path.join(out, 'summary.json')
+    config_json = os.path.join(out, 'config.json')
+    if os.path.exists(config_json):
+      with open(config_json) as f:
+        old = json.load(f)
+      same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
+                                             ignore=REUSE_IGNORES)
+      finished = os.path.exists(summary)
+      if same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')):
+        rows = plotting.read_metrics(out)
+        if paused_run(old, rows):
+          log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
+          return rows
+      if finished and same:
+        log(f'== reusing {out}')
+        return plotting.read_metrics(out)
+      if finished:  # another configuration's: emptied, the locked folder kept
+        for name in os.listdir(out):
+          path = os.path.join(out, name)
+          if os.path.isdir(path):
+            shutil.rmtree(path)
+          else:
+            os.remove(path)
+    log(f'== {cfg.method} on {cfg.dataset} -> {out}')
+    resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
+    runner.run(cfg, resume=resume, command=command, log=log, lock=False)
+    return plotting.read_metrics(out)
 
 
 def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], log=print,

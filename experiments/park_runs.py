@@ -92,8 +92,8 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
       with runner.run_lock(out):  # held while copying: no process resumes it meanwhile
         dest = _park_one(out, figures_dir, runs_dir, dry_run, log)
     except runner.RunInProgressError:
-      log(f'skipped {out}: still running (its process holds the run folder; stop it with '
-          'kill -TERM PID, which saves its checkpoint, then park)')
+      log(f'skipped {out}: still running (its process holds the run folder; stop every '
+          'copy of its command with kill -TERM PID, which saves the checkpoint, then park)')
       continue
     if dest:
       parked.append(dest)
@@ -117,6 +117,8 @@ def _park_one(out: str, figures_dir: str, runs_dir: str, dry_run: bool, log) -> 
   """Parks the interrupted run `out` (see `park`); returns the copy's folder, or '' where
   it is skipped or kept."""
   dest = parked_copy(figures_dir, runs_dir, out)
+  if os.path.exists(os.path.join(out, 'summary.json')):  # finished since it was listed
+    return ''
   here, there = common.checkpoint_round(out), common.checkpoint_round(dest)
   if not here:
     log(f'skipped {out}: its checkpoint holds no completed round')

@@ -101,6 +101,9 @@ def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
     if (os.path.exists(os.path.join(dest, 'summary.json')) or
         os.path.exists(os.path.join(dest, runner.CHECKPOINT))):
       continue
+    if runner.is_running(dest):  # started here, before its first checkpoint
+      log(f'skipped {dest}: a process is running it')
+      continue
     log(f'{"would restore" if dry_run else "restored"} {dest} <- {src}')
     written.append(dest)
     if not dry_run:

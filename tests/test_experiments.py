@@ -629,7 +629,7 @@ def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
 
 def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path):
   from experiments import common as exp_common  # pylint: disable=g-import-not-at-top
-  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
   a, b = str(tmp_path / 'a'), str(tmp_path / 'b')
   os.makedirs(a)
   os.makedirs(b)
@@ -656,6 +656,29 @@ def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path)
   attempts.clear()
   exp_common.run_all([('cfg a', a)], ['x'], log=lines.append, run_fn=fake_run)
   assert attempts == ['a']
+  # run_cached itself: refused before it logs, reuses, deletes or runs anything.
+  cfg = config_lib.RunConfig(method='fedavg', dataset='synthetic', rounds=1)
+  (tmp_path / 'b' / 'summary.json').write_text('{}')  # a finished run of another config
+  (tmp_path / 'b' / 'config.json').write_text('{"rounds": 9}')
+  lines.clear()
+  with runner.run_lock(b):
+    with pytest.raises(runner.RunInProgressError):
+      exp_common.run_cached(cfg, b, ['x'], log=lines.append)
+  assert lines == [] and sorted(os.listdir(b)) == ['config.json', 'summary.json']
+  assert not runner.is_running(b) and not runner.is_running(str(tmp_path / 'none'))
+  with runner.run_lock(b):
+    assert runner.is_running(b)
+  # A finished run of another configuration is emptied out and run again in its folder.
+  c = str(tmp_path / 'c')
+  cfg = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
+                             clients_per_round=2, partition='iid', rounds=1,
+                             model='logistic_regression', num_validation=500)
+  assert len(exp_common.run_cached(cfg, c, ['x'], log=lambda s: None)) == 1
+  (tmp_path / 'c' / 'stale.txt').write_text('from the old run')
+  lines.clear()
+  rows = exp_common.run_cached(dataclasses.replace(cfg, rounds=2), c, ['x'], log=lines.append)
+  assert len(rows) == 2 and lines[0] == f'== fedavg on synthetic -> {c}'
+  assert 'stale.txt' not in os.listdir(c)
 
 
 def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path, monkeypatch):
@@ -770,8 +793,14 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
   assert park_runs.park(str(runs), str(figs), log=lines.append)['parked'] == []
   assert lines[0].startswith(f'kept {parked} (round 3)')
   (parked / 'checkpoint.pkl').write_bytes(pickle.dumps(ahead))
-  # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes.
+  # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes;
+  # not while a process runs that folder (started before its first checkpoint).
   shutil.rmtree(runs)
+  os.makedirs(out)
+  lines = []
+  with runner.run_lock(out):
+    assert restore_runs.restore(str(figs), str(runs), log=lines.append) == []
+  assert lines == [f'skipped {out}: a process is running it'] and os.listdir(out) == []
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [out]
   assert os.path.exists(os.path.join(out, runner.CHECKPOINT))
   lines = []

@@ -562,9 +562,10 @@ def test_notes_on_defaults_keep_a_default_s_note_only_at_the_default():
   assert config_lib.notes_on_defaults(notes, {}, defaults) == notes
   assert config_lib.notes_on_defaults(notes, dict(a=1, b=3, c=9), defaults) == dict(
       a='why a', c='about c')
-  assert config_lib.method_defaults('adap_dp_fl', 'mnist')['lot_size'] == (
-      config_lib.RunConfig.create(method='adap_dp_fl', dataset='mnist').resolved()
-      .method_options['lot_size'])
+  # The option's default, and the dataset's value filled in (Adap DP-FL Sec. V-A).
+  mnist = config_lib.method_defaults('adap_dp_fl', 'mnist')
+  assert (mnist['lot_size'], mnist['clipping_factor'], mnist['beta']) == (78, 1.0, 0.9999)
+  assert config_lib.method_defaults('adap_dp_fl', 'fashion_mnist')['clipping_factor'] == 0.01
 
 
 def test_method_notes_drop_defaults_the_run_overrides():

@@ -99,6 +99,17 @@ def run_lock(out: str):
     os.close(fd)  # releases the lock
 
 
+def is_running(out: str) -> bool:
+  """True where a process holds `run_lock(out)` now (False for a missing folder)."""
+  if not os.path.isdir(out):
+    return False
+  try:
+    with run_lock(out):
+      return False
+  except RunInProgressError:
+    return True
+
+
 class DeclaredEventError(RuntimeError):
   """Raised when a round executed something other than the DP events declared for it."""
 
@@ -369,7 +380,7 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
 
 
 def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
-        command: Optional[list[str]] = None) -> dict:
+        command: Optional[list[str]] = None, lock: bool = True) -> dict:
   """Runs one experiment and writes its results into `config.out`.
 
   Args:
@@ -377,6 +388,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
     resume: Continue from `config.out/checkpoint.pkl` if present.
     log: Progress sink (one line per round).
     command: The command line to record (default `sys.argv`).
+    lock: Hold `run_lock(config.out)` while running; False where the caller already
+      holds it (a second lock of the same folder would be refused).
 
   Returns:
     The summary dict (also written to `summary.json`). A run paused by
@@ -393,7 +406,7 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   config = config.resolved()
   config.validate()
   os.makedirs(config.out, exist_ok=True)
-  with run_lock(config.out):
+  with run_lock(config.out) if lock else contextlib.nullcontext():
     return _run_locked(config, resume, log, command)
 
 
