@@ -79,14 +79,17 @@ def main(argv=None) -> int:
     steps = local_steps(examples, common.COMMON['batch_size'], 1)
     table += rows_of(f"1:{common.COMMON['learning_rate']:g}", 1, common.COMMON['learning_rate'],
                      examples, steps, ref[:args.rounds], '/'.join(REFERENCE))
+  items = []
   for epochs, lr in settings:
     args.local_epochs, args.learning_rate = epochs, lr
     cfg = common.method_config('a_dpfl', 'cifar10', args)
     cfg = dataclasses.replace(cfg, stop_after_round=min(args.rounds, cfg.rounds))
-    out = common.run_dir(args, cfg, 'a_dpfl_noniid_pilot')
-    metrics = common.run_cached(cfg, out, command)
+    items.append((cfg, common.run_dir(args, cfg, 'a_dpfl_noniid_pilot')))
+  # `run_all`: a second copy of the command runs the next setting side by side.
+  results = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
+      items[i][1], os.path.join(args.figures_dir, 'pilots', os.path.basename(items[i][1]))))
+  for (epochs, lr), (cfg, out), metrics in zip(settings, items, results):
     name = os.path.basename(out)
-    common.copy_results(out, os.path.join(args.figures_dir, 'pilots', name))
     steps = local_steps(examples, cfg.batch_size, epochs)
     table += rows_of(f'{epochs}:{lr:g}', epochs, lr, examples, steps,
                      # a run resumed from a later checkpoint has more rows: cut them

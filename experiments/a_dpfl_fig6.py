@@ -31,12 +31,16 @@ def main(argv=None) -> int:
   command = ['python', '-m', 'experiments.a_dpfl_fig6'] + list(argv if argv is not None else sys.argv[1:])
   stem = common.artefact(args, 'fig6_mnist')
   table = []
-  for k in (args.k[:2] if args.quick else args.k):
+  ks = args.k[:2] if args.quick else args.k
+  items = []
+  for k in ks:
     cfg = common.method_config('a_dpfl', 'mnist', args, k=k)
     tag = 'a_dpfl_noniid' if k == REUSED_K else f'a_dpfl_noniid_k{k:g}'
-    out = common.run_dir(args, cfg, tag)
-    rows = common.run_cached(cfg, out, command)
-    common.copy_results(out, os.path.join(args.figures_dir, stem, f'k{k:g}'))
+    items.append((cfg, common.run_dir(args, cfg, tag)))
+  # `run_all`: a second copy of the command runs the next configuration side by side.
+  results = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
+      items[i][1], os.path.join(args.figures_dir, stem, f'k{ks[i]:g}')))
+  for k, (_, out), rows in zip(ks, items, results):
     table.append(dict(k=k, final_test_accuracy=rows[-1]['test_accuracy'],
                       final_noise_multiplier=rows[-1]['noise_multiplier'],
                       epsilon_claimed=rows[-1]['epsilon_claimed'],

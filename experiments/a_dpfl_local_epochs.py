@@ -111,14 +111,18 @@ def main(argv=None) -> int:
     target = TARGET[dataset] if args.target is None else args.target
     epochs_list = sorted(set(args.epochs))
     for i, epochs in enumerate(epochs_list):
+      items = []
       for lr in args.learning_rates:
         cfg = common.method_config('fedavg', dataset, args, local_epochs=epochs,
                                    learning_rate=lr)
         cfg.notes.update(SWEEP_POINT)
-        out = common.run_dir(args, cfg, 'fedavg_noniid')
-        rows = common.run_cached(cfg, out, command)
-        common.copy_results(out, os.path.join(args.figures_dir, 'local_epochs',
-                                              os.path.basename(out)))
+        items.append((cfg, common.run_dir(args, cfg, 'fedavg_noniid')))
+      # One E at a time (whether the next E runs depends on these): a second copy of the
+      # command runs the other learning rate side by side (`run_all`).
+      results = common.run_all(items, command, on_done=lambda j, _: common.copy_results(
+          items[j][1], os.path.join(args.figures_dir, 'local_epochs',
+                                    os.path.basename(items[j][1]))))
+      for lr, (_, out), rows in zip(args.learning_rates, items, results):
         accs = [r['test_accuracy'] for r in rows if isinstance(r.get('test_accuracy'), float)]
         rows_d.append(dict(dataset=dataset, local_epochs=epochs, learning_rate=lr,
                            final_test_accuracy=accs[-1], best_test_accuracy=max(accs),

@@ -75,22 +75,26 @@ def main(argv=None) -> int:
   path = os.path.join(args.figures_dir, 'cnn_pilot.csv')
   done = {(m, r) for m in args.models for r in args.readings}
   table = [r for r in common.read_rows(path) or [] if (r['model'], r['reading']) not in done]
+  plan, items = [], []
   for model in args.models:
     args.model = model
-    dim = common.model_dim('mnist', model)
     for reading in args.readings:
       # The first `--rounds` of Fig. 6's T-round run (paused there): sigma is calibrated
       # for T, as in the figure.
-      cfg, out = common.config('mnist', args, f'aadp_fl_eps{EPSILON:g}_pilot_{reading}',
-                               epsilon=EPSILON, stop_after_round=1 if args.quick else
-                               args.rounds, **READINGS[reading])
-      metrics = common.run_cached(cfg, out, command)
-      common.publish(out, args.figures_dir, os.path.basename(out))
-      per_sigma = 0.0 if reading == 'noiseless' else cfg.clip_norm / cfg.batch_size
-      table += rows_of(model, reading, dim, metrics, out, cfg.clip_norm, per_sigma)
-      last = table[-1]
-      print(f"{model} {reading}: test accuracy {float(last['test_accuracy']):.4f} after "
-            f"round {last['round']}, {last['kept_coordinates']} of {dim} coordinates kept")
+      plan.append((model, reading))
+      items.append(common.config('mnist', args, f'aadp_fl_eps{EPSILON:g}_pilot_{reading}',
+                                 epsilon=EPSILON, stop_after_round=1 if args.quick else
+                                 args.rounds, **READINGS[reading]))
+  # `run_all`: a second copy of the command runs the next configuration side by side.
+  results = common.run_all(items, command, on_done=lambda i, _: common.publish(
+      items[i][1], args.figures_dir, os.path.basename(items[i][1])))
+  for (model, reading), (cfg, out), metrics in zip(plan, items, results):
+    dim = common.model_dim('mnist', model)
+    per_sigma = 0.0 if reading == 'noiseless' else cfg.clip_norm / cfg.batch_size
+    table += rows_of(model, reading, dim, metrics, out, cfg.clip_norm, per_sigma)
+    last = table[-1]
+    print(f"{model} {reading}: test accuracy {float(last['test_accuracy']):.4f} after "
+          f"round {last['round']}, {last['kept_coordinates']} of {dim} coordinates kept")
   common.write_table(path, table)
   return 0
 

@@ -85,16 +85,21 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
         log(f'== reusing {out}')
         return plotting.read_metrics(out)
       if finished:  # another configuration's: emptied, the locked folder kept
-        for name in os.listdir(out):
-          path = os.path.join(out, name)
-          if os.path.isdir(path):
-            shutil.rmtree(path)
-          else:
-            os.remove(path)
+        _empty(out)
     log(f'== {cfg.method} on {cfg.dataset} -> {out}')
     resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)
     return plotting.read_metrics(out)
+
+
+def _empty(folder: str) -> None:
+  """Removes everything inside `folder`, keeping the folder itself (and its lock)."""
+  for name in os.listdir(folder):
+    path = os.path.join(folder, name)
+    if os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path)
+    else:
+      os.remove(path)
 
 
 def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], log=print,

@@ -68,27 +68,28 @@ def main(argv=None) -> int:
   table = [r for r in cc.read_rows(path) or [] if r['group'] not in args.groups]
   for group in args.groups:
     by_eps, by_n = {}, {}
-    for eps in epsilons:
-      for n in cohorts:
-        cfg, out = cc.config(args, group, 'cosafed', cohort=n, epsilon=eps)
-        rows = cc.run_cached(cfg, out, command)
-        cc.publish(out, args.figures_dir)
-        for r in rows:
-          r['epsilon_prime_mean'] = r['epsilon_prime_sum'] / n
-        by_eps[(eps, n)] = rows
-        by_n[(n, eps)] = rows
-        uploads = n * len(rows)
-        table.append(dict(
-            group=group, cohort_size=n, epsilon=eps,
-            best_test_accuracy=round(cc.best_accuracy(rows), 2),
-            final_test_accuracy=round(cc.final_accuracy(rows), 2),
-            total_budget=round(cc.total_budget(rows), 2),
-            lowered_uploads_pct=round(100 * sum(r['adjusted_clients'] for r in rows) / uploads, 2),
-            mean_budget_ratio=round(cc.total_budget(rows) / (uploads * eps), 4),
-            floor_binding=int(sum(r['floor_binding'] for r in rows)),
-            zero_budget_clients=int(sum(r['zero_budget_clients'] for r in rows)),
-            wall_seconds=round(rows[-1]['wall_seconds'], 1),
-            run=cc.portable(out, os.path.dirname(out))))
+    plan = [(eps, n, *cc.config(args, group, 'cosafed', cohort=n, epsilon=eps))
+            for eps in epsilons for n in cohorts]
+    # `run_all`: a second copy of the command runs the next configuration side by side.
+    results = cc.run_all([(cfg, out) for *_, cfg, out in plan], command,
+                         on_done=lambda i, _: cc.publish(plan[i][-1], args.figures_dir))
+    for (eps, n, _, out), rows in zip(plan, results):
+      for r in rows:
+        r['epsilon_prime_mean'] = r['epsilon_prime_sum'] / n
+      by_eps[(eps, n)] = rows
+      by_n[(n, eps)] = rows
+      uploads = n * len(rows)
+      table.append(dict(
+          group=group, cohort_size=n, epsilon=eps,
+          best_test_accuracy=round(cc.best_accuracy(rows), 2),
+          final_test_accuracy=round(cc.final_accuracy(rows), 2),
+          total_budget=round(cc.total_budget(rows), 2),
+          lowered_uploads_pct=round(100 * sum(r['adjusted_clients'] for r in rows) / uploads, 2),
+          mean_budget_ratio=round(cc.total_budget(rows) / (uploads * eps), 4),
+          floor_binding=int(sum(r['floor_binding'] for r in rows)),
+          zero_budget_clients=int(sum(r['zero_budget_clients'] for r in rows)),
+          wall_seconds=round(rows[-1]['wall_seconds'], 1),
+          run=cc.portable(out, os.path.dirname(out))))
     f_curves, f_best, f_budget = FIG_NUMBERS[group]
     name = cc.GROUP_LABEL[group]
     for y, ylabel, suffix in (('test_accuracy', 'test accuracy', ''),

@@ -53,10 +53,11 @@ def main(argv=None) -> int:
     plan = [(m, s) for m in cc.METHODS for s in args.seeds]
     plan += [(m, args.seeds[0]) for m in VARIANT_ROWS]
     per_method: dict[str, list[dict]] = {}
-    for method, seed in plan:
-      cfg, out = cc.config(args, group, method, seed=seed)
-      rows = cc.run_cached(cfg, out, command)
-      cc.publish(out, args.figures_dir)
+    items = [cc.config(args, group, method, seed=seed) for method, seed in plan]
+    # `run_all`: a second copy of the command runs the next configuration side by side.
+    results = cc.run_all(items, command,
+                         on_done=lambda i, _: cc.publish(items[i][1], args.figures_dir))
+    for (method, seed), (_, out), rows in zip(plan, items, results):
       last = rows[-1]
       r = dict(group=group, method=method, label=cc.LABEL[method], seed=seed,
                rounds=len(rows), total_budget=round(cc.total_budget(rows), 2),

@@ -36,12 +36,15 @@ def main(argv=None) -> int:
   path = os.path.join(args.figures_dir, 'pilot.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   for dataset in args.datasets:
+    items = []
     for epsilon in args.epsilons:
       cfg, out = dc.config(args, dataset, 'dp_fedags', epsilon, delta_s='clip',
                            rounds=2 if args.quick else args.rounds)
-      out += '_deltaS_clip'
-      rows = dc.run_cached(cfg, out, command)
-      dc.copy_results(out, os.path.join(args.figures_dir, 'runs', os.path.basename(out)))
+      items.append((cfg, out + '_deltaS_clip'))
+    # `run_all`: a second copy of the command runs the next configuration side by side.
+    results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
+        items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+    for epsilon, (_, out), rows in zip(args.epsilons, items, results):
       for r in rows:
         table.append(dict(dataset=dataset, epsilon=epsilon, delta_s='clip',
                           round=int(r['round']), **{k: r.get(k, '') for k in COLUMNS},

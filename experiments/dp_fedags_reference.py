@@ -31,10 +31,11 @@ def main(argv=None) -> int:
       argv if argv is not None else sys.argv[1:])
   path = os.path.join(args.figures_dir, 'reference.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
-  for dataset in args.datasets:
-    cfg, out = dc.config(args, dataset, 'fedavg', None)
-    rows = dc.run_cached(cfg, out, command)
-    dc.copy_results(out, os.path.join(args.figures_dir, 'runs', os.path.basename(out)))
+  items = [dc.config(args, dataset, 'fedavg', None) for dataset in args.datasets]
+  # `run_all`: a second copy of the command runs the next dataset side by side.
+  results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
+      items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+  for dataset, (_, out), rows in zip(args.datasets, items, results):
     table.append(dict(dataset=dataset, method='FedAvg (non-private)',
                       mean_accuracy=round(dc.mean_accuracy(rows), 2),
                       final_accuracy=round(dc.final_accuracy(rows), 2),

@@ -37,27 +37,29 @@ def main(argv=None) -> int:
   path = os.path.join(args.figures_dir, 'table4.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   for dataset in args.datasets:
-    for epsilon in args.epsilons:
-      curves = {}
-      for method in args.methods:
-        cfg, out = dc.config(args, dataset, method, epsilon)
-        rows = dc.run_cached(cfg, out, command)
-        dc.copy_results(out, os.path.join(args.figures_dir, 'runs', os.path.basename(out)))
-        curves[dc.METHOD_LABEL[method]] = rows
-        paper = dc.PAPER_TABLE4.get((epsilon, method))
-        last = rows[-1]
-        frac = [r['significant_fraction'] for r in rows
-                if isinstance(r.get('significant_fraction'), float)]
-        table.append(dict(
-            dataset=dataset, epsilon=epsilon, method=dc.METHOD_LABEL[method],
-            paper_mean_accuracy=(paper[dc.DATASETS.index(dataset)] if paper else ''),
-            mean_accuracy=round(dc.mean_accuracy(rows), 2),
-            final_accuracy=round(dc.final_accuracy(rows), 2), rounds=int(last['round']),
-            epsilon_claimed=last['epsilon_claimed'],
-            epsilon_guaranteed=last['epsilon_guaranteed'],
-            perturbed_fraction=round(statistics.mean(frac), 4) if frac else '',
-            wall_seconds=round(last['wall_seconds'], 1),
-            run=dc.portable(out, os.path.dirname(out))))
+    plan = [(epsilon, method) for epsilon in args.epsilons for method in args.methods]
+    items = [dc.config(args, dataset, method, epsilon) for epsilon, method in plan]
+    # `run_all`: a second copy of the command runs the next configuration side by side.
+    results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
+        items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+    curves_of = {epsilon: {} for epsilon in args.epsilons}
+    for (epsilon, method), (_, out), rows in zip(plan, items, results):
+      curves_of[epsilon][dc.METHOD_LABEL[method]] = rows
+      paper = dc.PAPER_TABLE4.get((epsilon, method))
+      last = rows[-1]
+      frac = [r['significant_fraction'] for r in rows
+              if isinstance(r.get('significant_fraction'), float)]
+      table.append(dict(
+          dataset=dataset, epsilon=epsilon, method=dc.METHOD_LABEL[method],
+          paper_mean_accuracy=(paper[dc.DATASETS.index(dataset)] if paper else ''),
+          mean_accuracy=round(dc.mean_accuracy(rows), 2),
+          final_accuracy=round(dc.final_accuracy(rows), 2), rounds=int(last['round']),
+          epsilon_claimed=last['epsilon_claimed'],
+          epsilon_guaranteed=last['epsilon_guaranteed'],
+          perturbed_fraction=round(statistics.mean(frac), 4) if frac else '',
+          wall_seconds=round(last['wall_seconds'], 1),
+          run=dc.portable(out, os.path.dirname(out))))
+    for epsilon, curves in curves_of.items():
       plotting.save(plotting.plot_curves(
           curves, 'test_accuracy', 'test accuracy',
           f'DP-FedAGS Fig. 3: {dc.LABEL[dataset]}, epsilon = {epsilon:g}'),

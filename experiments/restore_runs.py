@@ -98,20 +98,35 @@ def restore(figures_dir: str, runs_dir: str, dry_run: bool = False,
       if there > here:
         log(f'note: {dest} holds a checkpoint at round {here}, its parked copy {src} one '
             f'at round {there}; kept this one (remove the folder to take the copy)')
-    if (os.path.exists(os.path.join(dest, 'summary.json')) or
-        os.path.exists(os.path.join(dest, runner.CHECKPOINT))):
+    if _holds_a_run(dest):
       continue
-    if runner.is_running(dest):  # started here, before its first checkpoint
+    if dry_run:
+      if runner.is_running(dest):
+        log(f'skipped {dest}: a process is running it')
+      else:
+        log(f'would restore {dest} <- {src}')
+        written.append(dest)
+      continue
+    os.makedirs(dest, exist_ok=True)
+    try:
+      with runner.run_lock(dest):  # checked and copied under the lock a run takes
+        if _holds_a_run(dest):
+          continue
+        for f in FILES:
+          if os.path.exists(os.path.join(src, f)):
+            shutil.copy(os.path.join(src, f), os.path.join(dest, f))
+    except runner.RunInProgressError:  # started here, before its first checkpoint
       log(f'skipped {dest}: a process is running it')
       continue
-    log(f'{"would restore" if dry_run else "restored"} {dest} <- {src}')
+    log(f'restored {dest} <- {src}')
     written.append(dest)
-    if not dry_run:
-      os.makedirs(dest, exist_ok=True)
-      for f in FILES:
-        if os.path.exists(os.path.join(src, f)):
-          shutil.copy(os.path.join(src, f), os.path.join(dest, f))
   return written
+
+
+def _holds_a_run(folder: str) -> bool:
+  """True where `folder` holds a finished run (`summary.json`) or a checkpoint."""
+  return any(os.path.exists(os.path.join(folder, f)) for f in ('summary.json',
+                                                                runner.CHECKPOINT))
 
 
 def main(argv=None) -> int:

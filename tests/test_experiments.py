@@ -481,14 +481,30 @@ def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert str(tmp_path) not in report
 
 
-def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import dp_fedags_table4
+def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd):
+  import types  # pylint: disable=g-import-not-at-top
+  from experiments import common as exp_common, dp_fedags_common, dp_fedags_table4  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
   from tffdp.algorithms import dp_fedags
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
+  # "Another copy of the command" holds the first run (DP-FedAvg): this one runs the
+  # others first, then waits (one poll, which the other copy's end ends) and runs it.
+  first = tmp_path / 'runs' / 'mnist_dp_fedavg_ags_eps0.5_seed0_quick'
+  first.mkdir(parents=True)
+  held = contextlib.ExitStack()
+  held.enter_context(runner.run_lock(str(first)))
+  monkeypatch.setattr(exp_common, 'time', types.SimpleNamespace(sleep=lambda s: held.close()))
   assert dp_fedags_table4.main(['--quick', '--data-dir', data_dir, '--runs-dir',
                                 str(tmp_path / 'runs'), '--figures-dir', str(figs),
                                 '--epsilons', '0.5']) == 0
+  out = capfd.readouterr().out
+  assert f'== {first} is being run by another process' in out
+  assert out.index(f'== waiting for {first}') > out.index('mnist_dp_fedags_eps0.5_seed0')
+  assert (first / 'summary.json').exists() and not runner.is_running(str(first))
+  with open(figs / 'table4.csv') as f:
+    assert [r['method'] for r in csv.DictReader(f)] == [
+        dp_fedags_common.METHOD_LABEL[m] for m in dp_fedags_common.METHODS]
   with open(figs / 'table4.csv') as f:
     rows = {r['method']: r for r in csv.DictReader(f)}
   assert rows['DP-FedAGS']['paper_mean_accuracy'] == '94.75'
@@ -800,7 +816,8 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
   lines = []
   with runner.run_lock(out):
     assert restore_runs.restore(str(figs), str(runs), log=lines.append) == []
-  assert lines == [f'skipped {out}: a process is running it'] and os.listdir(out) == []
+    assert restore_runs.restore(str(figs), str(runs), dry_run=True, log=lines.append) == []
+  assert lines == [f'skipped {out}: a process is running it'] * 2 and os.listdir(out) == []
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == [out]
   assert os.path.exists(os.path.join(out, runner.CHECKPOINT))
   lines = []
