@@ -139,7 +139,7 @@ def _not_run(tables, figs) -> list[str]:
         state = (f'{len(done)} of {total} runs finished ('
                  + ', '.join(f'`{d}`' for d in done) + '), the rest to run')
     missing.append(f'- {what}: {state}: `{command}` ({cost}; runs resume from their '
-                   'checkpoints).')
+                   'checkpoints; the command launched twice runs two side by side).')
   return missing or ['Nothing: every artefact of the issue is regenerated.']
 
 

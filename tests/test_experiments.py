@@ -935,6 +935,8 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
   assert len(missing) == len(aadp_fl_report.EXPECTED)
   fig7a = 'Fig. 7a (CIFAR-10, AlexNet-style)'
   assert f'- {fig7a}: not run yet: ' in missing[-1]
+  assert missing[-1].endswith('; runs resume from their checkpoints; the command launched '
+                              'twice runs two side by side).')
   # Fig. 7a's runs land one by one: the finished ones (with a summary) are counted.
   for run, files in (('cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0', ('summary.json',)),
                      ('cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0',
