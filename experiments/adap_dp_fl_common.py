@@ -25,7 +25,7 @@ import sys
 import numpy as np
 
 from experiments import common
-from experiments.common import copy_config, entry, portable, read_rows, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
+from experiments.common import copy_config, entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import plotting
 
@@ -226,6 +226,20 @@ def run_or_reuse(cfg: config_lib.RunConfig, out: str, command: list[str], args,
   return rows, False
 
 
+def run_all_or_reuse(items: list[tuple[config_lib.RunConfig, str]], command: list[str],
+                     args) -> list[tuple[list[dict], bool]]:
+  """`run_or_reuse` on each `(config, out)` through `experiments.common.run_all`.
+
+  A run another process holds (a second copy of the command) is put off and waited for,
+  so two copies of a figure command run its curves side by side.
+
+  Returns:
+    `(rows, from_copy)` of each item (`run_or_reuse`), in the order of `items`.
+  """
+  return run_all(items, command, run_fn=lambda cfg, out, command, log: run_or_reuse(
+      cfg, out, command, args, log=log))
+
+
 def run_figure(fig: int, doc: str, curves, argv=None) -> int:
   """Runs (or reuses) every curve of Fig. `fig` on each dataset; writes the plots and table.
 
@@ -249,9 +263,11 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
   table = []
   for dataset in args.datasets:
     runs = {}
-    for label, cfg, out, paper_acc in curves(dataset, args):
-      runs[label], _ = run_or_reuse(cfg, out, command, args)
-      table.append(summary_row(dataset, label, runs[label], out, paper_acc))
+    plan = curves(dataset, args)
+    results = run_all_or_reuse([(cfg, out) for _, cfg, out, _ in plan], command, args)
+    for (label, _, out, paper_acc), (rows, _) in zip(plan, results):
+      runs[label] = rows
+      table.append(summary_row(dataset, label, rows, out, paper_acc))
     plots = [('test_accuracy', 'test accuracy', ''), ('test_loss', 'test loss', '_loss')]
     if fig in (3, 5):
       plots.append(('clip_norm', 'mean clipping threshold C', '_threshold'))

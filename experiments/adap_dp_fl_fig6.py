@@ -30,13 +30,14 @@ def main(argv=None) -> int:
   for dataset in args.datasets:
     paper, reported = common.PAPER[dataset], common.PAPER_RESULTS[dataset]
     runs = {}
-    for label, tag, clipping, query in (
-        ('noise decay (C = 1.0)', 'decay', 'constant', 'accounted'),
-        ('Adap DP-FL, paper\'s count', 'adap_dp_fl_paper_count', 'adaptive', 'free'),
-        ('Adap DP-FL, epsilon_guaranteed', 'adap_dp_fl', 'adaptive', 'accounted')):
-      cfg, out = common.config(dataset, args, tag, clipping=clipping, noise_schedule='decay',
-                               noise_multiplier=paper['sigma_0'], clip_norm_query=query)
-      rows, from_copy = common.run_or_reuse(cfg, out, command, args)
+    plan = (('noise decay (C = 1.0)', 'decay', 'constant', 'accounted'),
+            ('Adap DP-FL, paper\'s count', 'adap_dp_fl_paper_count', 'adaptive', 'free'),
+            ('Adap DP-FL, epsilon_guaranteed', 'adap_dp_fl', 'adaptive', 'accounted'))
+    items = [common.config(dataset, args, tag, clipping=clipping, noise_schedule='decay',
+                           noise_multiplier=paper['sigma_0'], clip_norm_query=query)
+             for _, tag, clipping, query in plan]
+    results = common.run_all_or_reuse(items, command, args)
+    for (label, *_), (_, out), (rows, from_copy) in zip(plan, items, results):
       runs[label] = rows
       decays = (common.decays_from_sigma(paper['sigma_0'], paper['beta'],
                                          rows[-1]['noise_multiplier'])

@@ -44,13 +44,15 @@ def main(argv=None) -> int:
   old = common.read_rows(path) or []
   table = [r for r in old if r['dataset'] not in args.datasets]
   for dataset in args.datasets:
+    items = []
     for seed in args.seeds:
       seeded = copy.copy(args)
       seeded.seed = seed
-      cfg, out = common.config(dataset, seeded, f'constant_sigma{SIGMA:g}',
-                               clipping='constant', noise_schedule='constant',
-                               noise_multiplier=SIGMA)
-      rows, _ = common.run_or_reuse(cfg, out, command, args)
+      items.append(common.config(dataset, seeded, f'constant_sigma{SIGMA:g}',
+                                 clipping='constant', noise_schedule='constant',
+                                 noise_multiplier=SIGMA))
+    results = common.run_all_or_reuse(items, command, args)
+    for seed, (_, out), (rows, _) in zip(args.seeds, items, results):
       table.append(dict(seed=seed, **common.summary_row(
           dataset, f'constant sigma = {SIGMA:g}', rows, out, None)))
     s = spread(table, dataset)
