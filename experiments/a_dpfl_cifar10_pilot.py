@@ -86,8 +86,7 @@ def main(argv=None) -> int:
     cfg = dataclasses.replace(cfg, stop_after_round=min(args.rounds, cfg.rounds))
     items.append((cfg, common.run_dir(args, cfg, 'a_dpfl_noniid_pilot')))
   # `run_all`: a second copy of the command runs the next setting side by side.
-  results = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
-      items[i][1], os.path.join(args.figures_dir, 'pilots', os.path.basename(items[i][1]))))
+  results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'pilots'))
   for (epochs, lr), (cfg, out), metrics in zip(settings, items, results):
     name = os.path.basename(out)
     steps = local_steps(examples, cfg.batch_size, epochs)

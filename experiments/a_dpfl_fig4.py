@@ -47,8 +47,8 @@ def main(argv=None) -> int:
     cfg = common.method_config(m, args.dataset, args, **overrides)
     items.append((cfg, common.run_dir(args, cfg, f'{slug}_noniid')))
   # Runs another process holds (the same command launched twice) go last.
-  rows = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
-      items[i][1], os.path.join(args.figures_dir, stem, curves[i][0])))
+  rows = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, stem),
+                        publish_as=[c[0] for c in curves])
   for (_, label, _, _), (_, out), run_rows in zip(curves, items, rows):
     runs[label] = run_rows
     s = plotting.read_metrics(out)[-1]

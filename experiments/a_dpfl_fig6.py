@@ -38,8 +38,8 @@ def main(argv=None) -> int:
     tag = 'a_dpfl_noniid' if k == REUSED_K else f'a_dpfl_noniid_k{k:g}'
     items.append((cfg, common.run_dir(args, cfg, tag)))
   # `run_all`: a second copy of the command runs the next configuration side by side.
-  results = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
-      items[i][1], os.path.join(args.figures_dir, stem, f'k{ks[i]:g}')))
+  results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, stem),
+                           publish_as=[f'k{k:g}' for k in ks])
   for k, (_, out), rows in zip(ks, items, results):
     table.append(dict(k=k, final_test_accuracy=rows[-1]['test_accuracy'],
                       final_noise_multiplier=rows[-1]['noise_multiplier'],

@@ -50,8 +50,8 @@ def main(argv=None) -> int:
       cells.append((dataset, setting, selection, name))
       items.append((cfg, common.run_dir(args, cfg, tag)))
   # Runs another process holds (the same command launched twice) go last.
-  results = common.run_all(items, command, on_done=lambda i, _: common.copy_results(
-      items[i][1], os.path.join(args.figures_dir, stem, cells[i][3])))
+  results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, stem),
+                           publish_as=[c[3] for c in cells])
   table = []
   for (dataset, setting, selection, _), (_, out), rows in zip(cells, items, results):
     table.append(dict(dataset=dataset, setting=setting, selection=selection,

@@ -86,8 +86,7 @@ def main(argv=None) -> int:
                                  epsilon=EPSILON, stop_after_round=1 if args.quick else
                                  args.rounds, **READINGS[reading]))
   # `run_all`: a second copy of the command runs the next configuration side by side.
-  results = common.run_all(items, command, on_done=lambda i, _: common.publish(
-      items[i][1], args.figures_dir, os.path.basename(items[i][1])))
+  results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'runs'))
   for (model, reading), (cfg, out), metrics in zip(plan, items, results):
     dim = common.model_dim('mnist', model)
     per_sigma = 0.0 if reading == 'noiseless' else cfg.clip_norm / cfg.batch_size

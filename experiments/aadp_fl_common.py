@@ -216,11 +216,6 @@ def _get(row: dict, *keys):
   return ''
 
 
-def publish(out: str, figures_dir: str, name: str) -> None:
-  """Copies a run's config (portable paths), metrics and summary to `figures_dir/runs/`."""
-  copy_results(out, os.path.join(figures_dir, 'runs', name))
-
-
 Curve = tuple[str, config_lib.RunConfig, str, dict]
 
 
@@ -267,10 +262,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   table = []
   for dataset in args.datasets:
     items = curves(dataset, args)
-    outs = [out for _, _, out, _ in items]
     rows = run_all([(cfg, out) for _, cfg, out, _ in items], command,
-                   on_done=lambda i, _: publish(outs[i], args.figures_dir,
-                                                os.path.basename(outs[i])))
+                   publish_to=os.path.join(args.figures_dir, 'runs'))
     runs = {}
     for (label, _, out, extra), run_rows in zip(items, rows):
       runs[label] = run_rows

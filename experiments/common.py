@@ -16,6 +16,7 @@ import re
 import shutil
 import sys
 import time
+from typing import Optional, Sequence
 
 from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
@@ -103,8 +104,9 @@ def _empty(folder: str) -> None:
 
 
 def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], log=print,
-            run_fn=None, poll_seconds: float = 60.0,
-            on_done=None) -> list[list[dict]]:
+            run_fn=None, poll_seconds: float = 60.0, on_done=None,
+            publish_to: Optional[str] = None,
+            publish_as: Optional[Sequence[str]] = None) -> list[list[dict]]:
   """`run_cached` on each `(config, out)`, letting several processes share the work.
 
   A run that another process is running (`runner.RunInProgressError`: it holds
@@ -120,18 +122,31 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
     log: Progress sink.
     run_fn: `(config, out, command, log) -> rows` (default `run_cached`; tests replace it).
     poll_seconds: Seconds between two checks of a run put off.
-    on_done: Called as `on_done(index, rows)` as each item's run ends (say, to publish
-      it), before the next one starts.
+    on_done: Called as `on_done(index, rows)` as each item's run ends, before the next
+      one starts (after its publishing, if any).
+    publish_to: A folder (say `<figures>/runs`): as each run ends, `copy_results` copies
+      it to `publish_to/<name>`, so the figures folder has it even if the command stops
+      before the last run.
+    publish_as: The copies' names, one per item (default: each run directory's name).
 
   Returns:
     The metrics rows of each item, in the order of `items`.
+
+  Raises:
+    ValueError: `publish_as` without `publish_to`, or not one name per item.
   """
   run_fn = run_fn or run_cached
+  if publish_as is not None and (publish_to is None or len(publish_as) != len(items)):
+    raise ValueError(f'publish_as needs publish_to and one name per item ({len(items)}); '
+                     f'got publish_to={publish_to!r} and {len(publish_as)} name(s)')
   results: dict[int, list[dict]] = {}
 
   def attempt(i):
     cfg, out = items[i]
     results[i] = run_fn(cfg, out, command, log=log)
+    if publish_to is not None:
+      name = publish_as[i] if publish_as is not None else os.path.basename(out)
+      copy_results(out, os.path.join(publish_to, name))
     if on_done:
       on_done(i, results[i])
 

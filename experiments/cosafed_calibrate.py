@@ -49,7 +49,7 @@ def main(argv=None) -> int:
     items.append(cc.config(args, 'equal', 'lapfed', epsilon=epsilon, tag=tag, **kw))
   # `run_all`: a second copy of the command runs the next configuration side by side.
   results = cc.run_all(items, command,
-                       on_done=lambda i, _: cc.publish(items[i][1], args.figures_dir))
+                       publish_to=os.path.join(args.figures_dir, 'runs'))
   for (label, local, epsilon, sensitivity, _), (_, out), rows in zip(runs, items, results):
     curves[label] = rows
     table.append(dict(run=label, local_training=local,

@@ -110,7 +110,3 @@ def best_accuracy(rows: list[dict]) -> float:
 def final_accuracy(rows: list[dict]) -> float:
   return 100.0 * [r['test_accuracy'] for r in rows
                   if isinstance(r.get('test_accuracy'), float)][-1]
-
-
-def publish(out: str, figures_dir: str) -> None:
-  copy_results(out, os.path.join(figures_dir, 'runs', os.path.basename(out)))

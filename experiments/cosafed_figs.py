@@ -72,7 +72,7 @@ def main(argv=None) -> int:
             for eps in epsilons for n in cohorts]
     # `run_all`: a second copy of the command runs the next configuration side by side.
     results = cc.run_all([(cfg, out) for *_, cfg, out in plan], command,
-                         on_done=lambda i, _: cc.publish(plan[i][-1], args.figures_dir))
+                         publish_to=os.path.join(args.figures_dir, 'runs'))
     for (eps, n, _, out), rows in zip(plan, results):
       for r in rows:
         r['epsilon_prime_mean'] = r['epsilon_prime_sum'] / n

@@ -56,7 +56,7 @@ def main(argv=None) -> int:
     items = [cc.config(args, group, method, seed=seed) for method, seed in plan]
     # `run_all`: a second copy of the command runs the next configuration side by side.
     results = cc.run_all(items, command,
-                         on_done=lambda i, _: cc.publish(items[i][1], args.figures_dir))
+                         publish_to=os.path.join(args.figures_dir, 'runs'))
     for (method, seed), (_, out), rows in zip(plan, items, results):
       last = rows[-1]
       r = dict(group=group, method=method, label=cc.LABEL[method], seed=seed,

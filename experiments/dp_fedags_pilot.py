@@ -42,8 +42,7 @@ def main(argv=None) -> int:
                            rounds=2 if args.quick else args.rounds)
       items.append((cfg, out + '_deltaS_clip'))
     # `run_all`: a second copy of the command runs the next configuration side by side.
-    results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
-        items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+    results = dc.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'runs'))
     for epsilon, (_, out), rows in zip(args.epsilons, items, results):
       for r in rows:
         table.append(dict(dataset=dataset, epsilon=epsilon, delta_s='clip',

@@ -33,8 +33,7 @@ def main(argv=None) -> int:
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   items = [dc.config(args, dataset, 'fedavg', None) for dataset in args.datasets]
   # `run_all`: a second copy of the command runs the next dataset side by side.
-  results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
-      items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+  results = dc.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'runs'))
   for dataset, (_, out), rows in zip(args.datasets, items, results):
     table.append(dict(dataset=dataset, method='FedAvg (non-private)',
                       mean_accuracy=round(dc.mean_accuracy(rows), 2),

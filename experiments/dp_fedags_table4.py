@@ -40,8 +40,7 @@ def main(argv=None) -> int:
     plan = [(epsilon, method) for epsilon in args.epsilons for method in args.methods]
     items = [dc.config(args, dataset, method, epsilon) for epsilon, method in plan]
     # `run_all`: a second copy of the command runs the next configuration side by side.
-    results = dc.run_all(items, command, on_done=lambda i, _: dc.copy_results(
-        items[i][1], os.path.join(args.figures_dir, 'runs', os.path.basename(items[i][1]))))
+    results = dc.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'runs'))
     curves_of = {epsilon: {} for epsilon in args.epsilons}
     for (epsilon, method), (_, out), rows in zip(plan, items, results):
       curves_of[epsilon][dc.METHOD_LABEL[method]] = rows

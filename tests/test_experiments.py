@@ -646,6 +646,43 @@ def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   assert restore_runs.restore(str(figs), str(runs), log=lambda s: None) == []
 
 
+def test_run_all_publishes_each_run_as_it_ends(tmp_path):
+  from experiments import common as exp_common  # pylint: disable=g-import-not-at-top
+  items = [('cfg a', str(tmp_path / 'runs' / 'mnist_a_seed0')),
+           ('cfg b', str(tmp_path / 'runs' / 'mnist_b_seed0'))]
+  figs = tmp_path / 'figures'
+  seen = []
+
+  def fake_run(cfg, out, command, log):
+    os.makedirs(out)
+    with open(os.path.join(out, 'config.json'), 'w') as f:
+      json.dump({'run': cfg}, f)
+    with open(os.path.join(out, 'metrics.csv'), 'w') as f:
+      f.write(f'round\n{cfg}\n')
+    if cfg == 'cfg a':  # b is "paused": no summary
+      with open(os.path.join(out, 'summary.json'), 'w') as f:
+        f.write('{}')
+    return [{'round': 1}]
+
+  def on_done(i, rows):  # called after the run's copy is in place
+    seen.append(sorted(os.listdir(figs / 'curves')))
+
+  exp_common.run_all(items, ['x'], run_fn=fake_run, on_done=on_done,
+                     publish_to=str(figs / 'curves'), publish_as=['A', 'B'])
+  assert seen == [['A'], ['A', 'B']]
+  assert (figs / 'curves' / 'A' / 'metrics.csv').read_text() == 'round\ncfg a\n'
+  assert json.loads((figs / 'curves' / 'B' / 'config.json').read_text()) == {'run': 'cfg b'}
+  assert (figs / 'curves' / 'A' / 'summary.json').exists()
+  assert not (figs / 'curves' / 'B' / 'summary.json').exists()
+  # Default names: the run folders' own.
+  exp_common.run_all(items, ['x'], run_fn=lambda cfg, out, command, log: [],
+                     publish_to=str(figs / 'runs'))
+  assert sorted(os.listdir(figs / 'runs')) == ['mnist_a_seed0', 'mnist_b_seed0']
+  for bad in (dict(publish_as=['A']), dict(publish_to=str(figs), publish_as=['A'])):
+    with pytest.raises(ValueError, match='one name per item'):
+      exp_common.run_all(items, ['x'], run_fn=fake_run, **bad)
+
+
 def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path):
   from experiments import common as exp_common  # pylint: disable=g-import-not-at-top
   from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
