@@ -119,7 +119,8 @@ def main(argv=None) -> int:
         items.append((cfg, common.run_dir(args, cfg, 'fedavg_noniid')))
       # One E at a time (whether the next E runs depends on these): a second copy of the
       # command runs the other learning rate side by side (`run_all`).
-      results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'local_epochs'))
+      results = common.run_all(items, command,
+                               publish_to=os.path.join(args.figures_dir, 'local_epochs'))
       for lr, (_, out), rows in zip(args.learning_rates, items, results):
         accs = [r['test_accuracy'] for r in rows if isinstance(r.get('test_accuracy'), float)]
         rows_d.append(dict(dataset=dataset, local_epochs=epochs, learning_rate=lr,
