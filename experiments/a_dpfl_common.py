@@ -11,7 +11,7 @@ import os
 from typing import Optional
 
 
-from experiments.common import copy_results, entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
 # Table 1 (A-DPFL), plus the defaults the paper does not give (see NOT_GIVEN).

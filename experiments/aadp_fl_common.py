@@ -25,7 +25,7 @@ import os
 import sys
 from typing import Callable, Optional
 
-from experiments.common import copy_results, entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
+from experiments.common import entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import models, plotting, privacy
 from tffdp.algorithms import aadp_fl, ddgauss

@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from experiments.common import copy_results, entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
+from experiments.common import entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
 GROUPS = {'equal': 'label_shards_equal', 'random': 'label_shards'}
