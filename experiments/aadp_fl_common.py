@@ -268,8 +268,10 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
     for (label, _, out, extra), run_rows in zip(items, rows):
       runs[label] = run_rows
       table.append(summary_row(dataset, label, run_rows, out, **extra))
+    styles = _sweep_styles(items, sweep[0]) if sweep else None
     for y, ylabel, suffix in plots:
-      figure = plotting.plot_curves(runs, y, ylabel, f'AADP-FL {title}: {LABEL[dataset]}')
+      figure = plotting.plot_curves(runs, y, ylabel, f'AADP-FL {title}: {LABEL[dataset]}',
+                                    styles=styles)
       plotting.save(figure, os.path.join(args.figures_dir, f'{name}_{dataset}{suffix}.png'))
     if sweep:
       _plot_sweep([r for r in table if r['dataset'] == dataset], sweep,
@@ -282,6 +284,24 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
           f"(best {r['best_test_accuracy']}%), eps claimed {r['epsilon_claimed']} / "
           f"guaranteed {r['epsilon_guaranteed']}, {r['wall_seconds']} s")
   return 0
+
+
+def _sweep_styles(items: list[Curve], key: str) -> dict[str, dict]:
+  """Line styles of a swept figure's per-round plot: one colour per value of the swept
+  column `key` (its `extra` column), one line style per `series` (solid for the first,
+  dashed for the second, ...), so each method's curves and each setting's pair read apart.
+
+  Returns:
+    Curve label -> `Axes.plot` keyword arguments (`plotting.plot_curves`' `styles`).
+  """
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+  lines = ('-', '--', ':', '-.')
+  values = list(dict.fromkeys(extra.get(key) for *_, extra in items))
+  series = list(dict.fromkeys(extra.get('series') for *_, extra in items))
+  return {label: dict(color=colors[values.index(extra.get(key)) % len(colors)],
+                      linestyle=lines[series.index(extra.get('series')) % len(lines)])
+          for label, _, _, extra in items}
 
 
 def _plot_sweep(rows: list[dict], sweep: tuple[str, str], title: str, path: str) -> None:

@@ -1113,6 +1113,28 @@ def test_aadp_fl_report_fig4_verdict_names_the_steps_that_do_not_fall():
   assert aadp_fl_report._fig4_verdicts([row('mnist', 0.0, 90)]) == []
 
 
+def test_aadp_fl_report_fig7_verdict_reads_the_gap_per_sampling_probability():
+  from experiments import aadp_fl_report
+  row = lambda d, series, q, acc: dict(dataset=d, series=series, q_user=str(q),
+                                       final_test_accuracy=str(acc))
+  lines = aadp_fl_report._fig7_verdicts([
+      row('mnist', 'AADP-FL', 0.2, 90), row('mnist', 'DP-FedAvg (Theorem 1 sigma)', 0.2, 80),
+      row('mnist', 'AADP-FL', 0.6, 91), row('mnist', 'DP-FedAvg (Theorem 1 sigma)', 0.6, 91),
+      row('mnist', 'AADP-FL', 1.0, 95), row('mnist', 'DP-FedAvg (Theorem 1 sigma)', 1.0, 90),
+      row('cifar10', 'AADP-FL', 0.2, 50), row('cifar10', 'DP-FedAvg (Theorem 1 sigma)', 0.2, 40),
+      row('cifar10', 'AADP-FL', 1.0, 70), row('cifar10', 'DP-FedAvg (Theorem 1 sigma)', 1.0, 50),
+      row('fashion_mnist', 'AADP-FL', 0.2, 80)])
+  assert lines[2] == ('- MNIST: AADP-FL minus DP-FedAvg, final test accuracy in points: '
+                      'q = 0.2: +10.00, q = 0.6: +0.00, q = 1: +5.00. AADP-FL is not ahead at '
+                      'q = 0.6; the gap does not widen at every step (q = 0.2 -> 0.6: +10.00 '
+                      '-> +0.00). One seed each.')
+  assert lines[3] == ('- CIFAR-10: AADP-FL minus DP-FedAvg, final test accuracy in points: '
+                      'q = 0.2: +10.00, q = 1: +20.00. AADP-FL is ahead at every q; the gap '
+                      'widens at every step. One seed each.')
+  assert len(lines) == 5  # no pair for Fashion-MNIST: no verdict
+  assert aadp_fl_report._fig7_verdicts([row('mnist', 'AADP-FL', 0.2, 90)]) == []
+
+
 def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
   from experiments import aadp_fl_report
   row = lambda eps, acc, best=None: dict(dataset='mnist', epsilon=eps,
@@ -1260,6 +1282,24 @@ def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
   assert aadp_fl_report.dp_fedavg_noise_ratio(config) == pytest.approx(
       0.5 * math.sqrt(dim) / 4)
   assert aadp_fl_report.dp_fedavg_noise_ratio(dict(config, method='aadp_fl')) is None
+
+
+def test_aadp_fl_report_fig7_noise_notes_read_the_dp_fedavg_run_copies(tmp_path):
+  from experiments import aadp_fl_common, aadp_fl_report
+  base = dict(dataset='mnist', model='mlp', noise_multiplier=0.5, clip_norm=0.3)
+  for name, method, cohort in (('a', 'aadp_fl', 4), ('b', 'dp_fedavg', 4),
+                               ('c', 'dp_fedavg', 10**6)):
+    os.makedirs(tmp_path / 'runs' / name)
+    with open(tmp_path / 'runs' / name / 'config.json', 'w') as f:
+      json.dump(dict(base, method=method, clients_per_round=cohort), f)
+  rows = [dict(run=f'$RUNS_DIR/aadp_fl/{n}', q_user=q)
+          for n, q in (('a', '0.2'), ('b', '0.2'), ('c', '1.0'), ('missing', '1.0'))]
+  ratio = 0.5 * math.sqrt(aadp_fl_common.model_dim('mnist', 'mlp')) / 4
+  (line, blank) = aadp_fl_report._fig7_noise_notes(str(tmp_path), rows)
+  assert line.endswith(f': {ratio:.3g} at q = 0.2, {ratio * 4 / 10**6:.3g} at q = 1. Above 1 '
+                       '(noise larger than the most signal one clipped update carries) in '
+                       '1 of 2 runs.') and blank == ''
+  assert aadp_fl_report._fig7_noise_notes(str(tmp_path), rows[:1]) == []
 
 
 @pytest.mark.parametrize('accs, verdict', [
