@@ -290,6 +290,7 @@ def _sweep_styles(items: list[Curve], key: str) -> dict[str, dict]:
   """Line styles of a swept figure's per-round plot: one colour per value of the swept
   column `key` (its `extra` column), one line style per `series` (solid for the first,
   dashed for the second, ...), so each method's curves and each setting's pair read apart.
+  A reference without the swept setting (`key` empty, e.g. FedAvg) is drawn solid black.
 
   Returns:
     Curve label -> `Axes.plot` keyword arguments (`plotting.plot_curves`' `styles`).
@@ -297,11 +298,17 @@ def _sweep_styles(items: list[Curve], key: str) -> dict[str, dict]:
   import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
   colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
   lines = ('-', '--', ':', '-.')
-  values = list(dict.fromkeys(extra.get(key) for *_, extra in items))
-  series = list(dict.fromkeys(extra.get('series') for *_, extra in items))
-  return {label: dict(color=colors[values.index(extra.get(key)) % len(colors)],
-                      linestyle=lines[series.index(extra.get('series')) % len(lines)])
-          for label, _, _, extra in items}
+  swept = [extra for *_, extra in items if extra.get(key) not in (None, '')]
+  values = list(dict.fromkeys(extra[key] for extra in swept))
+  series = list(dict.fromkeys(extra.get('series') for extra in swept))
+  styles = {}
+  for label, _, _, extra in items:
+    if extra.get(key) in (None, ''):
+      styles[label] = dict(color='black', linestyle='-')
+    else:
+      styles[label] = dict(color=colors[values.index(extra[key]) % len(colors)],
+                           linestyle=lines[series.index(extra.get('series')) % len(lines)])
+  return styles
 
 
 def _plot_sweep(rows: list[dict], sweep: tuple[str, str], title: str, path: str) -> None:

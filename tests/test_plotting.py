@@ -43,3 +43,11 @@ def test_sweep_styles_pair_colour_by_setting_and_line_style_by_series():
   assert styles['AADP-FL, q = 0.2']['color'] != styles['AADP-FL, q = 1.0']['color']
   assert {styles[f'AADP-FL, q = {q}']['linestyle'] for q in (0.2, 1.0)} == {'-'}
   assert {styles[f'DP-FedAvg, q = {q}']['linestyle'] for q in (0.2, 1.0)} == {'--'}
+  # A reference without the swept setting comes first: black, and the method stays solid.
+  reference = ('FedAvg', None, '', dict(epsilon='', series='FedAvg'))
+  styles = aadp_fl_common._sweep_styles(
+      [reference] + [(f'eps {e}', None, '', dict(epsilon=e, series='AADP-FL'))
+                     for e in (1, 2)], 'epsilon')
+  assert styles['FedAvg'] == dict(color='black', linestyle='-')
+  assert styles['eps 1']['linestyle'] == styles['eps 2']['linestyle'] == '-'
+  assert styles['eps 1']['color'] != styles['eps 2']['color'] != 'black'
