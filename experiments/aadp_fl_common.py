@@ -295,8 +295,7 @@ def _sweep_styles(items: list[Curve], key: str) -> dict[str, dict]:
   Returns:
     Curve label -> `Axes.plot` keyword arguments (`plotting.plot_curves`' `styles`).
   """
-  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
-  colors = plt.rcParams['axes.prop_cycle'].by_key()['color']
+  colors = plotting.plt.rcParams['axes.prop_cycle'].by_key()['color']
   lines = ('-', '--', ':', '-.')
   swept = [extra for *_, extra in items if extra.get(key) not in (None, '')]
   values = list(dict.fromkeys(extra[key] for extra in swept))

@@ -745,27 +745,39 @@ def _fig7_verdicts(rows) -> list[str]:
 def _fig7_noise_notes(figs, rows) -> list[str]:
   """One paragraph: the DP-FedAvg runs' expected noise norm of the cohort mean over S
   (`dp_fedavg_noise_ratio`), from their run copies; [] where none is DP-FedAvg."""
-  ratios = []
-  for row in rows:
-    config = _run_file(figs, row, 'config.json')
-    if not config:
-      continue
-    with open(config) as f:
-      ratio = dp_fedavg_noise_ratio(json.load(f))
-    if ratio is not None:
-      ratios.append((float(row['q_user']), ratio))
+  ratios = _dp_fedavg_ratios(figs, rows)
   if not ratios:
     return []
-  above = sum(r > 1 for _, r in ratios)
+  above = sum(r > 1 for *_, r in ratios)
   return ['DP-FedAvg runs at the sigma of AADP-FL\'s Theorem 1 (Amendment 6; their '
           'epsilon columns are DP-FedAvg\'s own client-level accounting). Expected L2 norm '
           'of the Gaussian noise on DP-FedAvg\'s cohort mean over the clip norm S, '
-          '`sigma sqrt(d) / K` (`dp_fedavg_noise_ratio`: TFF\'s `gaussian_fixed` adds '
-          'N(0, (sigma S)^2 I_d) to the sum of the clipped updates and divides by the '
-          'expected cohort K; the server applies the mean with learning rate 1): ' +
-          ', '.join(f'{_f(r, 3)} at q = {_f(q)}' for q, r in ratios) +
+          f'`sigma sqrt(d) / K` (`dp_fedavg_noise_ratio`: {_NOISE_RATIO_WHY}): ' +
+          ', '.join(f"{_f(r, 3)} at q = {_f(float(row['q_user']))}" for row, _, r in ratios) +
           f'. Above 1 (noise larger than the most signal one clipped update carries) in '
           f'{above} of {len(ratios)} runs.', '']
+
+
+# Why `dp_fedavg_noise_ratio` is `sigma sqrt(d) / K`, as the report states it.
+_NOISE_RATIO_WHY = ('TFF\'s `gaussian_fixed` adds N(0, (sigma S)^2 I_d) to the sum of the '
+                    'clipped updates and divides by the expected cohort K; d: the model\'s '
+                    'weights; the server applies the mean with learning rate 1')
+
+
+def _dp_fedavg_ratios(figs, rows) -> list[tuple[dict, dict, float]]:
+  """`(row, config, dp_fedavg_noise_ratio)` of each DP-FedAvg row whose run copy (its
+  `config.json` under `figs/runs/`) is here, in the order of `rows`."""
+  out = []
+  for row in rows:
+    path = _run_file(figs, row, 'config.json')
+    if not path:
+      continue
+    with open(path) as f:
+      config = json.load(f)
+    ratio = dp_fedavg_noise_ratio(config)
+    if ratio is not None:
+      out.append((row, config, ratio))
+  return out
 
 
 def _budget_sensitivity(cnn_rows, mlp_rows) -> str:
@@ -832,10 +844,8 @@ def _unlisted_runs(figs, tables) -> list[str]:
           'were paused while other work used the cores); the median round time does not '
           'depend on one long round. "DP-FedAvg noise norm of the mean / S" is the expected '
           'L2 norm of the Gaussian noise on DP-FedAvg\'s cohort mean, `sigma S sqrt(d) / K` '
-          '(TFF\'s `gaussian_fixed` adds N(0, (sigma S)^2 I) to the sum of the clipped '
-          'updates and divides by the expected cohort K; d: the model\'s weights), against '
-          'S, the most signal a clipped update carries; the server applies the mean with '
-          'learning rate 1.' + _mlp_noise_reference(figs)]
+          f'({_NOISE_RATIO_WHY}), against S, the most signal a clipped update carries.' +
+          _mlp_noise_reference(figs)]
 
 
 def dp_fedavg_noise_ratio(config: dict):
@@ -869,17 +879,11 @@ def _dp_fedavg_noise_cell(run_dir) -> str:
 def _mlp_noise_reference(figs) -> str:
   """` For reference, ...`: the same ratio for Fig. 7's MNIST MLP DP-FedAvg runs (which
   trained), from their run copies (`fig7.csv` holds accuracies in %); '' without them."""
-  parts = []
-  for row in read_rows(os.path.join(figs, 'fig7.csv')) or []:
-    config = _run_file(figs, row, 'config.json')
-    if row['dataset'] != 'mnist' or not config:
-      continue
-    with open(config) as f:
-      cfg = json.load(f)
-    ratio = dp_fedavg_noise_ratio(cfg)
-    if ratio is not None:
-      parts.append(f"{_f(ratio, 3)} at q = {_f(cfg['clients_per_round'] / cfg['clients'])} "
-                   f"({_f(float(row['final_test_accuracy']))}% final test accuracy)")
+  mnist = [r for r in read_rows(os.path.join(figs, 'fig7.csv')) or []
+           if r['dataset'] == 'mnist']
+  parts = [f"{_f(ratio, 3)} at q = {_f(cfg['clients_per_round'] / cfg['clients'])} "
+           f"({_f(float(row['final_test_accuracy']))}% final test accuracy)"
+           for row, cfg, ratio in _dp_fedavg_ratios(figs, mnist)]
   if not parts:
     return ''
   return (f" For reference, Fig. 7's MNIST MLP DP-FedAvg runs "
