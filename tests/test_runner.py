@@ -61,6 +61,63 @@ def test_cli_invalid_hyperparameters_exit_2(args, name):
   assert name in r.stderr and 'Traceback' not in r.stderr
 
 
+_TOY_CLI = ['--dataset', 'synthetic', '--rounds', '2', '--clients', '20',
+            '--clients-per-round', '5', '--model', 'logistic_regression',
+            '--num-validation', '100']
+
+
+@pytest.mark.parametrize('args,reason', [
+    (['--method', 'fedavg', '--learning-rate', 'nan'], 'learning_rate must be a finite'),
+    (['--method', 'dp_fedavg', '--noise-multiplier', 'inf'], 'noise_multiplier must be a finite'),
+    (['--method', 'dpfl', '--clip-norm=-inf'], 'clip_norm must be a finite'),
+    (['--method', 'dpfl', '--delta', 'nan'], 'delta must be a finite'),
+    (['--method', 'fedavg', '--epsilon-budget', 'inf'], 'epsilon_budget must be a finite'),
+    (['--method', 'aadp_fl', '--epsilon', 'nan'], 'epsilon must be a finite'),
+    (['--method', 'a_dpfl', '--k', 'inf'], 'k must be a finite'),
+    (['--method', 'adap_dp_fl', '--lot-size', '100000000'],
+     "lot_size must be at most the largest client's example count"),
+])
+def test_cli_bad_numbers_exit_2_with_one_line_and_write_nothing(tmp_path, args, reason):
+  out = tmp_path / 'run'
+  r = cli(args + _TOY_CLI + ['--out', str(out)])
+  assert r.returncode == 2, r.stderr
+  errors = [line for line in r.stderr.splitlines() if line.startswith('error:')]
+  assert len(errors) == 1 and reason in errors[0], r.stderr
+  assert 'Traceback' not in r.stderr
+  assert not out.exists()   # nothing half-written
+
+
+def test_cli_out_naming_a_file_exits_2_and_leaves_it(tmp_path):
+  out = tmp_path / 'a_file'
+  out.write_text('mine')
+  r = cli(['--method', 'fedavg'] + _TOY_CLI + ['--out', str(out)])
+  assert r.returncode == 2 and 'Traceback' not in r.stderr
+  assert 'out names an existing file' in r.stderr
+  assert out.read_text() == 'mine'
+
+
+def test_cli_resume_without_a_checkpoint_exits_2(tmp_path):
+  out = tmp_path / 'empty'
+  r = cli(['--method', 'fedavg', '--resume'] + _TOY_CLI + ['--out', str(out)])
+  assert r.returncode == 2 and 'Traceback' not in r.stderr
+  assert f'nothing to resume: {out} holds no checkpoint.pkl' in r.stderr
+  assert not out.exists()
+
+
+def test_hparams_reject_non_finite_floats_unless_allowed():
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  import dataclasses as dc  # pylint: disable=g-import-not-at-top
+
+  @dc.dataclass(frozen=True)
+  class Toy(registry.MethodHparams):
+    a: float = registry.option(1.0, 'a')
+    b: float = registry.option(1.0, 'b (inf: no cap)', allow_infinite=True)
+  assert Toy(b=float('inf')).b == float('inf')
+  for kw in (dict(a=float('nan')), dict(a=float('inf')), dict(b=float('nan'))):
+    with pytest.raises(ValueError, match='must be a finite number'):
+      Toy(**kw)
+
+
 def test_cli_missing_data_offline(tmp_path):
   env_url = 'file://' + str(tmp_path / 'no-mirror')
   r = subprocess.run([sys.executable, '-m', 'tffdp.run', '--method', 'fedavg', '--dataset',

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
+import math
+import os
 import re
 from typing import Optional, Sequence
 
@@ -11,6 +13,10 @@ from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
 COHORT_SAMPLING = ('uniform', 'poisson', 'all')
+
+# The checkpoint file in a run directory (`tffdp.runner.CHECKPOINT`); named here so the
+# CLI can check `--resume` before TensorFlow is imported.
+CHECKPOINT = 'checkpoint.pkl'
 
 # Method options that were top-level RunConfig fields before `method_options` (configs
 # and checkpoints written then carry them flat; `from_dict` moves them).
@@ -245,12 +251,21 @@ class RunConfig:
     """Raises `ValueError` naming the first invalid parameter and its value."""
     def bad(name, value, why):
       raise ValueError(f'{name} {why}. Found {name}={value!r}.')
+    # NaN passes every comparison below, and inf makes a run that never ends (a noise
+    # multiplier of inf) or never learns: no shared float setting takes either.
+    for f in dataclasses.fields(self):
+      value = getattr(self, f.name)
+      if isinstance(value, float) and not math.isfinite(value):
+        bad(f.name, value, 'must be a finite number')
     if self.method not in methods():
       bad('method', self.method, f'must be one of {", ".join(methods())}')
     if self.dataset not in DATASETS:
       bad('dataset', self.dataset, f'must be one of {", ".join(DATASETS)}')
     if self.partition not in PARTITIONERS:
       bad('partition', self.partition, f'must be one of {", ".join(PARTITIONERS)}')
+    if os.path.exists(self.out) and not os.path.isdir(self.out):
+      bad('out', self.out, 'names an existing file: the run directory must be a directory '
+          '(new or a run\'s own)')
     if self.rounds <= 0:
       bad('rounds', self.rounds, 'must be positive')
     if self.stop_after_round is not None and self.stop_after_round <= 0:

@@ -131,7 +131,8 @@ def make_parser() -> argparse.ArgumentParser:
                  help='JSON object of partitioner keyword arguments, e.g. \'{"alpha": 0.5}\'')
   g.add_argument('--seed', type=int, default=d.seed)
   g.add_argument('--out', default=d.out, help='output directory')
-  g.add_argument('--resume', action='store_true', help='continue from --out/checkpoint.pkl')
+  g.add_argument('--resume', action='store_true',
+                 help='continue from --out/checkpoint.pkl (exit 2 if there is none)')
   g.add_argument('--num-validation', type=int, default=d.num_validation,
                  help='server-side validation examples held out of the training set')
   g.add_argument('--eval-every', type=int, default=d.eval_every)
@@ -222,6 +223,9 @@ def main(argv=None) -> int:
     cfg.resolved().validate()
   except ValueError as e:
     parser.exit(2, f'error: {e}\n')
+  if args.resume and not os.path.exists(os.path.join(cfg.out, config_lib.CHECKPOINT)):
+    parser.exit(2, f'error: nothing to resume: {cfg.out} holds no {config_lib.CHECKPOINT} '
+                '(leave out --resume to start a new run there).\n')
 
   # Heavy imports only once the arguments are known to be good.
   from tffdp import runner, runtime  # pylint: disable=g-import-not-at-top

@@ -54,7 +54,7 @@ from tffdp.config import RunConfig
 from tffdp.data import FederatedData, load_dataset, partition, train_validation_split
 from tffdp.evaluation import Evaluator
 
-CHECKPOINT = 'checkpoint.pkl'
+CHECKPOINT = config_lib.CHECKPOINT
 
 
 class ResumeError(RuntimeError):
@@ -405,9 +405,17 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   """
   config = config.resolved()
   config.validate()
+  created = not os.path.exists(config.out)
   os.makedirs(config.out, exist_ok=True)
-  with run_lock(config.out) if lock else contextlib.nullcontext():
-    return _run_locked(config, resume, log, command)
+  try:
+    with run_lock(config.out) if lock else contextlib.nullcontext():
+      return _run_locked(config, resume, log, command)
+  except BaseException:
+    # A run that failed before writing anything (bad data, an option the data rule out)
+    # leaves no empty directory behind.
+    if created and os.path.isdir(config.out) and not os.listdir(config.out):
+      os.rmdir(config.out)
+    raise
 
 
 def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],

@@ -339,6 +339,12 @@ class _AdapDpFlBuilder:
     if clip_norm <= 0:
       bad('clip_norm', clip_norm, 'must be positive')
     num_clients = data.num_clients
+    largest = int(np.max(data.client_sizes))
+    if lot_size > largest:
+      # q_k = min(1, L / |D^k|) is 1 for every client beyond this, and C_0 would draw a
+      # random-input lot of L examples per client (`initial_clip_norm`).
+      bad('lot_size', lot_size, f'must be at most the largest client\'s example count '
+          f'|D^k| = {largest} (q_k = L / |D^k| <= 1)')
     slice_size = clients_per_slice or num_clients
     if slice_size <= 0 or num_clients % slice_size:
       bad('clients_per_slice', clients_per_slice,

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import math
 import threading
 import typing
 from typing import Any, Callable, Optional
@@ -39,21 +40,24 @@ BUILTIN_MODULES = (
 
 
 def option(default, help: str, *, choices: Optional[tuple] = None,  # pylint: disable=redefined-builtin
-           note: Optional[str] = None):
+           note: Optional[str] = None, allow_infinite: bool = False):
   """A hyperparameter field: `default`, CLI `help`, optional `choices` and config note.
 
   `note` is written beside the value in `config.json` (e.g. "not given in the paper;
-  chosen because ...").
+  chosen because ..."). A float option rejects NaN always and +-inf unless
+  `allow_infinite` (say in `help` what inf means for it).
   """
   return dataclasses.field(default=default,
-                           metadata=dict(help=help, choices=choices, note=note))
+                           metadata=dict(help=help, choices=choices, note=note,
+                                         allow_infinite=allow_infinite))
 
 
 @dataclasses.dataclass(frozen=True)
 class MethodHparams:
   """Base of every method's hyperparameter dataclass (frozen; validated on creation).
 
-  Subclasses declare fields with `option(...)`; `__post_init__` checks `choices`; a
+  Subclasses declare fields with `option(...)`; `__post_init__` checks `choices` and
+  rejects non-finite floats (NaN always, inf unless the option allows it); a
   subclass adds its own checks by overriding `__post_init__` (calling `super()`).
   Class attributes:
     default_cohort_sampling: The method's cohort sampling when `--cohort-sampling` is
@@ -66,6 +70,9 @@ class MethodHparams:
     for f in dataclasses.fields(self):
       choices = f.metadata.get('choices')
       value = getattr(self, f.name)
+      if isinstance(value, float) and not math.isfinite(value) and (
+          math.isnan(value) or not f.metadata.get('allow_infinite')):
+        raise ValueError(f'{f.name} must be a finite number. Found {f.name}={value!r}.')
       if choices and value not in choices:
         raise ValueError(f'{f.name} must be one of {", ".join(map(str, choices))}. '
                          f'Found {f.name}={value!r}.')
