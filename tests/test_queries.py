@@ -85,3 +85,71 @@ def test_gaussian_noise_like_gives_each_tensor_its_own_noise():
   a, b = noise[0].numpy().ravel(), noise[1].numpy().ravel()
   assert abs(np.corrcoef(a, b)[0, 1]) < 5 / math.sqrt(a.size)
   assert np.std(np.concatenate([a, b])) == pytest.approx(2.0, rel=0.02)
+
+
+def test_stateless_gaussian_sum_query_draws_its_noise_from_its_state():
+  q = queries.StatelessGaussianSumQuery(l2_norm_clip=2.0, stddev=0.6, seed=[7, -1])
+  state = q.initial_global_state()
+  assert int(state.releases) == 0 and state.seed.numpy().tolist() == [7, -1]
+  # Clipping and the sum are tensorflow-privacy's: [3, 4] (norm 5) clips to [1.2, 1.6].
+  params = q.derive_sample_params(state)
+  sample = q.initial_sample_state([tf.zeros([2])])
+  sample = q.accumulate_record(params, sample, [tf.constant([3.0, 4.0])])
+  sample = q.accumulate_record(params, sample, [tf.constant([0.5, 0.0])])
+  np.testing.assert_allclose(sample[0].numpy(), [1.7, 1.6], rtol=1e-6)
+  zeros = [tf.zeros([300, 100]), tf.zeros([7])]
+  a, state1, event = q.get_noised_result(zeros, state)
+  b, _, _ = q.get_noised_result(zeros, state)
+  c, state2, _ = q.get_noised_result(zeros, state1)
+  assert int(state1.releases) == 1 and int(state2.releases) == 2
+  for x, y in zip(a, b):
+    np.testing.assert_array_equal(x.numpy(), y.numpy())  # same state, same noise
+  # The noise is gaussian_noise_like's at fold_in(seed, release).
+  expected = queries.gaussian_noise_like(
+      zeros, 0.6, tf.random.experimental.stateless_fold_in(tf.constant([7, -1], tf.int64),
+                                                           tf.constant(0, tf.int64)))
+  for x, y in zip(a, expected):
+    np.testing.assert_array_equal(x.numpy(), y.numpy())
+  first = np.concatenate([x.numpy().ravel() for x in a])
+  second = np.concatenate([x.numpy().ravel() for x in c])
+  assert np.std(first) == pytest.approx(0.6, rel=0.03)
+  assert abs(np.corrcoef(first, second)[0, 1]) < 5 / math.sqrt(first.size)
+  assert float(event.noise_multiplier) == pytest.approx(0.3, rel=1e-6)
+  # With zero noise the result is the clipped sum exactly.
+  exact = queries.StatelessGaussianSumQuery(2.0, 0.0, [7, -1])
+  out, _, _ = exact.get_noised_result(sample, exact.initial_global_state())
+  np.testing.assert_array_equal(out[0].numpy(), sample[0].numpy())
+  with pytest.raises(ValueError, match='two integers'):
+    queries.StatelessGaussianSumQuery(1.0, 1.0, [1, 2, 3])
+
+
+def test_seeded_gaussian_fixed_repeats_its_noise_and_has_tff_s_scale():
+  import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import baselines  # pylint: disable=g-import-not-at-top
+  sigma, clip, cohort, d = 1.5, 0.5, 4.0, 20_000
+  value_type = tff.TensorType(np.float32, [d])
+
+  def aggregate(seed, records, rounds=1):
+    process = baselines.seeded_gaussian_fixed(sigma, cohort, clip, seed).create(value_type)
+    state, outs = process.initialize(), []
+    for _ in range(rounds):
+      out = process.next(state, records)
+      state = out.state
+      outs.append(np.asarray(out.result))
+    return outs, state
+
+  records = [np.full([d], 0.01, np.float32), np.zeros([d], np.float32)]
+  (a1, a2), state = aggregate([3, -1], records, rounds=2)
+  (b1, b2), _ = aggregate([3, -1], records, rounds=2)
+  np.testing.assert_array_equal(a1, b1)  # a rerun releases the same noise, round by round
+  np.testing.assert_array_equal(a2, b2)
+  assert not np.array_equal(a1, a2)
+  (other,), _ = aggregate([4, -1], records)
+  assert not np.array_equal(a1, other)
+  # The record [0.01] * d has norm 1.41 > clip: clipped to norm 0.5, then the noise of
+  # TFF's gaussian_fixed: N(0, (sigma clip)^2) on the sum, divided by the cohort.
+  clipped = 0.5 / np.sqrt(d)
+  assert np.mean(a1) == pytest.approx(clipped / cohort, abs=5 * sigma * clip / cohort / np.sqrt(d))
+  assert np.std(a1) == pytest.approx(sigma * clip / cohort, rel=0.03)
+  event = tff.aggregators.differential_privacy.extract_dp_event_from_state(state)
+  assert float(event.noise_multiplier) == pytest.approx(sigma, rel=1e-6)

@@ -15,12 +15,14 @@ Sources: Abadi et al. 2016 (DP-SGD: per-example clipping, Gaussian noise
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 import math
 from typing import Any, Sequence
 
 import dp_accounting
 import tensorflow as tf
+import tensorflow_privacy as tfp
 
 from tffdp import privacy
 
@@ -109,3 +111,48 @@ def joint_event(queries: Sequence[GaussianSumQuery], sampling_rate: float = 1.0,
   """The DP event of `queries` reading the same Poisson sample, `steps` times."""
   return privacy.subsampled_gaussian_event(joint_noise_multiplier(queries), sampling_rate,
                                            steps)
+
+
+class StatelessGaussianSumQuery(tfp.GaussianSumQuery):
+  """tensorflow-privacy's `GaussianSumQuery` with its noise drawn from a seed in its state.
+
+  tensorflow-privacy's query draws `N(0, stddev^2)` with TF's stateful RNG, so a TFF
+  `DifferentiallyPrivateFactory` built on it releases other noise on every run and on
+  resume. This query keeps an int64 `[2]` base seed and a release counter in its global
+  state (which TFF's factory carries in the aggregator state, hence in every checkpoint):
+  release `t` (0-based) adds `gaussian_noise_like(record, stddev, fold_in(seed, t))` and
+  returns the state with the counter at `t + 1`. Clipping, the sum, the float32
+  `stddev / l2_norm_clip` noise multiplier and the `GaussianDpEvent` it states are the
+  parent's (Abadi et al. 2016; McMahan et al. 2018, Alg. 1 with the Gaussian mechanism).
+
+  Args:
+    l2_norm_clip: L2 norm each record is clipped to (the sum's sensitivity), `> 0`.
+    stddev: Noise standard deviation per coordinate of the sum (`sigma * l2_norm_clip`).
+    seed: int64 `[2]` base seed (`tffdp.seeds.server_noise_seed`).
+  """
+
+  # pylint: disable=invalid-name
+  _GlobalState = collections.namedtuple('_GlobalState',
+                                        ['l2_norm_clip', 'stddev', 'seed', 'releases'])
+
+  def __init__(self, l2_norm_clip, stddev, seed):
+    super().__init__(l2_norm_clip, stddev)
+    self._seed = [int(s) for s in seed]
+    if len(self._seed) != 2:
+      raise ValueError(f'seed must be two integers. Found seed={seed!r}.')
+
+  def make_global_state(self, l2_norm_clip, stddev, seed=None, releases=0):
+    seed = self._seed if seed is None else seed
+    return self._GlobalState(tf.cast(l2_norm_clip, tf.float32), tf.cast(stddev, tf.float32),
+                             tf.cast(seed, tf.int64), tf.cast(releases, tf.int64))
+
+  def initial_global_state(self):
+    return self.make_global_state(self._l2_norm_clip, self._stddev)
+
+  def get_noised_result(self, sample_state, global_state):
+    leaves = tf.nest.flatten(sample_state)
+    seed = tf.random.experimental.stateless_fold_in(global_state.seed, global_state.releases)
+    noise = gaussian_noise_like(leaves, global_state.stddev, seed)
+    result = tf.nest.pack_sequence_as(sample_state, [v + z for v, z in zip(leaves, noise)])
+    event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
+    return result, global_state._replace(releases=global_state.releases + 1), event

@@ -19,8 +19,9 @@ Results in `config.out`:
   `code_version()`, `started` UTC), so a run resumed across sessions or code changes
   says so;
 - `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
-  `--resume` continues from it exactly (same seed, same cohorts, same noise; DP-FedAvg's
-  server noise excepted: TFF draws it unseeded) when the code is the same: a segment
+  `--resume` continues from it exactly (same seed, same cohorts, same noise; the
+  client-side noise of the aggregators `tffdp.seeds` lists as drawn by TF's stateful RNG
+  excepted) when the code is the same: a segment
   with other code may draw other noise or batches from the same seeds.
 Every file is written atomically (temporary file + rename).
 """

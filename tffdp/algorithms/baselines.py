@@ -7,7 +7,8 @@
 - **DP-FedAvg (client-level)** / CL-FL (McMahan et al. 2018, ICLR; Geyer et al. 2017):
   non-private clients; the server clips each update to L2 norm `S`, sums, adds
   `N(0, sigma^2 S^2)` and divides by the expected cohort size —
-  `tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed`. Client-level, one
+  `tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed`'s query, its noise drawn
+  from the run's seed (`seeded_gaussian_fixed`). Client-level, one
   `PoissonSampledDpEvent(q, GaussianDpEvent(sigma))` per round.
 """
 
@@ -21,9 +22,10 @@ import dp_accounting
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
+import tensorflow_privacy as tfp
 from tensorflow_federated.python.aggregators import differential_privacy
 
-from tffdp import privacy
+from tffdp import privacy, queries, seeds
 from tffdp.algorithms import common, registry
 from tffdp.algorithms.dp_sgd import build_dp_sgd_client_work, build_sliced_dp_sgd_client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
@@ -40,6 +42,42 @@ def client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
         clients_per_slice, **kw)
   return build_dp_sgd_client_work(
       keras_builder, common.weights_type_of(keras_builder), data.client_data_type, **kw)
+
+
+def seeded_gaussian_fixed(noise_multiplier: float, clients_per_round: float, clip: float,
+                          seed) -> tff.aggregators.DifferentiallyPrivateFactory:
+  """`DifferentiallyPrivateFactory.gaussian_fixed` whose noise comes from `seed`.
+
+  The same query as TFF's (`NormalizedQuery(GaussianSumQuery(clip, clip * sigma),
+  clients_per_round)`: clip each update to L2 norm `clip`, sum, add `N(0, (sigma
+  clip)^2)` per coordinate, divide by the expected cohort size; McMahan et al. 2018,
+  Alg. 1), with the sum query replaced by `queries.StatelessGaussianSumQuery`, which
+  draws release `t`'s noise from `fold_in(seed, t)` and keeps `t` in the aggregator
+  state. The same argument checks as TFF's.
+
+  Args:
+    noise_multiplier: `sigma >= 0`.
+    clients_per_round: Expected cohort size (the denominator), `> 0`.
+    clip: L2 clipping norm `S > 0`.
+    seed: int64 `[2]` base seed (`seeds.server_noise_seed`).
+
+  Returns:
+    A `tff.aggregators.DifferentiallyPrivateFactory` (unweighted).
+
+  Raises:
+    ValueError: On a negative `noise_multiplier` or a non-positive `clients_per_round`
+      or `clip`.
+  """
+  if not noise_multiplier >= 0:
+    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier!r}.')
+  for name, value in (('clients_per_round', clients_per_round), ('clip', clip)):
+    if not value > 0:
+      raise ValueError(f'{name} must be positive. Found {value!r}.')
+  query = tfp.NormalizedQuery(
+      queries.StatelessGaussianSumQuery(l2_norm_clip=clip, stddev=clip * noise_multiplier,
+                                        seed=seed),
+      denominator=float(clients_per_round))
+  return tff.aggregators.DifferentiallyPrivateFactory(query)
 
 
 def factory_event(factory: tff.aggregators.DifferentiallyPrivateFactory
@@ -141,16 +179,16 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
   """DP-FedAvg with client-level DP (McMahan et al. 2018; CL-FL, Geyer et al. 2017).
 
   The aggregator is `DifferentiallyPrivateFactory.gaussian_fixed(sigma,
-  clients_per_round, S)`. With `cohort_sampling='poisson'` (default: each client
+  clients_per_round, S)` with its noise drawn from `seed` (`seeded_gaussian_fixed`), so
+  reruns and resumed runs release the same noise. With `cohort_sampling='poisson'` (default: each client
   joins with probability `q = K / N`) both epsilons are the exact RDP of
   `PoissonSampledDpEvent(q, GaussianDpEvent(sigma))` per round for every client. With
   `uniform` (fixed K), `epsilon_claimed` keeps that analysis while
   `epsilon_guaranteed` composes one unamplified Gaussian release per round a client
   took part in (the Poisson amplification does not cover fixed-size draws).
   """
-  factory = tff.aggregators.DifferentiallyPrivateFactory.gaussian_fixed(
-      noise_multiplier=noise_multiplier, clients_per_round=float(clients_per_round),
-      clip=clip_norm)
+  factory = seeded_gaussian_fixed(noise_multiplier, float(clients_per_round), clip_norm,
+                                 seeds.server_noise_seed(seed))
   process = common.compose_fedavg_style(
       keras_builder,
       client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
