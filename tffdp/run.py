@@ -96,11 +96,11 @@ def add_method_options(p: argparse.ArgumentParser) -> None:
       group.add_argument('--' + f.name.replace('_', '-'), **kw)
 
 
-def make_parser() -> argparse.ArgumentParser:
+def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   d = config_lib.RunConfig()
   specs = [registry.get(name) for name in config_lib.methods()]
   p = _Parser(
-      prog='python -m tffdp.run',
+      prog=prog,
       description='Run one differentially private federated learning experiment.',
       epilog=(f'methods: {", ".join(config_lib.methods())}\n'
               f'datasets: {", ".join(DATASETS)}\n'
@@ -207,9 +207,14 @@ def config_from_args(args) -> config_lib.RunConfig:
       method_options=method_options)
 
 
-def main(argv=None) -> int:
+def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
+  """Parses `argv`, runs the experiment and returns the exit code (module docstring).
+
+  `prog` names the command in usage lines and in the command `config.json` records
+  (`tffdp run` for the console entry point, `tffdp.cli`).
+  """
   argv = sys.argv[1:] if argv is None else argv
-  parser = make_parser()
+  parser = make_parser(prog)
   args = parser.parse_args(argv)
   for flag, value, valid in (('method', args.method, config_lib.methods()),
                              ('dataset', args.dataset, DATASETS),
@@ -232,7 +237,7 @@ def main(argv=None) -> int:
   from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
   runtime.use_local_context()
   try:
-    summary = runner.run(cfg, resume=args.resume, command=['python', '-m', 'tffdp.run'] + argv)
+    summary = runner.run(cfg, resume=args.resume, command=prog.split() + list(argv))
   except (DataError, runner.ResumeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
