@@ -128,3 +128,32 @@ def test_synthetic_dataset_is_generated_deterministic_and_learnable():
   means = np.stack([ds.x_train[ds.y_train == c].reshape(-1, 784).mean(0) for c in range(10)])
   d = ((ds.x_test.reshape(-1, 1, 784).astype(float) - means[None]) ** 2).sum(-1)
   assert np.mean(np.argmin(d, 1) == ds.y_test) > 0.95
+
+
+def test_two_writers_of_one_client_cache_both_succeed(tmp_path):
+  """Two runs of one partition started together write the same client files side by side
+  (each through a temporary file of its own), and both read the same examples."""
+  import threading  # pylint: disable=g-import-not-at-top
+  from tffdp.data.federated import FederatedData  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, size=(4000, 8, 8, 1), dtype=np.uint8)
+  y = rng.integers(0, 10, size=4000)
+  parts = np.array_split(rng.permutation(4000), 40)
+  built, errors = [], []
+
+  def build():
+    try:
+      built.append(FederatedData(x, y, parts, cache_dir=str(tmp_path)))
+    except Exception as e:  # pylint: disable=broad-except
+      errors.append(e)
+  threads = [threading.Thread(target=build) for _ in range(4)]
+  for t in threads:
+    t.start()
+  for t in threads:
+    t.join()
+  assert not errors and len(built) == 4
+  directory = built[0].directory
+  assert not [f for f in os.listdir(directory) if f.endswith('.tmp')]
+  for cid, idx in zip(built[0].client_ids, parts):
+    with open(os.path.join(directory, f'{cid}.x'), 'rb') as f:
+      assert f.read() == np.ascontiguousarray(x[idx]).tobytes()

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import hashlib
 import os
+import threading
 from typing import Optional, Sequence
 
 import numpy as np
@@ -87,6 +88,11 @@ def default_cache_dir() -> str:
   return os.path.join(cache, 'tffdp', 'clients')
 
 
+def _writer_tag() -> str:
+  """This process and thread, for temporary file names no other writer uses."""
+  return f'{os.getpid()}-{threading.get_ident()}'
+
+
 class FederatedData:
   """A partitioned training set whose client datasets TFF builds from client ids.
 
@@ -124,12 +130,16 @@ class FederatedData:
       os.makedirs(self.directory, exist_ok=True)
       for cid, idx in zip(self.client_ids, partition):
         for suffix, arr in (('x', x[idx]), ('y', np.asarray(y)[idx].astype(np.uint8))):
-          tmp = os.path.join(self.directory, f'{cid}.{suffix}.tmp')
+          # A name of this writer's own: two runs of one partition started together
+          # write the same files side by side, and each rename is atomic.
+          tmp = os.path.join(self.directory, f'{cid}.{suffix}.{_writer_tag()}.tmp')
           with open(tmp, 'wb') as f:
             f.write(np.ascontiguousarray(arr).tobytes())
           os.replace(tmp, os.path.join(self.directory, f'{cid}.{suffix}'))
-      with open(done, 'w') as f:
+      tmp = f'{done}.{_writer_tag()}.tmp'
+      with open(tmp, 'w') as f:
         f.write(f'{self.num_clients}\n')
+      os.replace(tmp, done)
 
   def _examples_fn(self):
     directory, shape = self.directory, self.input_shape
