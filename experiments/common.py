@@ -11,7 +11,6 @@ import dataclasses
 import functools
 import json
 import os
-import pickle
 import re
 import shutil
 import sys
@@ -88,7 +87,7 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
       if finished:  # another configuration's: emptied, the locked folder kept
         _empty(out)
     log(f'== {cfg.method} on {cfg.dataset} -> {out}')
-    resume = os.path.exists(os.path.join(out, runner.CHECKPOINT))
+    resume = runner.has_checkpoint(out)
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)
     return plotting.read_metrics(out)
 
@@ -412,13 +411,15 @@ def is_parked(root: str) -> bool:
 
 
 def checkpoint_round(folder: str):
-  """Rounds completed in `folder/checkpoint.pkl` (a pickle: trusted trees only); None
-  without one."""
-  path = os.path.join(folder, runner.CHECKPOINT)
-  if not os.path.exists(path):
+  """Rounds completed in `folder`'s checkpoint; None without one.
+
+  Raises:
+    tffdp.runner.ResumeError: If it is a pickled `checkpoint.pkl` of older tffdp (convert
+      it: `python -m tffdp.checkpoints convert FOLDER`).
+  """
+  if not runner.has_checkpoint(folder):
     return None
-  with open(path, 'rb') as f:
-    return int(pickle.load(f)['round'])
+  return int(runner.read_checkpoint(folder)['round'])
 
 
 def finished_copies(figs: str) -> dict:

@@ -4,11 +4,11 @@
 
 A long figure (AADP-FL's Fig. 7a, A-DPFL's E = 5 reruns) takes more hours than one
 working session, and a fresh checkout has an empty runs folder: a run interrupted there
-(TERM or Ctrl-C: `tffdp.runner` saves `checkpoint.pkl`) would start again from round 1.
-This module copies each interrupted run of `--runs-dir` (a `checkpoint.pkl`, no
+(TERM or Ctrl-C: `tffdp.runner` saves `checkpoint.npz`) would start again from round 1.
+This module copies each interrupted run of `--runs-dir` (a `checkpoint.npz`, no
 `summary.json`, not a pilot paused at its `stop_after_round`) to
 `<figures-dir>/<method folder>/interrupted/<run>/`: its `config.json` (paths made
-portable: `common.copy_config`), `metrics.csv` and `checkpoint.pkl`. Commit that folder;
+portable: `common.copy_config`), `metrics.csv` and `checkpoint.npz`. Commit that folder;
 `python -m experiments.restore_runs` on the next machine writes the three files back, and
 the figure command resumes the run from its checkpoint (`common.run_cached`).
 
@@ -19,8 +19,8 @@ the tree.
 
 A checkpoint holds the server state (model weights and optimizer moments), both privacy
 ledgers and the rows so far (`tffdp.runner.Runner.snapshot`); its settings exclude where
-files live (`out`, `data_dir`), so it resumes from any folder. It is a pickle: restore
-only checkpoints from a tree you trust.
+files live (`out`, `data_dir`), so it resumes from any folder. It is data only (arrays
+and JSON, `tffdp.checkpoints`): resuming a parked copy runs no code from it.
 """
 
 from __future__ import annotations

@@ -14,7 +14,7 @@ them and run only what is missing.
 A run paused at its `stop_after_round` (a pilot: `experiments.common.paused_run`) has no
 `summary.json`; its copy (`config.json`, `metrics.csv`) is restored too, and the pilot's
 command reuses it. An interrupted run parked with its checkpoint
-(`python -m experiments.park_runs`: `<paper>/interrupted/<run>/` holds `checkpoint.pkl`)
+(`python -m experiments.park_runs`: `<paper>/interrupted/<run>/` holds `checkpoint.npz`)
 is restored with it, and the figure command resumes it; a finished copy of the same run,
 where one is committed too, wins over it.
 
@@ -53,7 +53,7 @@ def committed_runs(figures_dir: str) -> dict[str, str]:
     `{relative run folder (e.g. 'a_dpfl/mnist_fedavg_noniid_seed0'): copy folder}`; where
     several copies name one run (a run shared by two figures) the first in sorted path
     order is kept, and a finished or paused copy before an interrupted one of the same
-    configuration (a copy holding `checkpoint.pkl`, `experiments.park_runs`). Copies
+    configuration (a copy holding `checkpoint.npz`, `experiments.park_runs`). Copies
     whose `"out"` is neither under `$RUNS_DIR/` nor `runs/` are skipped.
   """
   found, parked = {}, {}

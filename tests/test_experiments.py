@@ -430,7 +430,7 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
     fig6_sigma = float(next(csv.DictReader(f))['noise_multiplier_max'])
   assert float(pilot[0]['noise_multiplier']) == pytest.approx(fig6_sigma, rel=1e-9)
   pilot_run = 'mnist_aadp_fl_eps1_pilot_literal_fl_mnist_cnn_seed0_quick'
-  assert (runs / pilot_run / 'checkpoint.pkl').exists()
+  assert (runs / pilot_run / 'checkpoint.npz').exists()
   assert not (figs / 'runs' / pilot_run / 'summary.json').exists()  # not finished
   assert (figs / 'runs' / pilot_run / 'metrics.csv').exists()
   assert aadp_fl_report.main(['--figures-dir', str(figs)]) == 0
@@ -794,9 +794,8 @@ def test_copied_configs_name_no_data_folder_of_this_machine(tmp_path):
 
 def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_at,
                                                             monkeypatch):
-  import pickle  # pylint: disable=g-import-not-at-top
   from experiments import common, park_runs, restore_runs  # pylint: disable=g-multiple-import
-  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from tffdp import checkpoints, config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   runs, figs = tmp_path / 'runs', tmp_path / 'figs'
   out = str(runs / 'dpfl' / 'synthetic_long_seed0')
@@ -828,7 +827,7 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
   done = park_runs.park(str(runs / 'dpfl'), str(figs), log=lambda s: None)
   parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
   assert done == dict(parked=[str(parked)], removed=[])
-  assert sorted(os.listdir(parked)) == ['checkpoint.pkl', 'config.json', 'metrics.csv']
+  assert sorted(os.listdir(parked)) == ['checkpoint.npz', 'config.json', 'metrics.csv']
   config_text = (parked / 'config.json').read_text()
   assert str(tmp_path) not in config_text
   assert '$RUNS_DIR/dpfl/synthetic_long_seed0' in config_text
@@ -842,13 +841,12 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
              and line.endswith('| `x` |') for line in section), section
   assert common.parked_runs_section(str(tmp_path / 'no_figs')) == []
   # A parked copy further on than this machine's checkpoint is kept.
-  with open(parked / 'checkpoint.pkl', 'rb') as f:
-    ahead = pickle.load(f)
-  (parked / 'checkpoint.pkl').write_bytes(pickle.dumps(dict(ahead, round=3)))
+  ahead = checkpoints.load(str(parked / 'checkpoint.npz'))
+  (parked / 'checkpoint.npz').write_bytes(checkpoints.dumps(dict(ahead, round=3)))
   lines = []
   assert park_runs.park(str(runs), str(figs), log=lines.append)['parked'] == []
   assert lines[0].startswith(f'kept {parked} (round 3)')
-  (parked / 'checkpoint.pkl').write_bytes(pickle.dumps(ahead))
+  (parked / 'checkpoint.npz').write_bytes(checkpoints.dumps(ahead))
   # A fresh checkout: the parked copy comes back with its checkpoint and the run resumes;
   # not while a process runs that folder (started before its first checkpoint).
   shutil.rmtree(runs)

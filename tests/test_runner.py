@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from tffdp import config as config_lib
-from tffdp import privacy, runner
+from tffdp import checkpoints, privacy, runner
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOY = dict(dataset='mnist', clients=4, clients_per_round=2, partition='iid',
@@ -100,7 +100,7 @@ def test_cli_resume_without_a_checkpoint_exits_2(tmp_path):
   out = tmp_path / 'empty'
   r = cli(['--method', 'fedavg', '--resume'] + _TOY_CLI + ['--out', str(out)])
   assert r.returncode == 2 and 'Traceback' not in r.stderr
-  assert f'nothing to resume: {out} holds no checkpoint.pkl' in r.stderr
+  assert f'nothing to resume: {out} holds no checkpoint.npz' in r.stderr
   assert not out.exists()
 
 
@@ -242,11 +242,9 @@ def test_resume_of_a_checkpoint_without_segments_marks_its_code_unknown(tmp_path
   cfg = _cfg(tmp_path, 'old', rounds=2, method='fedavg')
   runner.run(cfg, log=lambda s: None)
   path = tmp_path / 'old' / runner.CHECKPOINT
-  with open(path, 'rb') as f:
-    ckpt = pickle.load(f)
+  ckpt = checkpoints.load(str(path))
   del ckpt['segments']  # as written before segments were recorded
-  with open(path, 'wb') as f:
-    pickle.dump(ckpt, f)
+  path.write_bytes(checkpoints.dumps(ckpt))
   summary = runner.run(_cfg(tmp_path, 'old', rounds=3, method='fedavg'), resume=True,
                        log=lambda s: None)
   assert [(g['start_round'], g['code']) for g in summary['segments']] == [

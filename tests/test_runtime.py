@@ -3,7 +3,6 @@
 import csv
 import functools
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -161,8 +160,7 @@ def _rows(out):
 
 
 def _state(out):
-  with open(os.path.join(out, runner.CHECKPOINT), 'rb') as f:
-    return pickle.load(f)['state']
+  return runner.read_checkpoint(str(out))['state']
 
 
 @pytest.mark.parametrize('method,kw', [
@@ -252,8 +250,7 @@ def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path):
   done = len(_rows(out))
   assert 2 <= done < 6
   # Every written row is a completed round, and the checkpoint holds exactly those.
-  with open(out / runner.CHECKPOINT, 'rb') as f:
-    assert pickle.load(f)['round'] == done
+  assert runner.read_checkpoint(str(out))['round'] == done
   # Resume on the local context; the result equals an uninterrupted local run.
   r = subprocess.run([sys.executable, '-m', 'tffdp.run', *args, '--resume'],
                      capture_output=True, text=True, cwd=ROOT, env=env, timeout=600)

@@ -8,15 +8,18 @@ import os
 import re
 from typing import Optional, Sequence
 
+from tffdp import checkpoints
 from tffdp.algorithms import registry
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
 COHORT_SAMPLING = ('uniform', 'poisson', 'all')
 
-# The checkpoint file in a run directory (`tffdp.runner.CHECKPOINT`); named here so the
-# CLI can check `--resume` before TensorFlow is imported.
-CHECKPOINT = 'checkpoint.pkl'
+# The checkpoint file in a run directory (`tffdp.runner.CHECKPOINT`, data only:
+# `tffdp.checkpoints`) and the pickle older tffdp wrote; named here so the CLI can check
+# `--resume` before TensorFlow is imported.
+CHECKPOINT = checkpoints.FILE
+LEGACY_CHECKPOINT = checkpoints.LEGACY_PICKLE
 
 # Method options that were top-level RunConfig fields before `method_options` (configs
 # and checkpoints written then carry them flat; `from_dict` moves them).

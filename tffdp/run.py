@@ -132,7 +132,12 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   g.add_argument('--seed', type=int, default=d.seed)
   g.add_argument('--out', default=d.out, help='output directory')
   g.add_argument('--resume', action='store_true',
-                 help='continue from --out/checkpoint.pkl (exit 2 if there is none)')
+                 help='continue from --out/checkpoint.npz (exit 2 if there is none)')
+  g.add_argument('--trust-pickle', action='store_true',
+                 help='with --resume, also load a pickled checkpoint.pkl written by tffdp '
+                 'before 2026-11-26. Unpickling runs any code the file holds: only for '
+                 'your own runs or files you trust (python -m tffdp.checkpoints convert '
+                 'converts one once)')
   g.add_argument('--num-validation', type=int, default=d.num_validation,
                  help='server-side validation examples held out of the training set')
   g.add_argument('--eval-every', type=int, default=d.eval_every)
@@ -228,7 +233,8 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
     cfg.resolved().validate()
   except ValueError as e:
     parser.exit(2, f'error: {e}\n')
-  if args.resume and not os.path.exists(os.path.join(cfg.out, config_lib.CHECKPOINT)):
+  if args.resume and not any(os.path.exists(os.path.join(cfg.out, f)) for f in (
+      config_lib.CHECKPOINT, config_lib.LEGACY_CHECKPOINT)):
     parser.exit(2, f'error: nothing to resume: {cfg.out} holds no {config_lib.CHECKPOINT} '
                 '(leave out --resume to start a new run there).\n')
 
@@ -237,7 +243,8 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
   from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
   runtime.use_local_context()
   try:
-    summary = runner.run(cfg, resume=args.resume, command=prog.split() + list(argv))
+    summary = runner.run(cfg, resume=args.resume, command=prog.split() + list(argv),
+                         trust_pickle=args.trust_pickle)
   except (DataError, runner.ResumeError, ValueError) as e:
     print(f'error: {e}', file=sys.stderr)
     return 2

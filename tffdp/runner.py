@@ -18,7 +18,9 @@ Results in `config.out`:
   one entry per process that ran rounds of the run (`start_round`, `code` =
   `code_version()`, `started` UTC), so a run resumed across sessions or code changes
   says so;
-- `checkpoint.pkl`: written every `checkpoint_every` rounds and on interruption;
+- `checkpoint.npz`: written every `checkpoint_every` rounds and on interruption, as data
+  only (`tffdp.checkpoints`: arrays plus a JSON structure; a pickled `checkpoint.pkl` of
+  older tffdp is loaded only with `trust_pickle`, since unpickling runs code);
   `--resume` continues from it exactly (same seed, same cohorts, same noise; the
   client-side noise of the aggregators `tffdp.seeds` lists as drawn by TF's stateful RNG
   excepted) when the code is the same: a segment
@@ -36,7 +38,6 @@ import io
 import json
 import math
 import os
-import pickle
 import platform
 import sys
 import time
@@ -46,7 +47,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import models, privacy, runtime, seeds, timing
+from tffdp import checkpoints, models, privacy, runtime, seeds, timing
 from tffdp.algorithms import registry
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
@@ -56,6 +57,7 @@ from tffdp.data import FederatedData, load_dataset, partition, train_validation_
 from tffdp.evaluation import Evaluator
 
 CHECKPOINT = config_lib.CHECKPOINT
+LEGACY_CHECKPOINT = config_lib.LEGACY_CHECKPOINT
 
 
 class ResumeError(RuntimeError):
@@ -64,6 +66,42 @@ class ResumeError(RuntimeError):
 
 class RunInProgressError(RuntimeError):
   """Another process is running the same run directory (`run_lock`)."""
+
+
+def has_checkpoint(out: str) -> bool:
+  """Whether `out` holds a checkpoint (`checkpoint.npz`, or an older pickled one)."""
+  return any(os.path.exists(os.path.join(out, f)) for f in (CHECKPOINT, LEGACY_CHECKPOINT))
+
+
+def read_checkpoint(out: str, trust_pickle: bool = False) -> dict:
+  """The checkpoint of run directory `out`, loaded as data (`tffdp.checkpoints.load`).
+
+  Args:
+    out: A run directory.
+    trust_pickle: Also load a pickled `checkpoint.pkl` written by tffdp before
+      2026-11-26. Unpickling runs whatever code the file holds: only for files you trust.
+
+  Raises:
+    FileNotFoundError: If `out` holds no checkpoint.
+    ResumeError: If it holds only a pickled one and `trust_pickle` is False, or the
+      checkpoint cannot be read.
+  """
+  path = os.path.join(out, CHECKPOINT)
+  if os.path.exists(path):
+    try:
+      return checkpoints.load(path)
+    except checkpoints.CheckpointError as e:
+      raise ResumeError(str(e)) from e
+  legacy = os.path.join(out, LEGACY_CHECKPOINT)
+  if not os.path.exists(legacy):
+    raise FileNotFoundError(f'{out} holds no {CHECKPOINT}.')
+  if not trust_pickle:
+    raise ResumeError(
+        f'{out} holds a pickled checkpoint ({LEGACY_CHECKPOINT}, tffdp before 2026-11-26); '
+        'loading a pickle runs any code it holds, so it is not loaded. If the run is yours '
+        f'or you trust its source: `python -m tffdp.checkpoints convert {out}` once, or '
+        'add --trust-pickle.')
+  return checkpoints.load_trusted_pickle(legacy)
 
 
 @contextlib.contextmanager
@@ -381,16 +419,19 @@ def method_notes(notes: dict, config: RunConfig) -> dict:
 
 
 def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = print,
-        command: Optional[list[str]] = None, lock: bool = True) -> dict:
+        command: Optional[list[str]] = None, lock: bool = True,
+        trust_pickle: bool = False) -> dict:
   """Runs one experiment and writes its results into `config.out`.
 
   Args:
     config: The run configuration (validated here, before any training).
-    resume: Continue from `config.out/checkpoint.pkl` if present.
+    resume: Continue from `config.out/checkpoint.npz` if present.
     log: Progress sink (one line per round).
     command: The command line to record (default `sys.argv`).
     lock: Hold `run_lock(config.out)` while running; False where the caller already
       holds it (a second lock of the same folder would be refused).
+    trust_pickle: With `resume`, also load a pickled `checkpoint.pkl` of tffdp before
+      2026-11-26 (`read_checkpoint`; unpickling runs the file's code).
 
   Returns:
     The summary dict (also written to `summary.json`). A run paused by
@@ -400,7 +441,8 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
 
   Raises:
     ValueError: On invalid hyperparameters.
-    ResumeError: If `config.out` holds another run's checkpoint.
+    ResumeError: If `config.out` holds another run's checkpoint, or only a pickled one
+      without `trust_pickle`.
     RunInProgressError: If another process is running in `config.out` (`run_lock`).
     tffdp.data.DataError: If the data cannot be found or verified.
   """
@@ -410,7 +452,7 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
   os.makedirs(config.out, exist_ok=True)
   try:
     with run_lock(config.out) if lock else contextlib.nullcontext():
-      return _run_locked(config, resume, log, command)
+      return _run_locked(config, resume, log, command, trust_pickle)
   except BaseException:
     # A run that failed before writing anything (bad data, an option the data rule out)
     # leaves no empty directory behind.
@@ -420,23 +462,25 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
 
 
 def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],
-                command: Optional[list[str]]) -> dict:
-  ckpt_path = os.path.join(config.out, CHECKPOINT)
+                command: Optional[list[str]], trust_pickle: bool = False) -> dict:
   # Settings that may differ on resume: more rounds, stopping rules, where files live,
   # comments.
   free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir',
           'client_cache_dir', 'checkpoint_every', 'log_every', 'notes', 'workers',
           'worker_timeout')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
-  if os.path.exists(ckpt_path) and not resume:
+  checkpointed = has_checkpoint(config.out)
+  if checkpointed and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
                       'it or choose another --out.')
+  # Read before any work: a pickled checkpoint without trust_pickle is refused here.
+  ckpt = read_checkpoint(config.out, trust_pickle) if checkpointed else None
   exp = build_experiment(config, log)
   remote = connect_workers(config, exp, log)
   try:
     loop = Runner(config, exp, remote, log, comparable)
-    if resume and os.path.exists(ckpt_path):
-      loop.restore()
+    if ckpt is not None:
+      loop.restore(ckpt)
     method = exp.method
     config_doc = dict(dataclasses.asdict(config), method_hyperparameters=method.hyperparameters,
                       method_notes=method_notes(method.notes, config),
@@ -509,10 +553,14 @@ class Runner:
 
   # ----- checkpoints ------------------------------------------------------------------
 
-  def restore(self) -> None:
-    """Loads the checkpoint in `config.out` (raises `ResumeError` if it is another run's)."""
-    with open(self.ckpt_path, 'rb') as f:
-      ckpt = pickle.load(f)
+  def restore(self, ckpt: Optional[dict] = None) -> None:
+    """Continues from `ckpt` (default: `read_checkpoint(config.out)`).
+
+    Raises:
+      ResumeError: If it is another run's checkpoint.
+    """
+    if ckpt is None:
+      ckpt = read_checkpoint(self.config.out)
     diff = config_lib.differing_fields(ckpt['config'], self.comparable)
     if diff:
       raise ResumeError(f'checkpoint in {self.config.out} was made with different '
@@ -535,7 +583,10 @@ class Runner:
                 segments=list(self.segments))
 
   def save_checkpoint(self, snap: dict) -> None:
-    atomic_write(self.ckpt_path, pickle.dumps(dict(snap, wall_seconds=self.wall())))
+    atomic_write(self.ckpt_path, checkpoints.dumps(dict(snap, wall_seconds=self.wall())))
+    legacy = os.path.join(self.config.out, LEGACY_CHECKPOINT)
+    if os.path.exists(legacy):  # a resumed pickled checkpoint, now saved as data
+      os.remove(legacy)
 
   def paused_since_last_row(self) -> float:
     """Seconds of pause since the last row (or the loop's start): a pause that falls
@@ -885,7 +936,7 @@ def load_trained(out: str, data_dir: Optional[str] = None,
   evaluator) is built again and the checkpointed server state restored.
 
   Args:
-    out: A run directory holding `config.json` and `checkpoint.pkl`.
+    out: A run directory holding `config.json` and `checkpoint.npz`.
     data_dir: Overrides the recorded data directory (None: the recorded one).
     log: Progress lines.
 
@@ -894,13 +945,13 @@ def load_trained(out: str, data_dir: Optional[str] = None,
 
   Raises:
     FileNotFoundError: If `out` lacks either file.
+    ResumeError: If its checkpoint is a pickle (`read_checkpoint`).
   """
   with open(os.path.join(out, 'config.json')) as f:
     config = config_lib.from_dict(json.load(f))
   config = dataclasses.replace(config, out=out,
                                data_dir=data_dir if data_dir else config.data_dir).resolved()
-  with open(os.path.join(out, CHECKPOINT), 'rb') as f:
-    ckpt = pickle.load(f)
+  ckpt = read_checkpoint(out)
   exp = build_experiment(config, log)
   state = tf.nest.pack_sequence_as(exp.method.initialize(), ckpt['state'])
   return exp, exp.method.model_weights(state), int(ckpt['round'])
