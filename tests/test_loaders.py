@@ -157,3 +157,24 @@ def test_two_writers_of_one_client_cache_both_succeed(tmp_path):
   for cid, idx in zip(built[0].client_ids, parts):
     with open(os.path.join(directory, f'{cid}.x'), 'rb') as f:
       assert f.read() == np.ascontiguousarray(x[idx]).tobytes()
+
+
+def test_cifar_batches_are_unpickled_as_data_only(tmp_path):
+  batch = {b'data': np.arange(12, dtype=np.uint8).reshape(1, 12), b'labels': [3],
+           b'batch_label': b'x'}
+  for protocol in (2, 4):
+    path = tmp_path / f'b{protocol}'
+    path.write_bytes(pickle.dumps(batch, protocol=protocol))
+    with open(path, 'rb') as f:
+      back = loaders._unpickle(f)  # pylint: disable=protected-access
+    np.testing.assert_array_equal(back[b'data'], batch[b'data'])
+    assert back[b'labels'] == [3]
+
+  class Payload:
+    def __reduce__(self):
+      return (os.system, ('touch ' + str(tmp_path / 'pwned'),))
+  path = tmp_path / 'evil'
+  path.write_bytes(pickle.dumps({b'data': Payload()}))
+  with open(path, 'rb') as f, pytest.raises(pickle.UnpicklingError, match='refusing'):
+    loaders._unpickle(f)  # pylint: disable=protected-access
+  assert not (tmp_path / 'pwned').exists()

@@ -235,8 +235,27 @@ def _load_idx_dataset(name: str, folder: str, download: bool) -> Dataset:
                  source=f'IDX files in {folder}')
 
 
+# What the official CIFAR python batches reference (NumPy arrays in dicts); a pickle
+# naming anything else is refused before it can run (`_DataUnpickler`).
+_PICKLE_GLOBALS = {('numpy.core.multiarray', '_reconstruct'), ('numpy', 'ndarray'),
+                   ('numpy', 'dtype'), ('numpy.core.multiarray', 'scalar'),
+                   ('_codecs', 'encode')}
+
+
+class _DataUnpickler(pickle.Unpickler):
+  """Loads only the NumPy arrays, dicts, lists and strings of a CIFAR batch file: an
+  extracted folder has no official checksum, and a general unpickler would run any
+  code a tampered batch file names."""
+
+  def find_class(self, module, name):
+    if (module, name) not in _PICKLE_GLOBALS:
+      raise pickle.UnpicklingError(
+          f'refusing {module}.{name}: a CIFAR batch file holds NumPy arrays only')
+    return super().find_class(module, name)
+
+
 def _unpickle(f) -> dict:
-  return pickle.load(f, encoding='bytes')
+  return _DataUnpickler(f, encoding='bytes').load()
 
 
 def _cifar_arrays(batches: list[dict], label_key: bytes) -> tuple[np.ndarray, np.ndarray]:
