@@ -1,7 +1,7 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5]
-        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures]
+        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement]
         [--data-dir DIR] [--figures fig3 fig6 fig7a]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
@@ -56,6 +56,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
+import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms import baselines, per_example  # pylint: disable=g-import-not-at-top
@@ -544,12 +545,61 @@ def bench_aadp_fl_aggregation(repeats, clients=20, clip_norm=0.3, batch_size=32,
   return out
 
 
+def bench_confinement(repeats, cache, rounds=5):
+  """Seconds per TFF round with the local worker confined (`tffdp.confined_worker`:
+  own network namespace, a Unix-socket relay) and with TFF's own worker, interleaved.
+
+  Two models: the 26k-parameter CNN (10 clients x 78 examples) and the 3.3M-parameter
+  A-DPFL CNN (10 clients x 60), whose weights cross the relay several times a round.
+  """
+  out = {}
+  for label, model, per_client, batch in (('Adap DP-FL CNN (26k), 10 x 78', 'adap_dp_fl_cnn',
+                                           78, 78),
+                                          ('A-DPFL CNN (3.3M), 10 x 60', 'deep_mnist_cnn',
+                                           60, 20)):
+    clients = 10
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
+    y = rng.integers(0, 10, clients * per_client)
+    parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)]
+    data = FederatedData(x, y, parts, cache_dir=cache)
+    builder = functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
+    method = baselines.build_dpfl(builder, data, learning_rate=0.05, batch_size=batch,
+                                  noise_multiplier=1.0, clip_norm=4.0)
+    round_fn = runner.build_round_computation(method, data)
+    args = ([str(i) for i in range(clients)], [np.array([1, i], np.int64)
+                                               for i in range(clients)])
+    times = {'confined': [], 'open': []}
+    for _ in range(repeats):
+      for mode in times:
+        runtime._set_default_context(  # pylint: disable=protected-access
+            runtime._confined_context() if mode == 'confined'  # pylint: disable=protected-access
+            else tff.backends.test.create_sync_test_cpp_execution_context())
+        state = method.process.initialize()
+        state = round_fn(state, *args).state  # warm-up: worker start, tracing
+        t = time.perf_counter()
+        for _ in range(rounds):
+          state = round_fn(state, *args).state
+        times[mode].append((time.perf_counter() - t) / rounds)
+    med = {k: float(np.median(v)) for k, v in times.items()}
+    spread = {k: (min(v), max(v)) for k, v in times.items()}
+    print(f'[confinement] {label}: confined {med["confined"]:.3f} s/round '
+          f'(range {spread["confined"][0]:.3f}-{spread["confined"][1]:.3f}), TFF\'s own '
+          f'worker {med["open"]:.3f} (range {spread["open"][0]:.3f}-{spread["open"][1]:.3f}),'
+          f' ratio {med["confined"] / med["open"]:.3f}x ({repeats} interleaved repeats of '
+          f'{rounds} rounds)', flush=True)
+    out[label] = med
+  runtime._set_default_context(  # pylint: disable=protected-access
+      tff.backends.test.create_sync_test_cpp_execution_context())
+  return out
+
+
 def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
-                                      'aggregate', 'figures'))
+                                      'aggregate', 'figures', 'confinement'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
                  'data)')
@@ -582,6 +632,9 @@ def main(argv=None) -> int:
   if args.only in (None, 'workers'):
     with tempfile.TemporaryDirectory() as cache:
       bench_workers(max(2, args.repeats // 2), cache)
+  if args.only in (None, 'confinement'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_confinement(max(3, args.repeats // 2), cache)
   if args.only in (None, 'adap'):
     with tempfile.TemporaryDirectory() as cache:
       bench_adap_dp_fl(args.repeats, cache)

@@ -64,6 +64,133 @@ def test_use_local_context_twice_keeps_context_and_worker():
   assert runtime.worker_pids() == pids and len(pids) == 1
 
 
+# ----- Confinement of the local worker (tffdp.confined_worker) -------------------------
+
+def _socket_inodes(pids) -> set[str]:
+  inodes = set()
+  for pid in pids:
+    try:
+      for fd in os.listdir(f'/proc/{pid}/fd'):
+        target = os.readlink(f'/proc/{pid}/fd/{fd}')
+        if target.startswith('socket:['):
+          inodes.add(target[len('socket:['):-1])
+    except OSError:
+      continue
+  return inodes
+
+
+def _listening_inodes() -> set[str]:
+  """Inodes of the TCP sockets listening in this process's network namespace (what
+  another host, or any local process here, could connect to)."""
+  out = set()
+  for name in ('/proc/net/tcp', '/proc/net/tcp6'):
+    with open(name) as f:
+      for line in f.readlines()[1:]:
+        fields = line.split()
+        if fields[3] == '0A':  # TCP_LISTEN
+          out.add(fields[9])
+  return out
+
+
+_CLI_TOY = ['--method', 'fedavg', '--dataset', 'synthetic', '--rounds', '40', '--clients',
+            '8', '--clients-per-round', '4', '--partition', 'iid', '--model',
+            'logistic_regression', '--num-validation', '100', '--log-every', '1']
+
+
+def _tree_while_running(out, mode):
+  """Starts a CLI run with TFFDP_LOCAL_WORKER=mode; at round 2, its process tree, the
+  worker pids and the listening sockets seen from here. Ends the run."""
+  env = dict(ENV, TFFDP_LOCAL_WORKER=mode, PYTHONUNBUFFERED='1')
+  p = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *_CLI_TOY, '--out', str(out)],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                       env=env, preexec_fn=_ignore_sigint)
+  try:
+    for line in p.stdout:
+      if line.startswith('round 2/'):
+        break
+    workers = runtime.worker_pids(p.pid)
+    tree = [p.pid, *runtime.helper_pids(p.pid), *workers]
+    exposed = _socket_inodes(tree) & _listening_inodes()
+    netns = {pid: os.readlink(f'/proc/{pid}/ns/net') for pid in workers}
+  finally:
+    p.terminate()
+    _, err = p.communicate(timeout=120)
+  return workers, exposed, netns, err
+
+
+def test_a_local_run_listens_on_no_port_outside_its_own_namespace(tmp_path):
+  if runtime.confinement_problem():
+    pytest.skip(f'this kernel refuses the namespaces: {runtime.confinement_problem()}')
+  workers, exposed, netns, err = _tree_while_running(tmp_path / 'c', 'confined')
+  assert len(workers) == 1, err
+  assert not exposed  # no TCP listener of the run's tree in this (the host's) namespace
+  assert netns[workers[0]] != os.readlink('/proc/self/ns/net')
+  assert 'cannot be confined' not in err
+  # The check bites: TFF's own worker listens here, on every interface.
+  workers, exposed, netns, _ = _tree_while_running(tmp_path / 'o', 'open')
+  assert len(workers) == 1 and exposed
+  assert netns[workers[0]] == os.readlink('/proc/self/ns/net')
+
+
+def test_confined_and_open_workers_give_the_same_rows(tmp_path):
+  rows = {}
+  for mode in ('confined', 'open'):
+    out = tmp_path / mode
+    r = subprocess.run([sys.executable, '-m', 'tffdp.run', '--method', 'dp_fedavg',
+                        '--dataset', 'synthetic', '--rounds', '3', '--clients', '8',
+                        '--clients-per-round', '4', '--partition', 'iid', '--model',
+                        'logistic_regression', '--num-validation', '100',
+                        '--clip-norm', '0.3', '--out', str(out)], capture_output=True,
+                       text=True, cwd=ROOT, env=dict(ENV, TFFDP_LOCAL_WORKER=mode),
+                       timeout=600)
+    assert r.returncode == 0, r.stderr
+    rows[mode] = _rows(out)
+  timing = ('train_seconds', 'accounting_seconds', 'eval_seconds', 'round_seconds',
+            'wall_seconds', 'paused_seconds')
+  strip = lambda rs: [{k: v for k, v in r.items() if k not in timing} for r in rs]
+  assert strip(rows['confined']) == strip(rows['open']) and len(rows['open']) == 3
+
+
+FALLBACK = '''
+import os
+from tffdp import runtime; import tensorflow as tf, tensorflow_federated as tff
+runtime._confinement = 'unshare(CLONE_NEWUSER | CLONE_NEWNET): Operation not permitted'
+runtime.use_local_context()
+print(float(tff.tensorflow.computation(lambda: tf.constant(1.0))()))
+w = runtime.worker_pids()
+print(len(w), os.readlink(f'/proc/{w[0]}/ns/net') == os.readlink('/proc/self/ns/net'))
+'''
+
+
+def test_where_the_kernel_refuses_the_worker_runs_open_with_a_one_line_warning():
+  r = subprocess.run([sys.executable, '-c', FALLBACK], capture_output=True, text=True,
+                     cwd=ROOT, env=ENV, timeout=120)
+  assert r.returncode == 0, r.stderr[-2000:]
+  assert r.stdout.split() == ['1.0', '1', 'True']
+  warnings = [l for l in r.stderr.splitlines() if 'cannot be confined' in l]
+  assert len(warnings) == 1 and 'Operation not permitted' in warnings[0]
+  assert warnings[0].startswith('tffdp: warning:')
+
+
+def test_cli_unknown_local_worker_mode_exits_2():
+  r = subprocess.run([sys.executable, '-m', 'tffdp.run', *_CLI_TOY], capture_output=True,
+                     text=True, cwd=ROOT, env=dict(ENV, TFFDP_LOCAL_WORKER='nope'),
+                     timeout=300)
+  assert r.returncode == 2 and 'TFFDP_LOCAL_WORKER must be one of confined, open' in r.stderr
+  assert 'Traceback' not in r.stderr
+
+
+def test_the_worker_s_socket_is_the_user_s_alone():
+  runtime.use_local_context()
+  if not runtime._managers:  # pylint: disable=protected-access
+    pytest.skip('the local worker is not confined here')
+  assert float(tff.tensorflow.computation(lambda: tf.constant(5.0))()) == 5.0
+  manager = runtime._managers[-1]  # pylint: disable=protected-access
+  assert os.stat(manager._dir).st_mode & 0o777 == 0o700  # pylint: disable=protected-access
+  sock = os.path.join(manager._dir, 'worker.sock')  # pylint: disable=protected-access
+  assert os.stat(sock).st_mode & 0o777 == 0o600
+
+
 # ----- Worker process and addresses ---------------------------------------------------
 
 @pytest.mark.parametrize('spec,expected', [

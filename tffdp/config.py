@@ -21,6 +21,11 @@ COHORT_SAMPLING = ('uniform', 'poisson', 'all')
 CHECKPOINT = checkpoints.FILE
 LEGACY_CHECKPOINT = checkpoints.LEGACY_PICKLE
 
+# `TFFDP_LOCAL_WORKER`: how the local TFF worker runs (`tffdp.runtime`): `confined` (its
+# own network namespace; falls back with a warning where the kernel refuses) or `open`
+# (TFF's own: a TCP port on every interface).
+LOCAL_WORKER_MODES = ('confined', 'open')
+
 # Method options that were top-level RunConfig fields before `method_options` (configs
 # and checkpoints written then carry them flat; `from_dict` moves them).
 LEGACY_OPTION_FIELDS = ('k', 'alpha', 'adjust_every', 'selection', 'dp_sgd', 'lot_size',

@@ -233,6 +233,10 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
     cfg.resolved().validate()
   except ValueError as e:
     parser.exit(2, f'error: {e}\n')
+  mode = os.environ.get('TFFDP_LOCAL_WORKER', 'confined')
+  if mode not in config_lib.LOCAL_WORKER_MODES:
+    parser.exit(2, f'error: TFFDP_LOCAL_WORKER must be one of '
+                f'{", ".join(config_lib.LOCAL_WORKER_MODES)}. Found {mode!r}.\n')
   if args.resume and not any(os.path.exists(os.path.join(cfg.out, f)) for f in (
       config_lib.CHECKPOINT, config_lib.LEGACY_CHECKPOINT)):
     parser.exit(2, f'error: nothing to resume: {cfg.out} holds no {config_lib.CHECKPOINT} '

@@ -14,6 +14,14 @@ tffdp therefore never lets TFF drop a context whose worker is alive: a repeated
 `use_local_context()` is a no-op, and any real replacement first kills this process's
 own workers by pid (SIGKILL) and detaches them from their `ServiceManager`.
 
+Confined. TFF's worker binary listens on a TCP port of every interface and runs any
+computation sent to it. `use_local_context()` therefore starts it through
+`tffdp.confined_worker`: in a user + network namespace of its own (loopback only),
+reached through a Unix socket in a directory only this user can enter, so no other host
+and no process outside the namespace can reach it. Where the kernel refuses such
+namespaces, the context falls back to TFF's own worker with a one-line warning;
+`TFFDP_LOCAL_WORKER=open` chooses TFF's own worker without trying.
+
 Remote. `remote_context(['host:port', ...])` is TFF's own mergeable-computation execution
 context (`tff.framework.MergeableCompExecutionContext`) over one `RemoteExecutor` per
 worker (each a `worker_binary` started by `python -m tffdp.worker --port P`). A round
@@ -29,7 +37,11 @@ import atexit
 import contextlib
 import gc
 import os
+import shutil
 import signal
+import subprocess
+import sys
+import tempfile
 import threading
 import time
 from typing import Optional, Sequence
@@ -40,6 +52,10 @@ import tensorflow_federated as tff
 from tffdp import config as config_lib
 
 _WORKER_NAME = 'worker_binary'
+_HELPER_MODULE = 'tffdp.confined_worker'
+LOCAL_WORKER_MODES = config_lib.LOCAL_WORKER_MODES  # TFFDP_LOCAL_WORKER's values
+_managers: list = []  # the _ConfinedServiceManagers of this process
+_confinement: Optional[str] = None  # None until probed: '' works, else why not
 _lock = threading.Lock()
 _installed = False
 _local_context = None  # the context use_local_context() set, and its arguments
@@ -53,10 +69,9 @@ _GRPC_CHANNEL_OPTIONS = [
 ]
 
 
-def worker_pids(parent: int | None = None) -> list[int]:
-  """PIDs of TFF worker processes whose parent is `parent` (default: this process)."""
-  parent = os.getpid() if parent is None else parent
-  pids = []
+def _process_table() -> list[tuple[int, int, str]]:
+  """`(pid, ppid, comm)` of every process visible in /proc."""
+  out = []
   for entry in os.listdir('/proc'):
     if not entry.isdigit():
       continue
@@ -68,32 +83,178 @@ def worker_pids(parent: int | None = None) -> list[int]:
       ppid = int(stat[stat.rindex(')') + 2:].split()[1])
     except (OSError, ValueError, IndexError):
       continue
-    if ppid == parent and comm.startswith(_WORKER_NAME[:15]):
-      pids.append(int(entry))
+    out.append((int(entry), ppid, comm))
+  return out
+
+
+def helper_pids(parent: int | None = None) -> list[int]:
+  """PIDs of the `tffdp.confined_worker` helpers this process (or `parent`) started."""
+  parent = os.getpid() if parent is None else parent
+  pids = []
+  for pid, ppid, _ in _process_table():
+    if ppid != parent:
+      continue
+    try:
+      with open(f'/proc/{pid}/cmdline', 'rb') as f:
+        if _HELPER_MODULE.encode() in f.read():
+          pids.append(pid)
+    except OSError:
+      continue
   return pids
+
+
+def worker_pids(parent: int | None = None) -> list[int]:
+  """PIDs of the TFF worker processes `parent` (default: this process) started: its
+  children, and those of its `tffdp.confined_worker` helpers."""
+  parent = os.getpid() if parent is None else parent
+  table = _process_table()
+  owners = {parent, *helper_pids(parent)}
+  return [pid for pid, ppid, comm in table
+          if ppid in owners and comm.startswith(_WORKER_NAME[:15])]
 
 
 def shutdown_workers() -> int:
   """Ends every TFF worker started by this process; returns how many were signalled.
 
-  Each worker is killed by pid (SIGKILL, which a worker cannot ignore) and reaped, and
-  its TFF `ServiceManager` is detached from it, so that neither TFF's restart path nor
-  its `__del__` signals or waits for it again. TFF starts a fresh worker on the next
-  computation call, so this is safe mid-session.
+  Each worker (and each `tffdp.confined_worker` helper) is killed by pid (SIGKILL, which
+  a worker cannot ignore) and reaped where it is this process's child, and its service
+  manager is detached from it, so that neither TFF's restart path nor its `__del__`
+  signals or waits for it again. A fresh worker is started on the next computation
+  call, so this is safe mid-session.
   """
   pids = worker_pids()
-  for pid in pids:
+  helpers = helper_pids()
+  for pid in pids + helpers:
     try:
       os.kill(pid, signal.SIGKILL)
-      os.waitpid(pid, 0)
-    except (ProcessLookupError, ChildProcessError):
+    except ProcessLookupError:
       pass
+  for pid in pids + helpers:
+    try:
+      os.waitpid(pid, 0)
+    except ChildProcessError:  # a helper's worker: its helper is gone, init reaps it
+      pass
+  for manager in _managers:
+    manager.detach()
   if pids:
     for obj in gc.get_objects():
       if type(obj).__name__ == 'ServiceManager' and getattr(obj, '_process', None) is not None:
         if getattr(obj._process, 'pid', None) in pids:
           obj._process, obj._stub = None, None
   return len(pids)
+
+
+class _ConfinedServiceManager:
+  """TFF's `ServiceManager` for a worker behind `tffdp.confined_worker`: starts the
+  helper (which starts the worker in its own namespaces) and returns a stub on its
+  Unix socket; restarts it when it is gone."""
+
+  def __init__(self, binary: str, max_concurrent_computation_calls: int):
+    self._binary, self._max_calls = binary, max_concurrent_computation_calls
+    self._process: Optional[subprocess.Popen] = None
+    self._stub = None
+    self._dir: Optional[str] = None
+
+  def detach(self) -> None:
+    self._process, self._stub = None, None
+    if self._dir:
+      shutil.rmtree(self._dir, ignore_errors=True)
+      self._dir = None
+
+  def get_stub(self):
+    if self._stub is not None and self._process is not None and \
+        self._process.poll() is None and self._stub.is_ready:
+      return self._stub
+    if self._process is not None and self._process.poll() is None:
+      self._process.kill()
+      self._process.wait()
+    self.detach()
+    self._dir = tempfile.mkdtemp(prefix='tffdp-worker-')  # mode 0700
+    path = os.path.join(self._dir, 'worker.sock')
+    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [package_parent] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep)
+                            if p]))
+    process = subprocess.Popen(
+        [sys.executable, '-m', _HELPER_MODULE, '--socket', path, '--binary', self._binary,
+         '--max-concurrent-computation-calls', str(self._max_calls)], env=env)
+    deadline = time.monotonic() + 60
+    while not os.path.exists(path):
+      if process.poll() is not None or time.monotonic() > deadline:
+        if process.poll() is None:
+          process.kill()
+        process.wait()
+        raise RuntimeError(f'the confined TFF worker did not start (exit status '
+                           f'{process.returncode}); TFFDP_LOCAL_WORKER=open uses TFF\'s own')
+      time.sleep(0.01)
+    channel = grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS)
+    self._process, self._stub = process, tff.framework.RemoteExecutorGrpcStub(channel)
+    while not self._stub.is_ready:
+      if process.poll() is not None:
+        raise RuntimeError('the confined TFF worker ended before it served.')
+      time.sleep(0.01)
+    return self._stub
+
+
+def _worker_binary() -> str:
+  return os.path.join(os.path.dirname(os.path.abspath(tff.__file__)), 'data', _WORKER_NAME)
+
+
+def confinement_problem() -> str:
+  """'' where the local worker can be confined here, else the reason (probed once)."""
+  global _confinement
+  if _confinement is None:
+    r = subprocess.run([sys.executable, '-m', _HELPER_MODULE, '--probe'],
+                       capture_output=True, text=True, timeout=60, env=dict(
+                           os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
+                               os.path.abspath(__file__)))))
+    _confinement = '' if r.returncode == 0 else (
+        r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit {r.returncode}')
+  return _confinement
+
+
+def local_worker_mode() -> str:
+  """`TFFDP_LOCAL_WORKER` (`confined` or `open`); raises `ValueError` on another value."""
+  mode = os.environ.get('TFFDP_LOCAL_WORKER', 'confined')
+  if mode not in LOCAL_WORKER_MODES:
+    raise ValueError(f'TFFDP_LOCAL_WORKER must be one of {", ".join(LOCAL_WORKER_MODES)}. '
+                     f'Found {mode!r}.')
+  return mode
+
+
+def _confined_context(default_num_clients: int = 0,
+                      max_concurrent_computation_calls: int = -1,
+                      stream_structs: bool = False):
+  """`tff.backends.test.create_sync_test_cpp_execution_context` with its worker confined."""
+  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.backends.native import compiler as native_compiler
+  from tensorflow_federated.python.core.backends.test import compiler as test_compiler
+  from tensorflow_federated.python.core.environments.tensorflow_frontend import tensorflow_computation
+  from tensorflow_federated.python.core.impl.execution_contexts import sync_execution_context
+  from tensorflow_federated.python.core.impl.executor_stacks import python_executor_stacks
+  from tensorflow_federated.python.core.impl.executors import remote_executor
+  from tensorflow_federated.python.core.impl.types import placements
+  # pylint: enable=g-import-not-at-top
+  manager = _ConfinedServiceManager(_worker_binary(), max_concurrent_computation_calls)
+  _managers.append(manager)
+
+  def stack_fn(cardinalities):
+    if cardinalities.get(placements.CLIENTS) is None:
+      cardinalities[placements.CLIENTS] = default_num_clients
+    ex = remote_executor.RemoteExecutor(manager.get_stub(), stream_structs=stream_structs)
+    ex.set_cardinalities(cardinalities)
+    return ex
+
+  def compile_fn(comp):  # as TFF's test context: secure sums to their plain-sum bodies
+    comp = test_compiler.replace_secure_intrinsics_with_bodies(comp)
+    return native_compiler.desugar_and_transform_to_native(comp)
+
+  return sync_execution_context.SyncExecutionContext(
+      executor_fn=python_executor_stacks.ResourceManagingExecutorFactory(
+          executor_stack_fn=stack_fn),
+      compiler_fn=compile_fn,
+      transform_args=tensorflow_computation.transform_args,
+      transform_result=tensorflow_computation.transform_result)
 
 
 def _default_context():
@@ -169,7 +330,17 @@ def use_local_context(**kwargs) -> None:
     if _local_context is not None and _local_kwargs == kwargs and \
         _default_context() is _local_context:
       return
-    context = tff.backends.test.create_sync_test_cpp_execution_context(**kwargs)
+    context = None
+    if local_worker_mode() == 'confined':
+      problem = confinement_problem()
+      if not problem:
+        context = _confined_context(**kwargs)
+      else:
+        print(f'tffdp: warning: the local TFF worker cannot be confined here ({problem}); '
+              'it listens on a TCP port of every interface while this process runs '
+              '(README: Security).', file=sys.stderr, flush=True)
+    if context is None:
+      context = tff.backends.test.create_sync_test_cpp_execution_context(**kwargs)
     _set_default_context(context)
     _local_context, _local_kwargs = context, dict(kwargs)
     if not _installed:
