@@ -1,5 +1,6 @@
 # One command runs the main job, one runs the tests; each creates the environment first.
-#   make demo   FedAvg, DPFL and DP-FedAvg on real MNIST (writes figures/demo/)
+#   make demo   DP-FedAvg (client-level) and DPFL (sample-level) beside FedAvg on real MNIST,
+#               about 5 min on 2 cores (writes figures/demo/, README included)
 #   make test   the test suite
 #   make bench  the speed benchmarks (prints measured ratios)
 #   make a_dpfl_figures      A-DPFL Fig. 4-6, Table 2 + report at paper scale (about 5 h
