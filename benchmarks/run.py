@@ -428,8 +428,8 @@ def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
   local = timed(lambda comp, *a: comp(*a))
   times = {}
   for n in (1, 2):
-    with runtime.loopback_workers(n) as (addresses, _):
-      with runtime.RemoteContext(addresses) as remote:
+    with runtime.loopback_workers(n) as (addresses, _, tls):
+      with runtime.RemoteContext(addresses, tls=tls) as remote:
         times[n] = timed(remote.run)
   params = sum(int(np.prod(w.shape)) for w in weights.trainable)
   print(f'[workers] DPFL round, {clients} clients x {per_client} examples, batch {batch}, '

@@ -218,7 +218,8 @@ def test_worker_serves_and_ends_on_sigterm():
   import portpicker  # pylint: disable=g-import-not-at-top
   port = portpicker.pick_unused_port()
   # Started with SIGINT ignored, as from a script's `&`: SIGTERM must still end it.
-  proc = subprocess.Popen([sys.executable, '-m', 'tffdp.worker', '--port', str(port)],
+  proc = subprocess.Popen([sys.executable, '-m', 'tffdp.worker', '--port', str(port),
+                           '--insecure'],
                           stdout=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
                           preexec_fn=_ignore_sigint)
   try:
@@ -277,8 +278,15 @@ def test_method_without_round_computation_refused_before_training(tmp_path):
 
 @pytest.fixture(scope='module')
 def two_workers():
-  with runtime.loopback_workers(2) as (addresses, _):
-    yield ','.join(addresses)
+  """Two loopback workers serving mutual TLS: the RunConfig settings that reach them."""
+  with runtime.loopback_workers(2) as (addresses, _, tls):
+    yield dict(workers=','.join(addresses), tls_cert=tls.cert, tls_key=tls.key,
+               tls_ca=tls.ca)
+
+
+def _remote(two_workers):
+  return runtime.RemoteContext(config_lib.parse_workers(two_workers['workers']),
+                               tls=config_lib.RunConfig(**two_workers).worker_tls)
 
 
 def _rows(out):
@@ -308,7 +316,7 @@ def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
   local = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'local'))),
                      log=lambda s: None)
   remote = runner.run(config_lib.RunConfig(**dict(vars(cfg), out=str(tmp_path / 'remote'),
-                                                  workers=two_workers)), log=lines.append)
+                                                  **two_workers)), log=lines.append)
   assert any('2 TFF worker(s)' in line for line in lines)
   assert len(_state(tmp_path / 'local')) == len(_state(tmp_path / 'remote'))
   assert len(_rows(tmp_path / 'local')) == len(_rows(tmp_path / 'remote')) == 2
@@ -338,7 +346,7 @@ def test_dp_fedavg_server_noise_added_once_across_workers(tmp_path, two_workers)
                                   noise_multiplier=noise, clip_norm=clip, clients_per_round=k)
     round_fn = runner.build_round_computation(m, data)
     state = m.process.initialize()
-    with runtime.RemoteContext(config_lib.parse_workers(two_workers)) as remote:
+    with _remote(two_workers) as remote:
       out = remote.run(round_fn, state, ids, seeds)
     return np.concatenate([np.ravel(w) for w in m.process.get_model_weights(out.state).trainable])
 
@@ -356,9 +364,10 @@ def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path):
           'logistic_regression', '--batch-size', '100', '--num-validation', '500',
           '--noise-multiplier', '0.5', '--clip-norm', '1.0', '--checkpoint-every', '100',
           '--out', str(out)]
-  with runtime.loopback_workers(2) as (addresses, procs):
+  with runtime.loopback_workers(2) as (addresses, procs, tls):
     run = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *args, '--workers',
-                            ','.join(addresses), '--worker-timeout', '3'],
+                            ','.join(addresses), '--worker-timeout', '3', '--tls-cert',
+                            tls.cert, '--tls-key', tls.key, '--tls-ca', tls.ca],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                            cwd=ROOT, env=env, preexec_fn=_ignore_sigint)
     try:
@@ -394,6 +403,119 @@ def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path):
       assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
 
 
+# ----- Mutual TLS between the coordinator and the workers ------------------------------
+
+def test_make_certs_writes_a_ca_and_certificates_for_each_side(tmp_path):
+  from cryptography import x509  # pylint: disable=g-import-not-at-top
+  from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+  r = subprocess.run([sys.executable, '-m', 'tffdp.worker', 'make-certs', str(tmp_path / 'c'),
+                      '--hosts', 'gpu1.example.org,10.0.0.7'], capture_output=True,
+                     text=True, cwd=ROOT, env=ENV, timeout=120)
+  assert r.returncode == 0, r.stderr
+  assert '--tls-cert' in r.stdout and 'ca.key off the workers' in r.stdout
+  files = sorted(os.listdir(tmp_path / 'c'))
+  assert files == ['ca.key', 'ca.pem', 'coordinator.key', 'coordinator.pem', 'worker.key',
+                   'worker.pem']
+  for key in ('ca.key', 'coordinator.key', 'worker.key'):
+    assert os.stat(tmp_path / 'c' / key).st_mode & 0o777 == 0o600
+  worker = x509.load_pem_x509_certificate((tmp_path / 'c' / 'worker.pem').read_bytes())
+  sans = worker.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+  assert sans.get_values_for_type(x509.DNSName) == ['gpu1.example.org', 'localhost']
+  assert [str(a) for a in sans.get_values_for_type(x509.IPAddress)] == ['10.0.0.7',
+                                                                        '127.0.0.1']
+  with pytest.raises(FileExistsError):  # a CA key is never overwritten
+    tls_lib.make_certs(str(tmp_path / 'c'), [])
+  r = subprocess.run([sys.executable, '-m', 'tffdp.worker', 'make-certs', str(tmp_path / 'c')],
+                     capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+  assert r.returncode == 2 and 'already holds ca.key' in r.stderr
+
+
+def _tls_worker(port, files, extra=()):
+  return subprocess.Popen(
+      [sys.executable, '-m', 'tffdp.worker', '--port', str(port), '--tls-cert',
+       files['worker'], '--tls-key', files['worker_key'], '--tls-ca', files['ca'], *extra],
+      stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
+
+
+def _stop(proc):
+  proc.terminate()
+  try:
+    return proc.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    proc.kill()
+    return proc.communicate()
+
+
+def test_a_tls_worker_refuses_plain_text_no_certificate_and_another_ca(tmp_path):
+  import grpc  # pylint: disable=g-import-not-at-top
+  import portpicker  # pylint: disable=g-import-not-at-top
+  from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+  ours = tls_lib.make_certs(str(tmp_path / 'ours'), ['localhost'])
+  theirs = tls_lib.make_certs(str(tmp_path / 'theirs'), ['localhost'])
+  port = portpicker.pick_unused_port()
+  address = f'localhost:{port}'
+  proc = _tls_worker(port, ours)
+  good = tls_lib.TlsFiles(ours['coordinator'], ours['coordinator_key'], ours['ca'])
+  try:
+    runtime.wait_for_workers([address], timeout_s=60, tls=good)
+    with runtime.RemoteContext([address], tls=good) as remote:  # the right certificates
+      @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+      def mean(x):
+        return tff.federated_mean(x)
+      assert float(remote.run(mean, [1.0, 2.0, 6.0])) == pytest.approx(3.0)
+    refused = []
+    with pytest.raises(runtime.WorkerError, match='in plain text'):
+      runtime.wait_for_workers([address], timeout_s=3)
+    refused.append('plain text')
+    no_cert = grpc.ssl_channel_credentials(root_certificates=open(ours['ca'], 'rb').read())
+    with grpc.secure_channel(address, no_cert) as channel:
+      with pytest.raises(grpc.FutureTimeoutError):
+        grpc.channel_ready_future(channel).result(timeout=3)
+    other_ca = tls_lib.TlsFiles(theirs['coordinator'], theirs['coordinator_key'], ours['ca'])
+    with pytest.raises(runtime.WorkerError, match='over mutual TLS'):
+      runtime.wait_for_workers([address], timeout_s=3, tls=other_ca)
+  finally:
+    out, err = _stop(proc)
+  assert 'serving on port' in out and '(mutual TLS)' in out
+  # Each refused client stopped at the handshake: nothing reached the TFF worker.
+  assert out.count('tffdp.worker: refused') >= 3, out
+  assert 'TLSV1_ALERT_UNKNOWN_CA' in out or 'CERTIFICATE_VERIFY_FAILED' in out, out
+
+
+def test_a_worker_certificate_for_another_host_is_refused_by_the_coordinator(tmp_path):
+  import portpicker  # pylint: disable=g-import-not-at-top
+  from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+  files = tls_lib.make_certs(str(tmp_path / 'c'), ['gpu1.example.org'], loopback=False)
+  port = portpicker.pick_unused_port()
+  proc = _tls_worker(port, files)
+  coordinator = tls_lib.TlsFiles(files['coordinator'], files['coordinator_key'],
+                                 files['ca'])
+  try:
+    time.sleep(1.0)
+    assert proc.poll() is None
+    with pytest.raises(runtime.WorkerError, match='names the host dialled'):
+      runtime.wait_for_workers([f'localhost:{port}'], timeout_s=5, tls=coordinator)
+  finally:
+    _stop(proc)
+
+
+def test_workers_need_tls_files_or_insecure_on_both_sides(tmp_path):
+  r = subprocess.run([sys.executable, '-m', 'tffdp.worker', '--port', '8000'],
+                     capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
+  assert r.returncode == 2 and 'make-certs' in r.stderr and '--insecure' in r.stderr
+  base = ['--method', 'fedavg', '--dataset', 'synthetic']
+  for extra, why in ((['--workers', 'localhost:8000'], 'needs tls_cert, tls_key and tls_ca'),
+                     (['--workers', 'localhost:8000', '--insecure', '--tls-ca', 'x'],
+                      'excludes tls_cert'),
+                     (['--tls-cert', 'x'], 'is for --workers only'),
+                     (['--workers', 'localhost:8000', '--tls-cert', str(tmp_path / 'no'),
+                       '--tls-key', 'k', '--tls-ca', 'c'], 'tls_cert must name a readable')):
+    r = subprocess.run([sys.executable, '-m', 'tffdp.run', *base, *extra],
+                       capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=300)
+    assert r.returncode == 2 and why in r.stderr, (extra, r.stderr)
+    assert 'Traceback' not in r.stderr
+
+
 def _slow_identity_round():
   """`x@CLIENTS -> <x@CLIENTS after a loop of x iterations, mean@SERVER>`."""
   @tff.tensorflow.computation(np.float32)
@@ -414,7 +536,7 @@ def test_client_results_keep_cohort_order_when_first_worker_is_slower(two_worker
   # TFF 0.87's own context joins CLIENTS-placed results in the order sub-rounds finish;
   # the first sub-round is made slow here, so that order would be the wrong one.
   values = [2e6, 2e6, 0.0, 1.0]
-  with runtime.RemoteContext(config_lib.parse_workers(two_workers)) as remote:
+  with _remote(two_workers) as remote:
     clients, mean = remote.run(_slow_identity_round(), values)
   assert [float(v) for v in clients] == values
   assert float(mean) == pytest.approx(np.mean(values))

@@ -208,6 +208,12 @@ class RunConfig:
   # workers (`python -m tffdp.worker`); results do not depend on it.
   workers: Optional[str] = None
   worker_timeout: float = 20.0  # seconds a worker may stay unreachable mid-round
+  # Mutual TLS to the workers (`tffdp.tls`): this coordinator's certificate, key and the
+  # CA the workers' certificates chain to; or `insecure_workers` for plain text.
+  tls_cert: Optional[str] = None
+  tls_key: Optional[str] = None
+  tls_ca: Optional[str] = None
+  insecure_workers: bool = False
   notes: dict = dataclasses.field(default_factory=dict)
 
   @classmethod
@@ -229,6 +235,14 @@ class RunConfig:
   def with_options(self, **options) -> 'RunConfig':
     """A copy with these method options set."""
     return dataclasses.replace(self, method_options=dict(self.method_options, **options))
+
+  @property
+  def worker_tls(self):
+    """The coordinator's `tffdp.tls.TlsFiles` (None without TLS files)."""
+    if not all([self.tls_cert, self.tls_key, self.tls_ca]):
+      return None
+    from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+    return tls_lib.TlsFiles(self.tls_cert, self.tls_key, self.tls_ca)
 
   @property
   def hparams(self) -> registry.MethodHparams:
@@ -310,8 +324,21 @@ class RunConfig:
       bad('log_every', self.log_every, 'must be positive')
     if self.clients_per_slice is not None and self.clients_per_slice <= 0:
       bad('clients_per_slice', self.clients_per_slice, 'must be positive')
+    tls = [self.tls_cert, self.tls_key, self.tls_ca]
     if self.workers is not None:
       parse_workers(self.workers)
+      if self.insecure_workers and any(tls):
+        bad('insecure_workers', True, 'excludes tls_cert, tls_key and tls_ca')
+      if not self.insecure_workers and not all(tls):
+        bad('workers', self.workers, 'needs tls_cert, tls_key and tls_ca (mutual TLS: '
+            '`python -m tffdp.worker make-certs DIR` makes them), or insecure_workers for '
+            'plain text on a network you trust')
+      if all(tls):
+        from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+        tls_lib.TlsFiles(*tls).check()
+    elif any(tls) or self.insecure_workers:
+      bad('tls_cert' if any(tls) else 'insecure_workers', self.tls_cert or True,
+          'is for --workers only')
     if self.worker_timeout <= 0:
       bad('worker_timeout', self.worker_timeout, 'must be positive')
     if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:

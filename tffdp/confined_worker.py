@@ -71,6 +71,13 @@ def enter_private_network() -> None:
     fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack('16sh', b'lo', flags | _IFF_UP))
 
 
+def _die_with_parent() -> None:
+  """In the worker, before exec: SIGKILL when this helper dies (Linux PR_SET_PDEATHSIG),
+  even by SIGKILL; SIGINT back to its default."""
+  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _free_loopback_port() -> int:
   with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
     s.bind(('127.0.0.1', 0))
@@ -140,7 +147,8 @@ def main(argv=None) -> int:
   port = _free_loopback_port()
   worker = subprocess.Popen([args.binary, f'--port={port}',
                              '--max_concurrent_computation_calls='
-                             f'{args.max_concurrent_computation_calls}'])
+                             f'{args.max_concurrent_computation_calls}'],
+                            preexec_fn=_die_with_parent)
 
   def end(*_):
     if worker.poll() is None:

@@ -146,6 +146,14 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
                  help='run each round\'s cohort on these TFF workers (`python -m '
                  'tffdp.worker --port PORT` on each machine), one sub-round per worker; '
                  'default: this process\'s local TFF context')
+  g.add_argument('--tls-cert', help='with --workers: this coordinator\'s certificate '
+                 '(PEM; `python -m tffdp.worker make-certs DIR` writes coordinator.pem)')
+  g.add_argument('--tls-key', help='with --workers: its private key (coordinator.key)')
+  g.add_argument('--tls-ca', help='with --workers: the CA the workers\' certificates '
+                 'chain to (ca.pem); each worker\'s certificate must name its host')
+  g.add_argument('--insecure', action='store_true', dest='insecure_workers',
+                 help='with --workers: plain text, no authentication (workers started '
+                 'with --insecure), on a network you trust only')
   g.add_argument('--worker-timeout', type=float, default=d.worker_timeout,
                  help='seconds a worker whose connection failed may stay unreachable '
                  'before the run stops with a resumable checkpoint (exit 1)')
@@ -208,7 +216,8 @@ def config_from_args(args) -> config_lib.RunConfig:
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
       log_every=args.log_every, clients_per_slice=args.clients_per_slice,
-      workers=args.workers, worker_timeout=args.worker_timeout,
+      workers=args.workers, worker_timeout=args.worker_timeout, tls_cert=args.tls_cert,
+      tls_key=args.tls_key, tls_ca=args.tls_ca, insecure_workers=args.insecure_workers,
       method_options=method_options)
 
 

@@ -264,7 +264,12 @@ def connect_workers(config: RunConfig, exp: Experiment,
     raise ValueError(f'--workers: method {method.name} cannot run on remote TFF workers: '
                      f'its round does not compile to TFF\'s mergeable form ({reason}).')
   addresses = runtime.parse_workers(config.workers)
-  remote = runtime.RemoteContext(addresses, unreachable_after_s=config.worker_timeout)
+  if config.insecure_workers:
+    log('tffdp: warning: --insecure: the workers are reached in plain text, without '
+        'authentication; anyone on the network path can read the model and the updates, '
+        'and anyone who can reach a worker can run code on it.')
+  remote = runtime.RemoteContext(addresses, unreachable_after_s=config.worker_timeout,
+                                 tls=config.worker_tls)
   per_round = (config.clients_per_round if method.clients_per_slice is None
                else -(-config.clients_per_round // method.clients_per_slice))
   log(f'tffdp: rounds run on {len(addresses)} TFF worker(s): {", ".join(addresses)} '
@@ -467,7 +472,7 @@ def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],
   # comments.
   free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir',
           'client_cache_dir', 'checkpoint_every', 'log_every', 'notes', 'workers',
-          'worker_timeout')
+          'worker_timeout', 'tls_cert', 'tls_key', 'tls_ca', 'insecure_workers')
   comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
   checkpointed = has_checkpoint(config.out)
   if checkpointed and not resume:

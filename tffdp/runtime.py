@@ -359,25 +359,40 @@ class WorkerError(RuntimeError):
 parse_workers = config_lib.parse_workers
 
 
-def wait_for_workers(addresses: Sequence[str], timeout_s: float = 30.0) -> None:
-  """Blocks until every worker accepts gRPC connections.
+def worker_channel(address: str, tls=None) -> grpc.Channel:
+  """A gRPC channel to a worker: mutual TLS with `tls` (a `tffdp.tls.TlsFiles`: this
+  coordinator's certificate and the CA, the worker's certificate must name `address`'s
+  host), else plain text."""
+  if tls is None:
+    return grpc.insecure_channel(address, _GRPC_CHANNEL_OPTIONS)
+  return grpc.secure_channel(address, tls.channel_credentials(), _GRPC_CHANNEL_OPTIONS)
+
+
+def wait_for_workers(addresses: Sequence[str], timeout_s: float = 30.0, tls=None) -> None:
+  """Blocks until every worker accepts gRPC connections (over mutual TLS with `tls`).
 
   Raises:
-    WorkerError: Naming the workers not ready within `timeout_s` seconds.
+    WorkerError: Naming the workers not ready within `timeout_s` seconds (with `tls`,
+      also a worker whose certificate the CA did not sign or that does not name the
+      host, or one that refuses this coordinator's certificate).
   """
   deadline = time.monotonic() + timeout_s
   missing = []
   for address in addresses:
-    with grpc.insecure_channel(address, _GRPC_CHANNEL_OPTIONS) as channel:
+    with worker_channel(address, tls) as channel:
       try:
         grpc.channel_ready_future(channel).result(
             timeout=max(0.1, deadline - time.monotonic()))
       except grpc.FutureTimeoutError:
         missing.append(address)
   if missing:
+    how = ('over mutual TLS (check that each worker runs with --tls-* files of the same CA '
+           'and that its certificate names the host dialled)' if tls is not None else
+           'in plain text')
     raise WorkerError(
-        f'no TFF worker answers at {", ".join(missing)} (waited {timeout_s:g} s). Start '
-        'one on each machine with `python -m tffdp.worker --port PORT` and open that port.')
+        f'no TFF worker answers at {", ".join(missing)} {how} (waited {timeout_s:g} s). '
+        'Start one on each machine with `python -m tffdp.worker --port PORT` and open '
+        'that port.')
 
 
 class _FailFastStub(tff.framework.RemoteExecutorGrpcStub):
@@ -390,11 +405,11 @@ class _FailFastStub(tff.framework.RemoteExecutorGrpcStub):
   ends the round with a message naming the worker.
   """
 
-  def __init__(self, address: str, unreachable_after_s: float):
+  def __init__(self, address: str, unreachable_after_s: float, tls=None):
     self.address = address
     self._unreachable_after_s = unreachable_after_s
     self._closed = False
-    self._grpc_channel = grpc.insecure_channel(address, _GRPC_CHANNEL_OPTIONS)
+    self._grpc_channel = worker_channel(address, tls)
     super().__init__(self._grpc_channel)
 
   def _call(self, name, request):
@@ -565,16 +580,17 @@ class RemoteContext:
       `WorkerError` (instead of TFF retrying forever). A host that stops answering
       without closing the connection is detected only when TCP gives up.
     connect_timeout_s: How long to wait for every worker at start.
+    tls: `tffdp.tls.TlsFiles` of this coordinator (mutual TLS); None: plain text.
 
   Raises:
     WorkerError: At start, if a worker does not answer within `connect_timeout_s`.
   """
 
   def __init__(self, addresses: Sequence[str], unreachable_after_s: float = 20.0,
-               connect_timeout_s: float = 30.0):
+               connect_timeout_s: float = 30.0, tls=None):
     self.addresses = list(addresses)
-    wait_for_workers(self.addresses, connect_timeout_s)
-    self._stubs = [_FailFastStub(a, unreachable_after_s) for a in self.addresses]
+    wait_for_workers(self.addresses, connect_timeout_s, tls)
+    self._stubs = [_FailFastStub(a, unreachable_after_s, tls) for a in self.addresses]
     self.context = _OrderedMergeableContext(
         async_contexts=[_remote_async_context(s) for s in self._stubs],
         compiler_fn=_COMPILER)
@@ -600,28 +616,41 @@ class RemoteContext:
 
 
 @contextlib.contextmanager
-def loopback_workers(n: int, log=None):
-  """Starts `n` TFF workers on free loopback ports for the duration; yields their addresses.
+def loopback_workers(n: int, log=None, insecure: bool = False):
+  """Starts `n` TFF workers on free loopback ports for the duration.
 
-  Each is `python -m tffdp.worker` in its own process; all are ended (SIGTERM, then
-  SIGKILL) on exit. For tests and benchmarks.
+  Each is `python -m tffdp.worker` in its own process, serving mutual TLS with
+  certificates made for the occasion (`tffdp.tls.make_certs` in a temporary folder), or
+  plain text with `insecure`; all are ended (SIGTERM, then SIGKILL) on exit. For tests
+  and benchmarks.
+
+  Yields:
+    `(addresses, processes, tls)`: `host:port` of each worker, their processes, and the
+    coordinator's `tffdp.tls.TlsFiles` (None with `insecure`).
   """
   import portpicker  # pylint: disable=g-import-not-at-top
-  import subprocess  # pylint: disable=g-import-not-at-top
-  import sys  # pylint: disable=g-import-not-at-top
+  from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
   procs, addresses = [], []
+  certs = tempfile.mkdtemp(prefix='tffdp-certs-')
   try:
+    tls = None
+    flags = ['--insecure']
+    if not insecure:
+      paths = tls_lib.make_certs(certs, ['localhost'])
+      tls = tls_lib.TlsFiles(paths['coordinator'], paths['coordinator_key'], paths['ca'])
+      flags = ['--tls-cert', paths['worker'], '--tls-key', paths['worker_key'], '--tls-ca',
+               paths['ca']]
     for _ in range(n):
       port = portpicker.pick_unused_port()
       procs.append(subprocess.Popen(
-          [sys.executable, '-m', 'tffdp.worker', '--port', str(port)],
+          [sys.executable, '-m', 'tffdp.worker', '--port', str(port), *flags],
           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
           env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL='3')))
       addresses.append(f'localhost:{port}')
-    wait_for_workers(addresses, timeout_s=60.0)
+    wait_for_workers(addresses, timeout_s=60.0, tls=tls)
     if log:
       log(f'loopback workers: {", ".join(addresses)}')
-    yield addresses, procs
+    yield addresses, procs, tls
   finally:
     for p in procs:
       if p.poll() is None:
@@ -632,3 +661,4 @@ def loopback_workers(n: int, log=None):
       except subprocess.TimeoutExpired:
         p.kill()
         p.wait()
+    shutil.rmtree(certs, ignore_errors=True)

@@ -1,9 +1,19 @@
-"""`python -m tffdp.worker --port P`: one TFF worker for `python -m tffdp.run --workers`.
+"""`python -m tffdp.worker --port P --tls-cert C --tls-key K --tls-ca CA`: one TFF worker.
+
+    python -m tffdp.worker --port P --tls-cert worker.pem --tls-key worker.key --tls-ca ca.pem
+    python -m tffdp.worker --port P --insecure
+    python -m tffdp.worker make-certs DIR --hosts HOST[,HOST...]
 
 Runs TFF's own C++ executor service (`tensorflow_federated/data/worker_binary`, the
-binary TFF's local context uses) on `P`, listening on every interface. It is a plain gRPC
-server without authentication or encryption: open `P` to the machine that runs
-`tffdp.run` only, on a trusted network.
+binary TFF's local context uses) for `python -m tffdp.run --workers`. With the TLS files
+(`tffdp.tls`), the binary runs in a network namespace of its own
+(`tffdp.confined_worker`) and `P` is served with mutual TLS: only a client whose
+certificate the CA signed gets through (the coordinator's `--tls-*` files); plain text,
+no certificate or another CA's are refused before anything reaches the binary. Where
+the kernel refuses the namespace, the binary listens on a second port of its own and a
+warning says so. `--insecure` serves the binary itself on `P`: plain gRPC without
+authentication or encryption, which anyone who can reach `P` can use to run code as
+this user; only on a network you trust.
 
 The worker reads client data from the files `tffdp.run` wrote in its client cache
 (`TFFDP_CACHE_DIR`, default `~/.cache/tffdp/clients`), at the path the coordinator
@@ -21,9 +31,13 @@ import argparse
 import ctypes
 import importlib.util
 import os
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 
 
@@ -45,15 +59,67 @@ def worker_binary_path() -> str:
   return os.path.join(os.path.dirname(spec.origin), 'data', 'worker_binary')
 
 
+def _start_confined(binary: str, max_calls: int, env: dict):
+  """The binary behind `tffdp.confined_worker`: `(process, socket path, temp dir)`, or
+  `(None, reason, None)` where the kernel refuses the namespace."""
+  directory = tempfile.mkdtemp(prefix='tffdp-worker-')
+  path = os.path.join(directory, 'worker.sock')
+  package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(env, PYTHONPATH=os.pathsep.join(
+      [package_parent] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]))
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'tffdp.confined_worker', '--socket', path, '--binary', binary,
+       '--max-concurrent-computation-calls', str(max_calls)],
+      preexec_fn=_die_with_parent, env=env, stderr=subprocess.PIPE, text=True)
+  while not os.path.exists(path):
+    if proc.poll() is not None:
+      shutil.rmtree(directory, ignore_errors=True)
+      return None, (proc.stderr.read().strip() or f'exit {proc.returncode}'), None
+    time.sleep(0.01)
+  threading.Thread(target=lambda: sys.stderr.write(proc.stderr.read()), daemon=True).start()
+  return proc, path, directory
+
+
+def _free_port() -> int:
+  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+    s.bind(('127.0.0.1', 0))
+    return s.getsockname()[1]
+
+
 def main(argv=None) -> int:
+  argv = list(sys.argv[1:] if argv is None else argv)
+  if argv[:1] == ['make-certs']:
+    from tffdp import tls  # pylint: disable=g-import-not-at-top
+    return tls.main_make_certs(argv[1:])
   p = argparse.ArgumentParser(prog='python -m tffdp.worker', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--port', type=int, required=True, help='gRPC port to serve on')
   p.add_argument('--max-concurrent-computation-calls', type=int, default=-1,
                  help='passed to the TFF worker (non-positive: no limit)')
+  p.add_argument('--tls-cert', help='this worker\'s certificate (PEM; make-certs: worker.pem)')
+  p.add_argument('--tls-key', help='its private key (PEM; worker.key)')
+  p.add_argument('--tls-ca', help='the CA a client certificate must chain to (ca.pem)')
+  p.add_argument('--insecure', action='store_true',
+                 help='serve plain gRPC without authentication or encryption (anyone who '
+                 'reaches --port can run code as this user)')
   args = p.parse_args(argv)
   if not 0 < args.port < 65536:
     p.error(f'--port must be in 1-65535. Found {args.port}.')
+  given = [f for f in (args.tls_cert, args.tls_key, args.tls_ca) if f]
+  if args.insecure and given:
+    p.error('--insecure and --tls-* exclude each other.')
+  if not args.insecure and len(given) != 3:
+    p.error('give --tls-cert, --tls-key and --tls-ca (python -m tffdp.worker make-certs DIR '
+            'makes them), or --insecure for plain text on a network you trust.')
+  context = None
+  if not args.insecure:
+    from tffdp import tls  # pylint: disable=g-import-not-at-top
+    files = tls.TlsFiles(args.tls_cert, args.tls_key, args.tls_ca)
+    try:
+      files.check()
+      context = files.server_context()
+    except (ValueError, OSError) as e:  # ssl.SSLError is an OSError
+      p.error(f'TLS files: {e}')
   binary = worker_binary_path()
   if not os.path.isfile(binary):
     print(f'error: no TFF worker binary at {binary}', file=sys.stderr)
@@ -61,10 +127,33 @@ def main(argv=None) -> int:
   # The binary logs through TensorFlow's C++ logging: keep its start-up lines quiet.
   env = dict(os.environ)
   env.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
-  proc = subprocess.Popen(
-      [binary, f'--port={args.port}',
-       f'--max_concurrent_computation_calls={args.max_concurrent_computation_calls}'],
-      preexec_fn=_die_with_parent, env=env)
+  calls = f'--max_concurrent_computation_calls={args.max_concurrent_computation_calls}'
+  directory = None
+  if args.insecure:
+    print(f'tffdp.worker: warning: --insecure: plain gRPC on port {args.port} of every '
+          'interface, without authentication or encryption; anyone who can reach it can '
+          'run code as this user.', file=sys.stderr, flush=True)
+    proc = subprocess.Popen([binary, f'--port={args.port}', calls],
+                            preexec_fn=_die_with_parent, env=env)
+  else:
+    proc, path, directory = _start_confined(binary, args.max_concurrent_computation_calls,
+                                            env)
+    if proc is not None:
+      def upstream():
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        s.connect(path)
+        return s
+    else:
+      inner = _free_port()
+      print(f'tffdp.worker: warning: the TFF worker cannot be confined here ({path}); it '
+            f'also listens, unauthenticated, on port {inner} of every interface.',
+            file=sys.stderr, flush=True)
+      proc = subprocess.Popen([binary, f'--port={inner}', calls],
+                              preexec_fn=_die_with_parent, env=env)
+      upstream = lambda: socket.create_connection(('127.0.0.1', inner), timeout=30)
+    log = lambda line: print(line, flush=True)
+    threading.Thread(target=tls.serve, args=(args.port, context, upstream, log),
+                     daemon=True).start()
   stopping = []
 
   def stop(signum, frame):
@@ -76,7 +165,9 @@ def main(argv=None) -> int:
 
   signal.signal(signal.SIGTERM, stop)
   signal.signal(signal.SIGINT, stop)
-  print(f'tffdp.worker: TFF worker pid {proc.pid} serving on port {args.port}', flush=True)
+  how = 'plain text' if args.insecure else 'mutual TLS'
+  print(f'tffdp.worker: TFF worker (pid {proc.pid}) serving on port {args.port} '
+        f'({how})', flush=True)
   while True:
     try:
       code = proc.wait(timeout=1.0)
@@ -84,6 +175,8 @@ def main(argv=None) -> int:
     except subprocess.TimeoutExpired:
       if stopping and time.monotonic() - stopping[1] > 10:
         proc.kill()
+  if directory:
+    shutil.rmtree(directory, ignore_errors=True)
   if stopping:
     print(f'tffdp.worker: stopped (signal {stopping[0]})', flush=True)
     return 0
