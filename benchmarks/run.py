@@ -75,13 +75,19 @@ def timeit(fn, repeats: int) -> float:
   return float(np.median(times))
 
 
-def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(None,)):
+def random_clients(model, clients, per_client, cache):
+  """`(x, y, FederatedData, keras builder)`: `clients` of `per_client` random MNIST-shaped
+  examples each, in order, and `model` for them."""
   rng = np.random.default_rng(0)
   x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
   y = rng.integers(0, 10, clients * per_client)
   parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)]
   data = FederatedData(x, y, parts, cache_dir=cache)
-  builder = functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
+  return x, y, data, functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
+
+
+def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(None,)):
+  x, y, data, builder = random_clients(model, clients, per_client, cache)
   cohort = np.arange(clients)
   seeds = [np.array([1, i], np.int64) for i in range(clients)]
   processes = {}
@@ -558,12 +564,7 @@ def bench_confinement(repeats, cache, rounds=5):
                                           ('A-DPFL CNN (3.3M), 10 x 60', 'deep_mnist_cnn',
                                            60, 20)):
     clients = 10
-    rng = np.random.default_rng(0)
-    x = rng.integers(0, 256, (clients * per_client, 28, 28, 1), dtype=np.uint8)
-    y = rng.integers(0, 10, clients * per_client)
-    parts = [np.arange(i * per_client, (i + 1) * per_client) for i in range(clients)]
-    data = FederatedData(x, y, parts, cache_dir=cache)
-    builder = functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
+    _, _, data, builder = random_clients(model, clients, per_client, cache)
     method = baselines.build_dpfl(builder, data, learning_rate=0.05, batch_size=batch,
                                   noise_multiplier=1.0, clip_norm=4.0)
     round_fn = runner.build_round_computation(method, data)
