@@ -43,7 +43,7 @@ def planned_runs(args) -> list[tuple[str, object, str]]:
           continue  # the figures read its published copy (`--rerun` reruns it)
         runs.setdefault(out, (f'{dataset}: {label}', cfg, out))
   def in_progress(out):
-    return (os.path.exists(os.path.join(out, 'checkpoint.pkl')) and
+    return (_has_checkpoint(out) and
             not os.path.exists(os.path.join(out, 'summary.json')))
   return sorted(runs.values(), key=lambda r: (not in_progress(r[2]), -_expected_rounds(r[1])))
 
@@ -62,6 +62,13 @@ def _expected_rounds(cfg) -> int:
   return int(ledger.rounds_within([0], step, cfg.epsilon_budget, limit=cfg.rounds)[0])
 
 
+def _has_checkpoint(out: str) -> bool:
+  """`tffdp.runner.has_checkpoint` without importing TensorFlow."""
+  from tffdp import checkpoints  # pylint: disable=g-import-not-at-top
+  return any(os.path.exists(os.path.join(out, f))
+             for f in (checkpoints.FILE, checkpoints.LEGACY_PICKLE))
+
+
 def run_status(out: str) -> dict:
   """The state of one run directory, from its files (no TFF).
 
@@ -74,7 +81,7 @@ def run_status(out: str) -> dict:
   metrics = os.path.join(out, 'metrics.csv')
   if os.path.exists(os.path.join(out, 'summary.json')):
     state = 'done'
-  elif os.path.exists(os.path.join(out, 'checkpoint.pkl')):
+  elif _has_checkpoint(out):
     state = 'in progress'
   else:
     return dict(state='not started')

@@ -109,7 +109,7 @@ def run_lock(out: str):
   """Holds an exclusive lock on the run directory `out` while the block runs.
 
   Two processes resuming one checkpoint would write the same `metrics.csv` and
-  `checkpoint.pkl`; the lock keeps a second one out. It is an advisory `flock` on the
+  `checkpoint.npz`; the lock keeps a second one out. It is an advisory `flock` on the
   directory itself (no file is left behind) and is released when the block ends or the
   process dies, so a killed run leaves nothing to clean up. Where `fcntl` is missing
   (Windows) no lock is taken.
