@@ -31,6 +31,20 @@ def test_two_gaussian_epsilon_is_the_gaussian_mechanism_s_exact_epsilon(sigma):
   assert audit.two_gaussian_epsilon(0.0, 1.0, 0.0, 1.0, delta) == 0.0
 
 
+@pytest.mark.parametrize('mu', [0.5, 2.0, 6.0, 10.0])
+def test_two_gaussian_epsilon_matches_the_closed_form_far_in_the_tails(mu):
+  # N(mu, 1) vs N(0, 1): delta(eps) = Phi(mu/2 - eps/mu) - e^eps Phi(-mu/2 - eps/mu)
+  # (Balle and Wang 2018, Thm. 8), solved independently in log space.
+  delta = 1e-5
+  def log_gap(eps):
+    a = stats.norm.logcdf(mu / 2 - eps / mu)
+    b = eps + stats.norm.logcdf(-mu / 2 - eps / mu)
+    return a + math.log1p(-math.exp(b - a)) - math.log(delta)
+  exact = optimize.brentq(log_gap, 0.0, 200.0)
+  assert audit.two_gaussian_epsilon(mu, 1.0, 0.0, 1.0, delta) == pytest.approx(exact,
+                                                                             rel=1e-4)
+
+
 def test_two_gaussians_of_different_spread_are_distinguishable_without_a_shift():
   # N(0, 1) vs N(0, 2^2): the curve is not zero, and it grows as delta shrinks.
   assert 0 < audit.two_gaussian_epsilon(0.0, 2.0, 0.0, 1.0, 1e-3) < \

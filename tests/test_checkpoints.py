@@ -49,7 +49,7 @@ class _NotData:
 
 
 @pytest.mark.parametrize('bad', [_NotData(), [len], {'x': np.array([None], object)},
-                                 {1, 2}])
+                                 {1, 2}, np.zeros(2, dtype=[('a', 'f4'), ('b', 'O')])])
 def test_anything_but_data_is_refused_on_save(bad):
   with pytest.raises(checkpoints.CheckpointError, match='data'):
     checkpoints.dumps({'a': bad})
@@ -70,6 +70,11 @@ def test_files_that_are_not_tffdp_checkpoints_are_refused(tmp_path):
   junk.write_bytes(b'not a zip')
   with pytest.raises(checkpoints.CheckpointError, match='cannot be read'):
     checkpoints.load(str(junk))
+  npy = tmp_path / 'array.npz'  # a plain .npy under the checkpoint's name
+  with open(npy, 'wb') as f:
+    np.save(f, np.arange(3))
+  with pytest.raises(checkpoints.CheckpointError, match='cannot be read'):
+    checkpoints.load(str(npy))
 
 
 class _Payload:

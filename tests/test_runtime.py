@@ -427,7 +427,7 @@ def test_make_certs_writes_a_ca_and_certificates_for_each_side(tmp_path):
     tls_lib.make_certs(str(tmp_path / 'c'), [])
   r = subprocess.run([sys.executable, '-m', 'tffdp.worker', 'make-certs', str(tmp_path / 'c')],
                      capture_output=True, text=True, cwd=ROOT, env=ENV, timeout=120)
-  assert r.returncode == 2 and 'already holds ca.key' in r.stderr
+  assert r.returncode == 2 and 'already holds' in r.stderr and 'ca.key' in r.stderr
 
 
 def _tls_worker(port, files, extra=()):
@@ -497,6 +497,37 @@ def test_a_worker_certificate_for_another_host_is_refused_by_the_coordinator(tmp
       runtime.wait_for_workers([f'localhost:{port}'], timeout_s=5, tls=coordinator)
   finally:
     _stop(proc)
+
+
+UNCONFINED = '''
+import sys
+from tffdp import worker
+worker._start_confined = lambda *a: (None, 'unshare: Operation not permitted', None)
+sys.exit(worker.main(sys.argv[1:]))
+'''
+
+
+def test_a_tls_worker_that_cannot_be_confined_refuses_to_serve_unless_told(tmp_path):
+  import portpicker  # pylint: disable=g-import-not-at-top
+  from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+  files = tls_lib.make_certs(str(tmp_path / 'c'), ['localhost'])
+  port = portpicker.pick_unused_port()
+  args = ['--port', str(port), '--tls-cert', files['worker'], '--tls-key',
+          files['worker_key'], '--tls-ca', files['ca']]
+  r = subprocess.run([sys.executable, '-c', UNCONFINED, *args], capture_output=True,
+                     text=True, cwd=ROOT, env=ENV, timeout=120)
+  assert r.returncode == 2 and '--allow-unconfined' in r.stderr, r.stderr
+  assert 'Operation not permitted' in r.stderr and 'Traceback' not in r.stderr
+  # Told: it serves, with the warning, and the right coordinator gets through.
+  p = subprocess.Popen([sys.executable, '-c', UNCONFINED, *args, '--allow-unconfined'],
+                       stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                       env=ENV)
+  try:
+    runtime.wait_for_workers([f'localhost:{port}'], timeout_s=60, tls=tls_lib.TlsFiles(
+        files['coordinator'], files['coordinator_key'], files['ca']))
+  finally:
+    _, err = _stop(p)
+  assert 'also listens, unauthenticated' in err
 
 
 def test_workers_need_tls_files_or_insecure_on_both_sides(tmp_path):

@@ -177,7 +177,13 @@ def _delta_at(epsilon: float, mu_p: float, s_p: float, mu_q: float, s_q: float) 
   b = mu_p / s_p ** 2 - mu_q / s_q ** 2
   c = (mu_q ** 2 / (2 * s_q ** 2) - mu_p ** 2 / (2 * s_p ** 2) + math.log(s_q / s_p)
        - epsilon)
-  mass = lambda lo, hi, mu, s: float(stats.norm.cdf(hi, mu, s) - stats.norm.cdf(lo, mu, s))
+  def mass(lo, hi, mu, s):
+    # Upper tails by the survival function: `1 - cdf` loses far tails (large epsilon).
+    if hi == math.inf:
+      return float(stats.norm.sf(lo, mu, s))
+    if lo == -math.inf:
+      return float(stats.norm.cdf(hi, mu, s))
+    return float(stats.norm.cdf(hi, mu, s) - stats.norm.cdf(lo, mu, s))
   if abs(a) < 1e-12 * max(abs(b), 1e-300):
     if b == 0:
       return 0.0 if c <= 0 else 1.0 - math.exp(epsilon)

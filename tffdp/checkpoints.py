@@ -47,7 +47,7 @@ def _encode(obj: Any, arrays: list[np.ndarray]) -> Any:
     return {'__bytes__': base64.b64encode(obj).decode('ascii')}
   if isinstance(obj, (np.ndarray, np.generic)):
     arr = np.asarray(obj)
-    if arr.dtype == object:
+    if arr.dtype.hasobject:
       raise CheckpointError('object arrays are not data: they would need a pickle.')
     arrays.append(arr)
     return {'__array__': len(arrays) - 1, 'scalar': isinstance(obj, np.generic)}
@@ -120,8 +120,9 @@ def load(path: str) -> Any:
       return _decode(doc['value'], arrays)
   except CheckpointError:
     raise
-  except (OSError, ValueError, KeyError, EOFError) as e:
-    raise CheckpointError(f'{path} cannot be read as a tffdp checkpoint: {e}') from e
+  except Exception as e:  # pylint: disable=broad-except  # any malformed file
+    raise CheckpointError(f'{path} cannot be read as a tffdp checkpoint: '
+                          f'{type(e).__name__}: {e}') from e
 
 
 def load_trusted_pickle(path: str) -> Any:

@@ -73,9 +73,19 @@ def enter_private_network() -> None:
 
 def _die_with_parent() -> None:
   """In the worker, before exec: SIGKILL when this helper dies (Linux PR_SET_PDEATHSIG),
-  even by SIGKILL; SIGINT back to its default."""
+  even by SIGKILL. Its SIGINT disposition stays the one inherited (ignored where the run
+  ignores it, as TFF's own worker)."""
   ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
-  signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
+def socket_dir() -> str:
+  """A new directory (mode 0700) for a worker's Unix socket; under /tmp where the
+  temporary directory's path would make the socket path too long (108 bytes on Linux)."""
+  import tempfile  # pylint: disable=g-import-not-at-top
+  base = tempfile.gettempdir()
+  if len(os.path.join(base, 'tffdp-worker-xxxxxxxx', 'worker.sock')) > 100:
+    base = '/tmp'
+  return tempfile.mkdtemp(prefix='tffdp-worker-', dir=base)
 
 
 def _free_loopback_port() -> int:
@@ -133,8 +143,13 @@ def main(argv=None) -> int:
   p.add_argument('--binary', help='TFF worker_binary')
   p.add_argument('--max-concurrent-computation-calls', type=int, default=-1)
   p.add_argument('--probe', action='store_true', help='only try the namespaces')
+  p.add_argument('--parent-pid', type=int,
+                 help='the process this helper serves: it exits at once if that is no '
+                 'longer its parent (the parent died while it started)')
   args = p.parse_args(argv)
-  parent = os.getppid()
+  parent = args.parent_pid or os.getppid()
+  if os.getppid() != parent:
+    return 0
   try:
     enter_private_network()
   except OSError as e:
@@ -150,18 +165,30 @@ def main(argv=None) -> int:
                              f'{args.max_concurrent_computation_calls}'],
                             preexec_fn=_die_with_parent)
 
-  def end(*_):
+  stop = threading.Event()
+
+  def request_stop(*_):
+    # Signal-safe: no wait here (the main loop may hold Popen's wait lock); the loop
+    # below sees the worker end and cleans up.
+    stop.set()
+    try:
+      os.kill(worker.pid, signal.SIGKILL)
+    except ProcessLookupError:
+      pass
+
+  def end():
     if worker.poll() is None:
       worker.kill()
-      worker.wait()
+    worker.wait()
     try:
       os.unlink(args.socket)
     except OSError:
       pass
     os._exit(0)  # pylint: disable=protected-access
 
-  signal.signal(signal.SIGTERM, end)
-  signal.signal(signal.SIGINT, end)
+  signal.signal(signal.SIGTERM, request_stop)
+  if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:  # as inherited otherwise
+    signal.signal(signal.SIGINT, request_stop)
   server = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
   tmp = args.socket + '.tmp'
   server.bind(tmp)
@@ -176,11 +203,12 @@ def main(argv=None) -> int:
       except OSError as e:
         if e.errno == errno.EINTR:
           continue
+        request_stop()  # a helper that no longer accepts ends (its parent restarts it)
         return
       threading.Thread(target=_relay, args=(client, port), daemon=True).start()
   threading.Thread(target=accept, daemon=True).start()
   # Watch the parent and the worker: either ending ends both.
-  while worker.poll() is None and os.getppid() == parent:
+  while not stop.is_set() and worker.poll() is None and os.getppid() == parent:
     time.sleep(0.5)
   end()
   return 0

@@ -153,10 +153,13 @@ class _ConfinedServiceManager:
     self._binary, self._max_calls = binary, max_concurrent_computation_calls
     self._process: Optional[subprocess.Popen] = None
     self._stub = None
+    self._channel = None
     self._dir: Optional[str] = None
 
   def detach(self) -> None:
-    self._process, self._stub = None, None
+    if self._channel is not None:
+      self._channel.close()
+    self._process, self._stub, self._channel = None, None, None
     if self._dir:
       shutil.rmtree(self._dir, ignore_errors=True)
       self._dir = None
@@ -169,7 +172,8 @@ class _ConfinedServiceManager:
       self._process.kill()
       self._process.wait()
     self.detach()
-    self._dir = tempfile.mkdtemp(prefix='tffdp-worker-')  # mode 0700
+    from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
+    self._dir = confined_worker.socket_dir()
     path = os.path.join(self._dir, 'worker.sock')
     package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(
@@ -177,7 +181,8 @@ class _ConfinedServiceManager:
                             if p]))
     process = subprocess.Popen(
         [sys.executable, '-m', _HELPER_MODULE, '--socket', path, '--binary', self._binary,
-         '--max-concurrent-computation-calls', str(self._max_calls)], env=env)
+         '--max-concurrent-computation-calls', str(self._max_calls),
+         '--parent-pid', str(os.getpid())], env=env)
     deadline = time.monotonic() + 60
     while not os.path.exists(path):
       if process.poll() is not None or time.monotonic() > deadline:
@@ -187,11 +192,13 @@ class _ConfinedServiceManager:
         raise RuntimeError(f'the confined TFF worker did not start (exit status '
                            f'{process.returncode}); TFFDP_LOCAL_WORKER=open uses TFF\'s own')
       time.sleep(0.01)
-    channel = grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS)
-    self._process, self._stub = process, tff.framework.RemoteExecutorGrpcStub(channel)
+    self._channel = grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS)
+    self._process = process
+    self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
     while not self._stub.is_ready:
-      if process.poll() is not None:
-        raise RuntimeError('the confined TFF worker ended before it served.')
+      if process.poll() is not None or time.monotonic() > deadline:
+        raise RuntimeError('the confined TFF worker did not serve (exit status '
+                           f'{process.poll()}); TFFDP_LOCAL_WORKER=open uses TFF\'s own')
       time.sleep(0.01)
     return self._stub
 

@@ -25,11 +25,12 @@ import os
 import socket
 import ssl
 import sys
-import threading
 from typing import Callable, Sequence
 
 # gRPC speaks HTTP/2: its TLS client requires the server to select ALPN "h2".
 _ALPN = ['h2']
+_CERT_FILES = ('ca.pem', 'ca.key', 'worker.pem', 'worker.key', 'coordinator.pem',
+               'coordinator.key')
 
 
 @dataclasses.dataclass(frozen=True)
@@ -71,49 +72,82 @@ class TlsFiles:
     return ctx
 
 
-def serve(port: int, context: ssl.SSLContext, connect_upstream: Callable[[], socket.socket],
-          log: Callable[[str], None] = print, host: str = '') -> None:
-  """Serves `port` with TLS forever, relaying each authenticated connection upstream.
+def serve(listener: socket.socket, context: ssl.SSLContext, connect_upstream,
+          log: Callable[[str], None] = print, max_connections: int = 64,
+          handshake_timeout_s: float = 10.0) -> None:
+  """Serves `listener` with TLS until the process ends, relaying each authenticated
+  connection upstream. Blocks: run it in a thread of its own.
+
+  One asyncio loop does every handshake and relay (TLS over memory BIOs in one thread:
+  OpenSSL never sees concurrent reads and writes on one connection). A connection whose
+  handshake fails or takes longer than `handshake_timeout_s` is closed before any byte
+  reaches upstream; when either side of a relayed connection ends, both are closed (no
+  half-closed TLS stream). At most `max_connections` are relayed at once.
 
   Args:
-    port: TCP port to listen on (every interface unless `host`).
+    listener: A bound, listening TCP socket (`bind_listener`).
     context: `TlsFiles.server_context()`.
-    connect_upstream: Returns a new connected socket to the TFF worker.
+    connect_upstream: Coroutine function returning `(reader, writer)` of a new
+      connection to the TFF worker (`asyncio.open_unix_connection(path)`).
     log: One line per refused connection (peer and reason).
-    host: Address to bind (default: every interface).
+    max_connections: Concurrent relayed connections.
+    handshake_timeout_s: Total time a client has for the TLS handshake.
   """
-  from tffdp.confined_worker import _pump  # pylint: disable=g-import-not-at-top
-  server = socket.create_server((host, port), family=socket.AF_INET6
-                                if socket.has_dualstack_ipv6() and not host else
-                                socket.AF_INET, dualstack_ipv6=socket.has_dualstack_ipv6()
-                                and not host)
+  import asyncio  # pylint: disable=g-import-not-at-top
+  chunk = 1 << 20
 
-  def handle(raw: socket.socket, peer) -> None:
-    raw.settimeout(10)
+  async def pump(reader, writer):
     try:
-      conn = context.wrap_socket(raw, server_side=True)
-    except (ssl.SSLError, OSError) as e:
-      log(f'tffdp.worker: refused {peer[0]}:{peer[1]} ({type(e).__name__}: '
-          f'{getattr(e, "reason", None) or e})')
-      raw.close()
+      while True:
+        data = await reader.read(chunk)
+        if not data:
+          return
+        writer.write(data)
+        await writer.drain()
+    except (OSError, ssl.SSLError, asyncio.IncompleteReadError):
       return
-    conn.settimeout(None)
-    try:
-      upstream = connect_upstream()
-    except OSError as e:
-      log(f'tffdp.worker: the TFF worker is not reachable ({e})')
-      conn.close()
-      return
-    back = threading.Thread(target=_pump, args=(upstream, conn), daemon=True)
-    back.start()
-    _pump(conn, upstream)
-    back.join()
-    conn.close()
-    upstream.close()
 
-  while True:
-    raw, peer = server.accept()
-    threading.Thread(target=handle, args=(raw, peer), daemon=True).start()
+  async def main():
+    slots = asyncio.Semaphore(max_connections)
+
+    async def handle(reader, writer):
+      async with slots:
+        peer = writer.get_extra_info('peername') or ('?', 0)
+        try:  # the handshake first: nothing is read or relayed before it succeeds
+          await writer.start_tls(context, ssl_handshake_timeout=handshake_timeout_s)
+        except (ssl.SSLError, OSError, asyncio.TimeoutError) as e:
+          log(f'tffdp.worker: refused {peer[0]}:{peer[1]} ({type(e).__name__}: '
+              f'{getattr(e, "reason", None) or e})')
+          writer.close()
+          return
+        try:
+          up_reader, up_writer = await connect_upstream()
+        except OSError as e:
+          log(f'tffdp.worker: the TFF worker is not reachable ({e})')
+          writer.close()
+          return
+        tasks = [asyncio.ensure_future(pump(reader, up_writer)),
+                 asyncio.ensure_future(pump(up_reader, writer))]
+        await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+        for t in tasks:
+          t.cancel()
+        for w in (writer, up_writer):
+          w.close()
+
+    server = await asyncio.start_server(handle, sock=listener)
+    async with server:
+      await server.serve_forever()
+
+  asyncio.run(main())
+
+
+def bind_listener(port: int) -> socket.socket:
+  """A listening TCP socket on `port` of every interface (IPv6 dual-stack where there is
+  one). Raises `OSError` if the port is taken."""
+  if socket.has_dualstack_ipv6():
+    return socket.create_server(('', port), family=socket.AF_INET6, dualstack_ipv6=True,
+                                backlog=64)
+  return socket.create_server(('', port), backlog=64)
 
 
 def make_certs(directory: str, hosts: Sequence[str], days: int = 365,
@@ -131,7 +165,8 @@ def make_certs(directory: str, hosts: Sequence[str], days: int = 365,
     `coordinator_key`).
 
   Raises:
-    FileExistsError: If `directory` already holds a `ca.key` (never overwritten).
+    FileExistsError: If `directory` already holds any of the six files (none is ever
+      overwritten; each is created exclusively, not through a symlink).
   """
   # pylint: disable=g-import-not-at-top
   from cryptography import x509
@@ -140,8 +175,10 @@ def make_certs(directory: str, hosts: Sequence[str], days: int = 365,
   from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
   # pylint: enable=g-import-not-at-top
   os.makedirs(directory, exist_ok=True)
-  if os.path.exists(os.path.join(directory, 'ca.key')):
-    raise FileExistsError(f'{directory} already holds ca.key; choose an empty folder.')
+  taken = [f for f in _CERT_FILES if os.path.lexists(os.path.join(directory, f))]
+  if taken:
+    raise FileExistsError(f'{directory} already holds {", ".join(taken)}; choose an empty '
+                          'folder.')
   now = datetime.datetime.now(datetime.timezone.utc)
   name = lambda cn: x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, cn)])
   ca_key = ec.generate_private_key(ec.SECP256R1())
@@ -182,7 +219,8 @@ def make_certs(directory: str, hosts: Sequence[str], days: int = 365,
 
   def write(role, filename, data: bytes, private: bool):
     path = os.path.join(directory, filename)
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW,
+                 0o600 if private else 0o644)
     with os.fdopen(fd, 'wb') as f:
       f.write(data)
     paths[role] = path

@@ -36,7 +36,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 
@@ -62,21 +61,26 @@ def worker_binary_path() -> str:
 def _start_confined(binary: str, max_calls: int, env: dict):
   """The binary behind `tffdp.confined_worker`: `(process, socket path, temp dir)`, or
   `(None, reason, None)` where the kernel refuses the namespace."""
-  directory = tempfile.mkdtemp(prefix='tffdp-worker-')
+  from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
+  directory = confined_worker.socket_dir()
   path = os.path.join(directory, 'worker.sock')
   package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
   env = dict(env, PYTHONPATH=os.pathsep.join(
       [package_parent] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]))
   proc = subprocess.Popen(
       [sys.executable, '-m', 'tffdp.confined_worker', '--socket', path, '--binary', binary,
-       '--max-concurrent-computation-calls', str(max_calls)],
+       '--max-concurrent-computation-calls', str(max_calls),
+       '--parent-pid', str(os.getpid())],
       preexec_fn=_die_with_parent, env=env, stderr=subprocess.PIPE, text=True)
   while not os.path.exists(path):
     if proc.poll() is not None:
       shutil.rmtree(directory, ignore_errors=True)
       return None, (proc.stderr.read().strip() or f'exit {proc.returncode}'), None
     time.sleep(0.01)
-  threading.Thread(target=lambda: sys.stderr.write(proc.stderr.read()), daemon=True).start()
+  def relay_stderr():
+    for line in proc.stderr:
+      sys.stderr.write(line)
+  threading.Thread(target=relay_stderr, daemon=True).start()
   return proc, path, directory
 
 
@@ -102,6 +106,10 @@ def main(argv=None) -> int:
   p.add_argument('--insecure', action='store_true',
                  help='serve plain gRPC without authentication or encryption (anyone who '
                  'reaches --port can run code as this user)')
+  p.add_argument('--allow-unconfined', action='store_true',
+                 help='with the TLS files, where the kernel refuses a network namespace, '
+                 'still serve: the TFF worker then also listens, unauthenticated, on a '
+                 'port of its own (default: exit 2)')
   args = p.parse_args(argv)
   if not 0 < args.port < 65536:
     p.error(f'--port must be in 1-65535. Found {args.port}.')
@@ -111,7 +119,7 @@ def main(argv=None) -> int:
   if not args.insecure and len(given) != 3:
     p.error('give --tls-cert, --tls-key and --tls-ca (python -m tffdp.worker make-certs DIR '
             'makes them), or --insecure for plain text on a network you trust.')
-  context = None
+  context = listener = None
   if not args.insecure:
     from tffdp import tls  # pylint: disable=g-import-not-at-top
     files = tls.TlsFiles(args.tls_cert, args.tls_key, args.tls_ca)
@@ -120,6 +128,11 @@ def main(argv=None) -> int:
       context = files.server_context()
     except (ValueError, OSError) as e:  # ssl.SSLError is an OSError
       p.error(f'TLS files: {e}')
+    try:
+      listener = tls.bind_listener(args.port)
+    except OSError as e:
+      print(f'error: cannot serve port {args.port}: {e}', file=sys.stderr)
+      return 2
   binary = worker_binary_path()
   if not os.path.isfile(binary):
     print(f'error: no TFF worker binary at {binary}', file=sys.stderr)
@@ -136,23 +149,28 @@ def main(argv=None) -> int:
     proc = subprocess.Popen([binary, f'--port={args.port}', calls],
                             preexec_fn=_die_with_parent, env=env)
   else:
+    import asyncio  # pylint: disable=g-import-not-at-top
     proc, path, directory = _start_confined(binary, args.max_concurrent_computation_calls,
                                             env)
     if proc is not None:
-      def upstream():
-        s = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        s.connect(path)
-        return s
+      upstream = lambda: asyncio.open_unix_connection(path)
+    elif not args.allow_unconfined:
+      listener.close()
+      print(f'error: the TFF worker cannot be confined here ({path}): it would listen, '
+            'unauthenticated, on a port of every interface beside the TLS port. Add '
+            '--allow-unconfined to serve anyway (behind a firewall that keeps that port '
+            'closed).', file=sys.stderr)
+      return 2
     else:
       inner = _free_port()
-      print(f'tffdp.worker: warning: the TFF worker cannot be confined here ({path}); it '
-            f'also listens, unauthenticated, on port {inner} of every interface.',
-            file=sys.stderr, flush=True)
+      print(f'tffdp.worker: warning: the TFF worker cannot be confined here ({path}); '
+            f'--allow-unconfined: it also listens, unauthenticated, on port {inner} of '
+            'every interface.', file=sys.stderr, flush=True)
       proc = subprocess.Popen([binary, f'--port={inner}', calls],
                               preexec_fn=_die_with_parent, env=env)
-      upstream = lambda: socket.create_connection(('127.0.0.1', inner), timeout=30)
+      upstream = lambda: asyncio.open_connection('127.0.0.1', inner)
     log = lambda line: print(line, flush=True)
-    threading.Thread(target=tls.serve, args=(args.port, context, upstream, log),
+    threading.Thread(target=tls.serve, args=(listener, context, upstream, log),
                      daemon=True).start()
   stopping = []
 

@@ -530,7 +530,8 @@ _NOT_GIVEN = 'not given in the paper; chosen because '
 class LaplaceUploadHparams(registry.MethodHparams):
   """Options every Laplace-upload method shares (cosAFed Sec. 3, formula 7)."""
   epsilon: float = registry.option(
-      100.0, "initial per-client-per-round budget epsilon (Sec. 5: 100-200)")
+      100.0, "initial per-client-per-round budget epsilon (Sec. 5: 100-200; inf: no "
+      "noise, the noise-free reference of the Delta_f calibration)", allow_infinite=True)
   sensitivity: float = registry.option(
       1.0, 'Delta_f of the Laplace scale Delta_f / epsilon\'',
       note=_NOT_GIVEN + 'calibrated on the Equal split (Amendment 3)')
