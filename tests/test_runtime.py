@@ -180,6 +180,22 @@ def test_cli_unknown_local_worker_mode_exits_2():
   assert 'Traceback' not in r.stderr
 
 
+def test_computations_run_on_after_shutdown_workers_mid_session():
+  # TFF caches its executors with the old worker's stub: after `shutdown_workers` the next
+  # call must fail over to a new worker (UNAVAILABLE, retried), not on a closed channel.
+  runtime.use_local_context()
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def mean(x):
+    return tff.federated_mean(x)
+  assert float(mean([1.0, 3.0])) == 2.0
+  before = runtime.worker_pids()
+  assert runtime.shutdown_workers() == 1 and runtime.worker_pids() == []
+  assert float(mean([1.0, 5.0])) == 3.0
+  after = runtime.worker_pids()
+  assert len(after) == 1 and after != before
+
+
 def test_the_worker_s_socket_is_the_user_s_alone():
   runtime.use_local_context()
   if not runtime._managers:  # pylint: disable=protected-access

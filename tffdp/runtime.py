@@ -157,8 +157,10 @@ class _ConfinedServiceManager:
     self._dir: Optional[str] = None
 
   def detach(self) -> None:
-    if self._channel is not None:
-      self._channel.close()
+    # The channel is left open: TFF's cached executors may still hold its stub, and an
+    # RPC on a closed channel raises ValueError, which TFF does not retry; on a dead
+    # worker the RPC fails as UNAVAILABLE instead, and TFF rebuilds its executors
+    # (`get_stub` starts a new worker). The old channel goes with its last reference.
     self._process, self._stub, self._channel = None, None, None
     if self._dir:
       shutil.rmtree(self._dir, ignore_errors=True)
