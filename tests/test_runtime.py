@@ -517,8 +517,10 @@ def test_a_worker_certificate_for_another_host_is_refused_by_the_coordinator(tmp
 
 UNCONFINED = '''
 import sys
-from tffdp import worker
-worker._start_confined = lambda *a: (None, 'unshare: Operation not permitted', None)
+from tffdp import confined_worker, worker
+def refused(*args, **kwargs):
+  raise confined_worker.NotConfined('unshare: Operation not permitted')
+confined_worker.start = refused
 sys.exit(worker.main(sys.argv[1:]))
 '''
 

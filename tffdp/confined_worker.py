@@ -88,7 +88,58 @@ def socket_dir() -> str:
   return tempfile.mkdtemp(prefix='tffdp-worker-', dir=base)
 
 
-def _free_loopback_port() -> int:
+class NotConfined(RuntimeError):
+  """The helper ended before serving (exit status 3: the kernel refused the namespaces)."""
+
+
+def helper_env(env=None) -> dict:
+  """`env` (default `os.environ`) with this package importable by `python -m`."""
+  env = dict(os.environ if env is None else env)
+  parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env['PYTHONPATH'] = os.pathsep.join(
+      [parent] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p])
+  return env
+
+
+def start(binary: str, max_calls: int = -1, env=None, timeout_s: float = 60.0, **popen):
+  """Starts this helper for `binary` and waits until its socket serves.
+
+  Args:
+    binary: TFF's `worker_binary`.
+    max_calls: Its `--max_concurrent_computation_calls`.
+    env: The helper's environment (default `os.environ`; `helper_env` is applied).
+    timeout_s: How long the helper may take to serve.
+    **popen: More `subprocess.Popen` arguments (`stderr`, `preexec_fn`, `text`).
+
+  Returns:
+    `(process, socket path, directory)`; the caller removes the directory when done.
+
+  Raises:
+    NotConfined: If the helper ended first (the reason: its stderr where piped, else its
+      exit status), or did not serve within `timeout_s` (it is killed).
+  """
+  import shutil  # pylint: disable=g-import-not-at-top
+  directory = socket_dir()
+  path = os.path.join(directory, 'worker.sock')
+  proc = subprocess.Popen(
+      [sys.executable, '-m', 'tffdp.confined_worker', '--socket', path, '--binary', binary,
+       '--max-concurrent-computation-calls', str(max_calls), '--parent-pid',
+       str(os.getpid())], env=helper_env(env), **popen)
+  deadline = time.monotonic() + timeout_s
+  while not os.path.exists(path):
+    if proc.poll() is not None or time.monotonic() > deadline:
+      if proc.poll() is None:
+        proc.kill()
+      proc.wait()
+      shutil.rmtree(directory, ignore_errors=True)
+      err = proc.stderr.read().strip() if proc.stderr is not None else ''
+      raise NotConfined(err or f'the confined TFF worker did not start (exit status '
+                        f'{proc.returncode})')
+    time.sleep(0.01)
+  return proc, path, directory
+
+
+def free_loopback_port() -> int:
   with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
     s.bind(('127.0.0.1', 0))
     return s.getsockname()[1]
@@ -159,7 +210,7 @@ def main(argv=None) -> int:
     return 0
   if not args.socket or not args.binary:
     p.error('--socket and --binary are required')
-  port = _free_loopback_port()
+  port = free_loopback_port()
   worker = subprocess.Popen([args.binary, f'--port={port}',
                              '--max_concurrent_computation_calls='
                              f'{args.max_concurrent_computation_calls}'],

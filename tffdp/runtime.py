@@ -153,15 +153,14 @@ class _ConfinedServiceManager:
     self._binary, self._max_calls = binary, max_concurrent_computation_calls
     self._process: Optional[subprocess.Popen] = None
     self._stub = None
-    self._channel = None
     self._dir: Optional[str] = None
 
   def detach(self) -> None:
-    # The channel is left open: TFF's cached executors may still hold its stub, and an
-    # RPC on a closed channel raises ValueError, which TFF does not retry; on a dead
+    # The stub's channel is left open: TFF's cached executors may still hold the stub, and
+    # an RPC on a closed channel raises ValueError, which TFF does not retry; on a dead
     # worker the RPC fails as UNAVAILABLE instead, and TFF rebuilds its executors
     # (`get_stub` starts a new worker). The old channel goes with its last reference.
-    self._process, self._stub, self._channel = None, None, None
+    self._process, self._stub = None, None
     if self._dir:
       shutil.rmtree(self._dir, ignore_errors=True)
       self._dir = None
@@ -175,28 +174,14 @@ class _ConfinedServiceManager:
       self._process.wait()
     self.detach()
     from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
-    self._dir = confined_worker.socket_dir()
-    path = os.path.join(self._dir, 'worker.sock')
-    package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
-        [package_parent] + [p for p in os.environ.get('PYTHONPATH', '').split(os.pathsep)
-                            if p]))
-    process = subprocess.Popen(
-        [sys.executable, '-m', _HELPER_MODULE, '--socket', path, '--binary', self._binary,
-         '--max-concurrent-computation-calls', str(self._max_calls),
-         '--parent-pid', str(os.getpid())], env=env)
+    try:
+      process, path, self._dir = confined_worker.start(self._binary, self._max_calls)
+    except confined_worker.NotConfined as e:
+      raise RuntimeError(f'{e}; TFFDP_LOCAL_WORKER=open uses TFF\'s own worker') from None
     deadline = time.monotonic() + 60
-    while not os.path.exists(path):
-      if process.poll() is not None or time.monotonic() > deadline:
-        if process.poll() is None:
-          process.kill()
-        process.wait()
-        raise RuntimeError(f'the confined TFF worker did not start (exit status '
-                           f'{process.returncode}); TFFDP_LOCAL_WORKER=open uses TFF\'s own')
-      time.sleep(0.01)
-    self._channel = grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS)
     self._process = process
-    self._stub = tff.framework.RemoteExecutorGrpcStub(self._channel)
+    self._stub = tff.framework.RemoteExecutorGrpcStub(
+        grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS))
     while not self._stub.is_ready:
       if process.poll() is not None or time.monotonic() > deadline:
         raise RuntimeError('the confined TFF worker did not serve (exit status '
@@ -213,10 +198,10 @@ def confinement_problem() -> str:
   """'' where the local worker can be confined here, else the reason (probed once)."""
   global _confinement
   if _confinement is None:
+    from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
     r = subprocess.run([sys.executable, '-m', _HELPER_MODULE, '--probe'],
-                       capture_output=True, text=True, timeout=60, env=dict(
-                           os.environ, PYTHONPATH=os.path.dirname(os.path.dirname(
-                               os.path.abspath(__file__)))))
+                       capture_output=True, text=True, timeout=60,
+                       env=confined_worker.helper_env())
     _confinement = '' if r.returncode == 0 else (
         r.stderr.strip().splitlines()[-1] if r.stderr.strip() else f'exit {r.returncode}')
   return _confinement

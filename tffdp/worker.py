@@ -33,7 +33,6 @@ import importlib.util
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -56,38 +55,6 @@ def worker_binary_path() -> str:
   if spec is None or not spec.origin:
     return ''
   return os.path.join(os.path.dirname(spec.origin), 'data', 'worker_binary')
-
-
-def _start_confined(binary: str, max_calls: int, env: dict):
-  """The binary behind `tffdp.confined_worker`: `(process, socket path, temp dir)`, or
-  `(None, reason, None)` where the kernel refuses the namespace."""
-  from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
-  directory = confined_worker.socket_dir()
-  path = os.path.join(directory, 'worker.sock')
-  package_parent = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-  env = dict(env, PYTHONPATH=os.pathsep.join(
-      [package_parent] + [p for p in env.get('PYTHONPATH', '').split(os.pathsep) if p]))
-  proc = subprocess.Popen(
-      [sys.executable, '-m', 'tffdp.confined_worker', '--socket', path, '--binary', binary,
-       '--max-concurrent-computation-calls', str(max_calls),
-       '--parent-pid', str(os.getpid())],
-      preexec_fn=_die_with_parent, env=env, stderr=subprocess.PIPE, text=True)
-  while not os.path.exists(path):
-    if proc.poll() is not None:
-      shutil.rmtree(directory, ignore_errors=True)
-      return None, (proc.stderr.read().strip() or f'exit {proc.returncode}'), None
-    time.sleep(0.01)
-  def relay_stderr():
-    for line in proc.stderr:
-      sys.stderr.write(line)
-  threading.Thread(target=relay_stderr, daemon=True).start()
-  return proc, path, directory
-
-
-def _free_port() -> int:
-  with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-    s.bind(('127.0.0.1', 0))
-    return s.getsockname()[1]
 
 
 def main(argv=None) -> int:
@@ -150,20 +117,26 @@ def main(argv=None) -> int:
                             preexec_fn=_die_with_parent, env=env)
   else:
     import asyncio  # pylint: disable=g-import-not-at-top
-    proc, path, directory = _start_confined(binary, args.max_concurrent_computation_calls,
-                                            env)
-    if proc is not None:
+    from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
+    try:
+      proc, path, directory = confined_worker.start(
+          binary, args.max_concurrent_computation_calls, env, stderr=subprocess.PIPE,
+          text=True, preexec_fn=_die_with_parent)
+      threading.Thread(target=lambda: [sys.stderr.write(line) for line in proc.stderr],
+                       daemon=True).start()  # the helper's and the binary's log lines
       upstream = lambda: asyncio.open_unix_connection(path)
-    elif not args.allow_unconfined:
+    except confined_worker.NotConfined as e:
+      proc, why = None, str(e)
+    if proc is None and not args.allow_unconfined:
       listener.close()
-      print(f'error: the TFF worker cannot be confined here ({path}): it would listen, '
+      print(f'error: the TFF worker cannot be confined here ({why}): it would listen, '
             'unauthenticated, on a port of every interface beside the TLS port. Add '
             '--allow-unconfined to serve anyway (behind a firewall that keeps that port '
             'closed).', file=sys.stderr)
       return 2
-    else:
-      inner = _free_port()
-      print(f'tffdp.worker: warning: the TFF worker cannot be confined here ({path}); '
+    elif proc is None:
+      inner = confined_worker.free_loopback_port()
+      print(f'tffdp.worker: warning: the TFF worker cannot be confined here ({why}); '
             f'--allow-unconfined: it also listens, unauthenticated, on port {inner} of '
             'every interface.', file=sys.stderr, flush=True)
       proc = subprocess.Popen([binary, f'--port={inner}', calls],
