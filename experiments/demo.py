@@ -39,7 +39,6 @@ import csv
 import dataclasses
 import datetime
 import json
-import math
 import os
 import shutil
 import sys
@@ -47,6 +46,7 @@ import time
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')  # TF's C++ start-up lines, as tffdp.run
 
+from experiments import common  # pylint: disable=g-import-not-at-top
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
 from tffdp import plotting, runner, runtime  # pylint: disable=g-import-not-at-top
 from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
@@ -116,11 +116,7 @@ def configs(args) -> dict[str, config_lib.RunConfig]:
 
 def fmt(v) -> str:
   """The one text of a value, in `results.csv` and in the README's table alike."""
-  if v is None:
-    return '-'
-  if v == 'inf' or (isinstance(v, float) and math.isinf(v)):
-    return 'inf'
-  return f'{v:.4g}' if isinstance(v, float) else str(v)
+  return common.fmt(v, empty='-')
 
 
 def result_rows(summaries: dict[str, dict]) -> list[dict]:
@@ -242,12 +238,11 @@ def readme(cfgs: dict[str, config_lib.RunConfig], rows: list[dict], summaries: d
       '',
       '## Results',
       '',
-      '| ' + ' | '.join(COLUMNS) + ' |',
-      '|' + '---|' * len(COLUMNS),
+      *common.md_table(rows, [(k, lambda r, k=k: r[k]) for k in COLUMNS]),
+      '',
+      '## Reading it',
+      '',
   ]
-  for row in rows:
-    lines.append('| ' + ' | '.join(row[k] for k in COLUMNS) + ' |')
-  lines += ['', '## Reading it', '']
   by_track = {}
   for row in rows:
     by_track.setdefault(row['track'], []).append(row)
