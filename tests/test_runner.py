@@ -339,8 +339,12 @@ def test_dp_fedavg_stopped_by_sigterm_and_resumed_equals_an_uninterrupted_run(tm
     if line.startswith('round 2/'):
       p.send_signal(signal.SIGTERM)
       break
-  p.communicate(timeout=600)
-  assert p.returncode == 128 + signal.SIGTERM
+  assert p.wait(timeout=120) == 128 + signal.SIGTERM
+  try:  # EOF on its pipes: nothing it started (a TFF worker, a helper) outlives it
+    p.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    left = subprocess.run(['ps', '-eo', 'pid,ppid,args'], capture_output=True, text=True)
+    pytest.fail('a process the run started still holds its stdout:\n' + left.stdout)
   assert not (tmp_path / 'c' / 'summary.json').exists()
   stopped = len(read_rows(tmp_path / 'c'))
   assert 2 <= stopped < 4
@@ -522,8 +526,9 @@ def test_an_undeclared_failure_propagates_with_a_checkpoint(tmp_path):
   assert os.path.exists(tmp_path / 'undeclared' / runner.CHECKPOINT)
 
 
-def test_sigterm_is_logged_as_terminated_with_a_checkpoint(tmp_path):
+def test_sigterm_is_logged_as_terminated_with_a_checkpoint(tmp_path, monkeypatch):
   from tffdp import runtime  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(runtime, '_terminate_requested', False)  # restored afterwards
 
   def wrap(m):
     inner = m.run_round
@@ -541,6 +546,48 @@ def test_sigterm_is_logged_as_terminated_with_a_checkpoint(tmp_path):
              for s in lines), lines
   assert not any('failed' in s for s in lines)
   assert os.path.exists(tmp_path / 'term' / runner.CHECKPOINT)
+  assert runtime.terminate_requested()
+
+
+def _sigterm_in_round(round_num, then, monkeypatch):
+  """A `wrap` for `_toy_with`: in round `round_num` a SIGTERM arrives whose `Terminated`
+  Python drops (as it does in a weakref callback or `__del__`). With `then='fail'` its
+  handler has ended the worker, and the round fails as a call to an ended worker does;
+  with `then='finish'` the round completes (TFF's own worker, restarted by its retry)."""
+  from tffdp import runtime  # pylint: disable=g-import-not-at-top
+
+  def wrap(m):
+    inner = m.run_round
+
+    def run_round(state, cohort, r, seed):
+      if r == round_num and then == 'fail':
+        with pytest.raises(runtime.Terminated):
+          runtime._on_sigterm(15, None)
+        raise RuntimeError('UNAVAILABLE: the worker is gone')
+      if r == round_num:
+        monkeypatch.setattr(runtime, '_terminate_requested', True)
+      return inner(state, cohort, r, seed)
+    m.run_round = run_round
+  return wrap
+
+
+@pytest.mark.parametrize('then,completed', [('finish', 2), ('fail', 1)])
+def test_a_dropped_sigterm_still_stops_the_run_as_terminated(tmp_path, monkeypatch, then,
+                                                             completed):
+  from tffdp import runtime  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(runtime, '_terminate_requested', False)
+  lines = []
+  with pytest.raises(runtime.Terminated) as exc:
+    _toy_with(tmp_path, then, _sigterm_in_round(1, then, monkeypatch),
+              log=lines.append)
+  assert exc.value.code == 143
+  assert any(f'terminated (SIGTERM); the state after round {completed} is checkpointed' in s
+             for s in lines), [s for s in lines if 'SIGTERM' in s]
+  assert not any('failed' in s for s in lines)
+  assert len(read_rows(tmp_path / then)) == completed
+  assert not (tmp_path / then / 'summary.json').exists()
+  # A second SIGTERM while the first is handled only ends the workers again.
+  assert runtime._on_sigterm(15, None) is None
 
 
 def test_non_finite_model_weights_end_the_run_after_that_round(tmp_path):

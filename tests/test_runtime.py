@@ -589,3 +589,26 @@ def test_client_results_keep_cohort_order_when_first_worker_is_slower(two_worker
     clients, mean = remote.run(_slow_identity_round(), values)
   assert [float(v) for v in clients] == values
   assert float(mean) == pytest.approx(np.mean(values))
+
+
+def test_after_sigterm_exit_ends_the_workers_and_keeps_tff_s_context(monkeypatch):
+  # Dropping the context at exit joins TFF's event-loop thread, which after SIGTERM may
+  # sit in a call to a worker ended under it: only the workers are ended.
+  runtime.use_local_context()
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def mean(x):
+    return tff.federated_mean(x)
+  assert float(mean([1.0, 3.0])) == 2.0
+  context = runtime._default_context()
+  monkeypatch.setattr(runtime, '_terminate_requested', True)
+  handler = signal.getsignal(signal.SIGTERM)
+  try:
+    runtime._at_exit()
+    # A SIGTERM from here on only ends workers: nothing raised into the clean-up.
+    assert signal.getsignal(signal.SIGTERM) is runtime._on_sigterm_while_ending
+  finally:
+    signal.signal(signal.SIGTERM, handler)
+  assert runtime.worker_pids() == [] and runtime._default_context() is context
+  monkeypatch.setattr(runtime, '_terminate_requested', False)
+  assert float(mean([1.0, 5.0])) == 3.0  # without SIGTERM, a new worker serves

@@ -41,7 +41,10 @@ def _run(argv: list[str]) -> int:
     # `tffdp.run.main` imports tffdp.runtime before it starts any TFF worker: without
     # it nothing was started and there is nothing to shut down.
     if 'tffdp.runtime' in sys.modules:
-      sys.modules['tffdp.runtime'].shutdown_workers()
+      runtime = sys.modules['tffdp.runtime']
+      runtime.shutdown_workers()
+      if runtime.terminate_requested():  # SIGTERM: end now (see runtime.exit_process)
+        runtime.exit_process(143)
 
 
 def console_main(argv: Optional[Sequence[str]] = None) -> int:
@@ -53,9 +56,9 @@ def console_main(argv: Optional[Sequence[str]] = None) -> int:
 
   Returns:
     The exit code: the subcommand's (`tffdp run`: 0 done, 2 bad arguments or data, 1
-    unreachable worker, 3 a round unlike its declared DP events, 130 interrupted; see
-    `tffdp.run`); 0 for `--help`; 2 without a subcommand or for an unknown one (with a
-    one-line message on stderr).
+    unreachable worker, 3 a round unlike its declared DP events, 130 interrupted, 143
+    terminated by SIGTERM; see `tffdp.run`); 0 for `--help`; 2 without a subcommand or
+    for an unknown one (with a one-line message on stderr).
   """
   argv = list(sys.argv[1:] if argv is None else argv)
   if argv and argv[0] in ('-h', '--help'):

@@ -5,7 +5,8 @@ hyperparameters, missing/corrupt data, or `--workers` with a method whose round 
 run on them (a message, no traceback); 1 a TFF worker of `--workers` does not answer
 (at start, or mid-run: then a resumable checkpoint is left in --out); 3 a round did not
 match the DP events declared for it (a defect; the last good round is checkpointed); 130
-interrupted (a resumable checkpoint is left in --out).
+interrupted, 143 terminated by SIGTERM (a resumable checkpoint is left in --out; after
+SIGTERM the process ends at once, see `tffdp.runtime.exit_process`).
 """
 
 from __future__ import annotations
@@ -277,7 +278,9 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
 
 
 if __name__ == '__main__':
-  code = main()
+  try:
+    code = main()
+  except SystemExit as e:  # argparse (0 or 2), or SIGTERM (runtime.Terminated, 143)
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
   from tffdp import runtime as _rt  # pylint: disable=g-import-not-at-top
-  _rt.shutdown_workers()
-  sys.exit(code)
+  _rt.exit_process(code)  # ends the workers; after SIGTERM, at once

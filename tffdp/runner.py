@@ -39,6 +39,7 @@ import json
 import math
 import os
 import platform
+import signal
 import sys
 import time
 from typing import Callable, Optional
@@ -791,6 +792,8 @@ class Runner:
         last_good = self.snapshot()
         if (r + 1) % config.checkpoint_every == 0:
           self.save_checkpoint(last_good)
+        if runtime.terminate_requested():  # a SIGTERM whose exception Python dropped
+          raise runtime.Terminated(128 + signal.SIGTERM)
     except DeclaredEventError:
       self.save_checkpoint(last_good)
       self.log(f'tffdp: stopped after round {last_good["round"]}: a round did not match its '
@@ -799,11 +802,16 @@ class Runner:
       raise
     except BaseException as exc:
       self.save_checkpoint(last_good)
-      what = ('interrupted' if isinstance(exc, KeyboardInterrupt) else
-              'terminated (SIGTERM)' if isinstance(exc, runtime.Terminated) else
+      # After SIGTERM, a call whose worker the handler ended fails: that is the stop.
+      stop = (runtime.Terminated(128 + signal.SIGTERM) if runtime.terminate_requested()
+              and not isinstance(exc, runtime.Terminated) else None)
+      what = ('terminated (SIGTERM)' if stop or isinstance(exc, runtime.Terminated) else
+              'interrupted' if isinstance(exc, KeyboardInterrupt) else
               f'failed in round {last_good["round"] + 1} ({type(exc).__name__})')
       self.log(f'tffdp: {what}; the state after round {last_good["round"]} is '
                f'checkpointed. Continue with --resume (--out {config.out}).')
+      if stop:
+        raise stop from None
       raise
     if self.stop_reason and self.rows and self.rows[-1]['test_accuracy'] == '':
       # A budget stop ends the run early: evaluate the final model there.

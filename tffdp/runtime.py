@@ -57,6 +57,7 @@ LOCAL_WORKER_MODES = config_lib.LOCAL_WORKER_MODES  # TFFDP_LOCAL_WORKER's value
 _managers: list = []  # the _ConfinedServiceManagers of this process
 _confinement: Optional[str] = None  # None until probed: '' works, else why not
 _lock = threading.Lock()
+_terminate_requested = False  # set by the first SIGTERM (see _on_sigterm)
 _installed = False
 _local_context = None  # the context use_local_context() set, and its arguments
 _local_kwargs: Optional[dict] = None
@@ -173,6 +174,8 @@ class _ConfinedServiceManager:
       self._process.kill()
       self._process.wait()
     self.detach()
+    if _terminate_requested:  # TFF retries on a worker ended by SIGTERM: no new one
+      raise RuntimeError('terminated (SIGTERM): no new TFF worker is started')
     from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
     try:
       process, path, self._dir = confined_worker.start(self._binary, self._max_calls)
@@ -265,6 +268,12 @@ def _set_default_context(context) -> None:
 
 
 def _at_exit() -> None:
+  _quiet_sigterm()
+  if _terminate_requested:
+    # After SIGTERM only the workers are ended: dropping the context would join TFF's
+    # event-loop thread, which may still be inside a call to a worker ended under it.
+    shutdown_workers()
+    return
   # Drop the context now, while the interpreter is whole: TFF's ServiceManager.__del__
   # fails if it first runs during interpreter teardown.
   from tensorflow_federated.python.core.impl.context_stack import runtime_error_context  # pylint: disable=g-import-not-at-top
@@ -276,9 +285,61 @@ class Terminated(SystemExit):
   workers are ended: a run stopped from outside, checkpointed like a Ctrl-C."""
 
 
+def terminate_requested() -> bool:
+  """Whether this process has received SIGTERM (with `use_local_context`'s handler).
+
+  A SIGTERM that arrives while Python runs a weakref callback or a `__del__` has its
+  `Terminated` printed and dropped by the interpreter; `tffdp.runner` therefore also
+  checks this flag after every round, and treats any failure after it as the stop.
+  """
+  return _terminate_requested
+
+
 def _on_sigterm(signum, frame):
+  global _terminate_requested
   shutdown_workers()
+  if _terminate_requested:  # a second SIGTERM while the first is handled: nothing raised
+    return
+  _terminate_requested = True
   raise Terminated(128 + signum)
+
+
+def _on_sigterm_while_ending(signum, frame):
+  """SIGTERM while this process already ends: its workers are ended, nothing raised."""
+  global _terminate_requested
+  _terminate_requested = True
+  shutdown_workers()
+
+
+def _quiet_sigterm() -> None:
+  if _installed and threading.current_thread() is threading.main_thread():
+    signal.signal(signal.SIGTERM, _on_sigterm_while_ending)
+
+
+def exit_process(code: int) -> None:
+  """Ends a command-line entry point with exit status `code` after its TFF workers.
+
+  After SIGTERM (`terminate_requested()`), the process ends at once (`os._exit`, after
+  flushing stdout and stderr), so that no interpreter clean-up waits for TFF's
+  event-loop thread; the checkpoint and the metrics were written before. Otherwise it
+  is `sys.exit(code)`.
+
+  A SIGTERM that arrives from here on only ends the workers (the run is over; its exit
+  status stays `code`).
+
+  Raises:
+    SystemExit: With `code`, when no SIGTERM was received.
+  """
+  _quiet_sigterm()
+  shutdown_workers()
+  if _terminate_requested:
+    for stream in (sys.stdout, sys.stderr):
+      try:
+        stream.flush()
+      except (OSError, ValueError):
+        pass
+    os._exit(code)  # pylint: disable=protected-access
+  sys.exit(code)
 
 
 def allow_deep_protos() -> None:
