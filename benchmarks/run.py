@@ -574,7 +574,7 @@ def bench_confinement(repeats, cache, rounds=5):
     for _ in range(repeats):
       for mode in times:
         runtime._set_default_context(  # pylint: disable=protected-access
-            runtime._confined_context() if mode == 'confined'  # pylint: disable=protected-access
+            runtime._local_context_with(True) if mode == 'confined'  # pylint: disable=protected-access
             else tff.backends.test.create_sync_test_cpp_execution_context())
         state = method.process.initialize()
         state = round_fn(state, *args).state  # warm-up: worker start, tracing

@@ -126,7 +126,7 @@ def test_a_local_run_listens_on_no_port_outside_its_own_namespace(tmp_path):
   assert not exposed  # no TCP listener of the run's tree in this (the host's) namespace
   assert netns[workers[0]] != os.readlink('/proc/self/ns/net')
   assert 'cannot be confined' not in err
-  # The check bites: TFF's own worker listens here, on every interface.
+  # The check bites: the unconfined worker listens here, on every interface.
   workers, exposed, netns, _ = _tree_while_running(tmp_path / 'o', 'open')
   assert len(workers) == 1 and exposed
   assert netns[workers[0]] == os.readlink('/proc/self/ns/net')
@@ -612,3 +612,35 @@ def test_after_sigterm_exit_ends_the_workers_and_keeps_tff_s_context(monkeypatch
   assert runtime.worker_pids() == [] and runtime._default_context() is context
   monkeypatch.setattr(runtime, '_terminate_requested', False)
   assert float(mean([1.0, 5.0])) == 3.0  # without SIGTERM, a new worker serves
+
+
+@pytest.mark.parametrize('mode', ['confined', 'open'])
+def test_a_run_killed_by_sigkill_leaves_no_worker(tmp_path, mode):
+  if mode == 'confined' and runtime.confinement_problem():
+    pytest.skip(f'this kernel refuses the namespaces: {runtime.confinement_problem()}')
+  env = dict(ENV, TFFDP_LOCAL_WORKER=mode, PYTHONUNBUFFERED='1')
+  p = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *_CLI_TOY, '--out',
+                        str(tmp_path / mode)], stdout=subprocess.PIPE,
+                       stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=env,
+                       preexec_fn=_ignore_sigint)
+  for line in p.stdout:
+    if line.startswith('round 2/'):
+      break
+  started = runtime.worker_pids(p.pid) + runtime.helper_pids(p.pid)
+  assert runtime.worker_pids(p.pid)
+  p.kill()  # no handler, no atexit: only the kernel ends what it started
+  p.wait(timeout=30)
+  deadline = time.monotonic() + 10
+  while [pid for pid in started if _alive(pid)]:
+    assert time.monotonic() < deadline, [pid for pid in started if _alive(pid)]
+    time.sleep(0.1)
+  p.stdout.close()
+
+
+def _alive(pid):
+  """Whether `pid` runs (a zombie that its new parent has not reaped yet has ended)."""
+  try:
+    with open(f'/proc/{pid}/stat') as f:
+      return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
+  except OSError:
+    return False

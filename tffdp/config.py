@@ -23,7 +23,7 @@ LEGACY_CHECKPOINT = checkpoints.LEGACY_PICKLE
 
 # `TFFDP_LOCAL_WORKER`: how the local TFF worker runs (`tffdp.runtime`): `confined` (its
 # own network namespace; falls back with a warning where the kernel refuses) or `open`
-# (TFF's own: a TCP port on every interface).
+# (unconfined, as TFF starts it: a TCP port on every interface).
 LOCAL_WORKER_MODES = ('confined', 'open')
 
 # Method options that were top-level RunConfig fields before `method_options` (configs

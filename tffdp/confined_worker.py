@@ -19,7 +19,7 @@ computation reaches it. `tffdp.runtime` therefore starts it through this helper,
 
 It ends the worker and itself when its parent process ends, when the worker ends, or on
 SIGTERM / SIGINT. Exit status 3 means the kernel refused the namespaces (unprivileged
-user namespaces disabled): `tffdp.runtime` then falls back to TFF's own local worker
+user namespaces disabled): `tffdp.runtime` then falls back to an unconfined worker
 with a one-line warning. `--probe` only tries the namespaces and exits (0 or 3).
 
 Standard library only, and single-threaded until the namespaces are made (the kernel
@@ -71,10 +71,10 @@ def enter_private_network() -> None:
     fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack('16sh', b'lo', flags | _IFF_UP))
 
 
-def _die_with_parent() -> None:
-  """In the worker, before exec: SIGKILL when this helper dies (Linux PR_SET_PDEATHSIG),
-  even by SIGKILL. Its SIGINT disposition stays the one inherited (ignored where the run
-  ignores it, as TFF's own worker)."""
+def die_with_parent() -> None:
+  """A `preexec_fn`: the child gets SIGKILL when its parent dies (Linux
+  PR_SET_PDEATHSIG), even by SIGKILL. Its SIGINT disposition stays the one inherited
+  (ignored where the run ignores it, as TFF's own worker)."""
   ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
 
 
@@ -214,7 +214,7 @@ def main(argv=None) -> int:
   worker = subprocess.Popen([args.binary, f'--port={port}',
                              '--max_concurrent_computation_calls='
                              f'{args.max_concurrent_computation_calls}'],
-                            preexec_fn=_die_with_parent)
+                            preexec_fn=die_with_parent)
 
   stop = threading.Event()
 

@@ -19,8 +19,15 @@ computation sent to it. `use_local_context()` therefore starts it through
 `tffdp.confined_worker`: in a user + network namespace of its own (loopback only),
 reached through a Unix socket in a directory only this user can enter, so no other host
 and no process outside the namespace can reach it. Where the kernel refuses such
-namespaces, the context falls back to TFF's own worker with a one-line warning;
-`TFFDP_LOCAL_WORKER=open` chooses TFF's own worker without trying.
+namespaces, the context falls back to an unconfined worker (the binary on a TCP port of
+every interface, as TFF starts it) with a one-line warning; `TFFDP_LOCAL_WORKER=open`
+chooses it without trying. Either way the worker ends with this process, even when it
+is killed (`PR_SET_PDEATHSIG`).
+
+SIGTERM. The handler ends the workers and raises `Terminated` once; the runner also
+checks `terminate_requested()` after every round, since Python drops an exception raised
+in a weakref callback or `__del__`. After it no new worker is started, and the command
+line entry points end at once (`exit_process`).
 
 Remote. `remote_context(['host:port', ...])` is TFF's own mergeable-computation execution
 context (`tff.framework.MergeableCompExecutionContext`) over one `RemoteExecutor` per
@@ -54,7 +61,7 @@ from tffdp import config as config_lib
 _WORKER_NAME = 'worker_binary'
 _HELPER_MODULE = 'tffdp.confined_worker'
 LOCAL_WORKER_MODES = config_lib.LOCAL_WORKER_MODES  # TFFDP_LOCAL_WORKER's values
-_managers: list = []  # the _ConfinedServiceManagers of this process
+_managers: list = []  # the _LocalServiceManagers of this process
 _confinement: Optional[str] = None  # None until probed: '' works, else why not
 _lock = threading.Lock()
 _terminate_requested = False  # set by the first SIGTERM (see _on_sigterm)
@@ -145,13 +152,21 @@ def shutdown_workers() -> int:
   return len(pids)
 
 
-class _ConfinedServiceManager:
-  """TFF's `ServiceManager` for a worker behind `tffdp.confined_worker`: starts the
-  helper (which starts the worker in its own namespaces) and returns a stub on its
-  Unix socket; restarts it when it is gone."""
+class _LocalServiceManager:
+  """TFF's `ServiceManager` for this process's local worker: starts it and returns a
+  stub; restarts it when it is gone.
 
-  def __init__(self, binary: str, max_concurrent_computation_calls: int):
+  Confined (`confined=True`): through `tffdp.confined_worker`, which starts the worker
+  in namespaces of its own and relays a Unix socket to it. Open: the worker binary
+  itself on a free port, as TFF's own manager starts it (listening on every interface),
+  but ended by the kernel when this process ends (Linux `PR_SET_PDEATHSIG`), so a run
+  that dies, even by SIGKILL, leaves no worker behind. In both, no worker is started
+  after SIGTERM (`terminate_requested`).
+  """
+
+  def __init__(self, binary: str, max_concurrent_computation_calls: int, confined: bool):
     self._binary, self._max_calls = binary, max_concurrent_computation_calls
+    self._confined = confined
     self._process: Optional[subprocess.Popen] = None
     self._stub = None
     self._dir: Optional[str] = None
@@ -166,6 +181,22 @@ class _ConfinedServiceManager:
       shutil.rmtree(self._dir, ignore_errors=True)
       self._dir = None
 
+  def _start(self) -> tuple[subprocess.Popen, str]:
+    """Starts the worker (or its confining helper); returns it and the gRPC target."""
+    from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
+    if not self._confined:
+      port = confined_worker.free_loopback_port()
+      process = subprocess.Popen(
+          [self._binary, f'--port={port}',
+           f'--max_concurrent_computation_calls={self._max_calls}'],
+          preexec_fn=confined_worker.die_with_parent)
+      return process, f'localhost:{port}'
+    try:
+      process, path, self._dir = confined_worker.start(self._binary, self._max_calls)
+    except confined_worker.NotConfined as e:
+      raise RuntimeError(f'{e}; TFFDP_LOCAL_WORKER=open uses an unconfined worker') from None
+    return process, f'unix:{path}'
+
   def get_stub(self):
     if self._stub is not None and self._process is not None and \
         self._process.poll() is None and self._stub.is_ready:
@@ -176,19 +207,15 @@ class _ConfinedServiceManager:
     self.detach()
     if _terminate_requested:  # TFF retries on a worker ended by SIGTERM: no new one
       raise RuntimeError('terminated (SIGTERM): no new TFF worker is started')
-    from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
-    try:
-      process, path, self._dir = confined_worker.start(self._binary, self._max_calls)
-    except confined_worker.NotConfined as e:
-      raise RuntimeError(f'{e}; TFFDP_LOCAL_WORKER=open uses TFF\'s own worker') from None
+    process, target = self._start()
     deadline = time.monotonic() + 60
     self._process = process
     self._stub = tff.framework.RemoteExecutorGrpcStub(
-        grpc.insecure_channel(f'unix:{path}', _GRPC_CHANNEL_OPTIONS))
+        grpc.insecure_channel(target, _GRPC_CHANNEL_OPTIONS))
     while not self._stub.is_ready:
       if process.poll() is not None or time.monotonic() > deadline:
-        raise RuntimeError('the confined TFF worker did not serve (exit status '
-                           f'{process.poll()}); TFFDP_LOCAL_WORKER=open uses TFF\'s own')
+        raise RuntimeError(f'the local TFF worker did not serve (exit status '
+                           f'{process.poll()})')
       time.sleep(0.01)
     return self._stub
 
@@ -219,10 +246,11 @@ def local_worker_mode() -> str:
   return mode
 
 
-def _confined_context(default_num_clients: int = 0,
-                      max_concurrent_computation_calls: int = -1,
-                      stream_structs: bool = False):
-  """`tff.backends.test.create_sync_test_cpp_execution_context` with its worker confined."""
+def _local_context_with(confined: bool, default_num_clients: int = 0,
+                        max_concurrent_computation_calls: int = -1,
+                        stream_structs: bool = False):
+  """`tff.backends.test.create_sync_test_cpp_execution_context` with its worker started
+  by `_LocalServiceManager` (confined or open)."""
   # pylint: disable=g-import-not-at-top
   from tensorflow_federated.python.core.backends.native import compiler as native_compiler
   from tensorflow_federated.python.core.backends.test import compiler as test_compiler
@@ -232,7 +260,8 @@ def _confined_context(default_num_clients: int = 0,
   from tensorflow_federated.python.core.impl.executors import remote_executor
   from tensorflow_federated.python.core.impl.types import placements
   # pylint: enable=g-import-not-at-top
-  manager = _ConfinedServiceManager(_worker_binary(), max_concurrent_computation_calls)
+  manager = _LocalServiceManager(_worker_binary(), max_concurrent_computation_calls,
+                                confined)
   _managers.append(manager)
 
   def stack_fn(cardinalities):
@@ -385,17 +414,13 @@ def use_local_context(**kwargs) -> None:
     if _local_context is not None and _local_kwargs == kwargs and \
         _default_context() is _local_context:
       return
-    context = None
-    if local_worker_mode() == 'confined':
-      problem = confinement_problem()
-      if not problem:
-        context = _confined_context(**kwargs)
-      else:
-        print(f'tffdp: warning: the local TFF worker cannot be confined here ({problem}); '
-              'it listens on a TCP port of every interface while this process runs '
-              '(README: Security).', file=sys.stderr, flush=True)
-    if context is None:
-      context = tff.backends.test.create_sync_test_cpp_execution_context(**kwargs)
+    confined = local_worker_mode() == 'confined'
+    problem = confinement_problem() if confined else ''
+    if problem:
+      print(f'tffdp: warning: the local TFF worker cannot be confined here ({problem}); '
+            'it listens on a TCP port of every interface while this process runs '
+            '(README: Security).', file=sys.stderr, flush=True)
+    context = _local_context_with(confined and not problem, **kwargs)
     _set_default_context(context)
     _local_context, _local_kwargs = context, dict(kwargs)
     if not _installed:
