@@ -72,3 +72,76 @@ def test_a_canary_round_is_noised_like_any_round(tmp_path):
   other = canaries.canary_directions(8, 1, shapes)[0]
   cos = lambda a, b: float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
   assert cos(delta, u) > 5 / np.sqrt(u.size) > abs(cos(delta, other))
+
+
+# ----- a run with canaries (RunConfig.audit_canaries) ------------------------------
+
+AUDIT_TOY = dict(dataset='synthetic', clients=50, clients_per_round=10, partition='iid',
+                 model='logistic_regression', num_validation=100, learning_rate=0.5,
+                 batch_size=20, rounds=10, clip_norm=0.5, checkpoint_every=1)
+
+
+def _audit_run(tmp_path, name, method='dp_fedavg', **kw):
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.RunConfig.create(**dict(AUDIT_TOY, method=method,
+                                           out=str(tmp_path / name), **kw))
+  return runner.run(cfg, log=lambda s: None)
+
+
+def _register_understated(sigma_executed, sigma_declared):
+  """`dp_fedavg` whose aggregator adds noise at `sigma_executed` while both ledgers account
+  `sigma_declared`: a planted accounting bug."""
+  from tffdp import privacy  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+
+  def build(ctx, hp):
+    c = ctx.config
+    m = baselines.build_dp_fedavg(ctx.keras_builder, ctx.data, learning_rate=c.learning_rate,
+                                  batch_size=c.batch_size, noise_multiplier=sigma_executed,
+                                  clip_norm=c.clip_norm, clients_per_round=c.clients_per_round,
+                                  seed=c.seed)
+    q = c.clients_per_round / c.clients
+    declared = lambda cohort, state=None: [
+        (np.arange(c.clients), privacy.subsampled_gaussian_event(sigma_declared, q), '')]
+    m.claimed_releases = m.guaranteed_releases = declared
+    return m
+  registry.register(registry.MethodSpec('understated', build, registry.MethodHparams, 'test'))
+
+
+@pytest.mark.parametrize('seed', [0, 1, 2])
+def test_the_audit_of_dp_fedavg_stays_below_its_guarantee(tmp_path, seed):
+  s = _audit_run(tmp_path, f's{seed}', noise_multiplier=3.0, audit_canaries=200, seed=seed)
+  assert 0 < s['epsilon_guaranteed'] < 2
+  for model in ('every_round', 'final_model'):
+    assert s['audit'][model]['epsilon_lower_bound'] <= s['epsilon_guaranteed']
+  assert s['epsilon_lower_bound'] == s['audit']['every_round']['epsilon_lower_bound']
+  assert s['audit']['canaries'] == 200 and 0 < s['audit']['joins']
+
+
+def test_the_audit_catches_noise_ten_times_smaller_than_accounted(tmp_path):
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  _register_understated(0.3, 3.0)
+  try:
+    s = _audit_run(tmp_path, 'bug', method='understated', audit_canaries=200)
+  finally:
+    registry.unregister('understated')
+  assert s['epsilon_lower_bound'] > s['epsilon_guaranteed'] > 0
+
+
+def test_an_audit_resumes_to_the_same_report(tmp_path):
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  kw = dict(noise_multiplier=0.5, audit_canaries=40, rounds=4)
+  full = _audit_run(tmp_path, 'a', **kw)
+  _audit_run(tmp_path, 'b', stop_after_round=2, **kw)  # pauses with a checkpoint
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.RunConfig.create(**dict(AUDIT_TOY, method='dp_fedavg',
+                                           out=str(tmp_path / 'b'), **kw))
+  resumed = runner.run(cfg, resume=True, log=lambda s: None)
+  assert resumed['audit'] == full['audit']
+
+
+@pytest.mark.parametrize('method,why', [('dpfl', 'DP unit is sample-level'),
+                                        ('cosafed', 'not one client work')])
+def test_methods_canaries_cannot_enter_yet_are_refused(tmp_path, method, why):
+  with pytest.raises(ValueError, match=f'cannot audit {method}: .*{why}'):
+    _audit_run(tmp_path, method, method=method, audit_canaries=8, rounds=1)

@@ -11,18 +11,31 @@ canary's update like any other: nothing bypasses the mechanism being audited.
 
 `canary_directions` gives the same `u_j` outside TFF, for the auditor's scores (the
 cosine between `u_j` and the released model delta, `tffdp.audit`).
+
+In a run (`RunConfig.audit_canaries`, `--audit-canaries M`): while the method is built,
+`inserting(...)` makes `tffdp.algorithms.common.compose_fedavg_style` wrap its client
+work with `with_canaries`, and `common.cohort_round` take canary clients in the cohort
+(ids `num_clients + j`); `Auditor` draws which canaries are included (each with
+probability 1/2, Steinke et al. 2023 Sec. 3), which included canaries join each round
+(as a real client does under Poisson sampling, rate `clients_per_round / clients`),
+scores them from the released model deltas, and reports the audit (`Auditor.report`).
 """
 
 from __future__ import annotations
 
 import collections
-from typing import Sequence
+import contextlib
+import math
+from typing import Iterator, Optional, Sequence
 
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
+from tffdp import audit
+
 NOT_A_CANARY = -1
+AUDIT_STREAM = 2  # `np.random.default_rng([seed, AUDIT_STREAM, ...])`: the audit's draws
 
 
 def direction(seed: int, index: tf.Tensor, shapes: Sequence[Sequence[int]]) -> list[tf.Tensor]:
@@ -123,3 +136,192 @@ def cohort_round_computation(process: tff.learning.templates.LearningProcess,
     return process.next(state, tff.federated_map(value, (client_ids, client_seeds,
                                                           canaries)))
   return round_fn
+
+
+class Insertion:
+  """Canaries asked for while a method is built (see `inserting`).
+
+  Attributes:
+    norm: A canary update's L2 norm.
+    seed: The seed of the directions (`direction`).
+    num_clients: `N`: cohort entries `>= N` are canaries (`N + j` is canary `j`).
+    wrapped: How many client works `wrap` wrapped (1 in an auditable method).
+    rounds: How many cohort rounds `round_computation` built (1 in an auditable method).
+  """
+
+  def __init__(self, norm: float, seed: int, num_clients: int):
+    self.norm, self.seed, self.num_clients = norm, seed, num_clients
+    self.wrapped = self.rounds = 0
+
+  def wrap(self, client_work):
+    self.wrapped += 1
+    return with_canaries(client_work, self.norm, self.seed)
+
+  def round_computation(self, process, client_data_comp):
+    self.rounds += 1
+    return cohort_round_computation(process, client_data_comp)
+
+  def split(self, cohort: np.ndarray) -> tuple[list[str], list[int], np.ndarray]:
+    """A cohort with canaries -> `(client ids, canary indices, cohort of ids)`: each
+    canary runs on client 0's data (its training is discarded, its update replaced)."""
+    cohort = np.asarray(cohort)
+    real = cohort < self.num_clients
+    ids = [str(c) if r else '0' for c, r in zip(cohort, real)]
+    index = [NOT_A_CANARY if r else int(c - self.num_clients) for c, r in zip(cohort, real)]
+    return ids, index, cohort
+
+
+_insertion: Optional[Insertion] = None
+
+
+@contextlib.contextmanager
+def inserting(norm: float, seed: int, num_clients: int) -> Iterator[Insertion]:
+  """Within it, methods are built with client-level canaries (module docstring)."""
+  global _insertion
+  if _insertion is not None:
+    raise RuntimeError('canaries are already being inserted')
+  _insertion = Insertion(norm, seed, num_clients)
+  try:
+    yield _insertion
+  finally:
+    _insertion = None
+
+
+def active() -> Optional[Insertion]:
+  """The `Insertion` of the method being built, or None."""
+  return _insertion
+
+
+def direction_seed(seed: int) -> int:
+  """The directions' seed of a run with seed `seed` (independent of its other draws)."""
+  return int(np.random.SeedSequence([seed, AUDIT_STREAM]).generate_state(1, np.uint32)[0])
+
+
+def _flat(weights) -> np.ndarray:
+  return np.concatenate([np.asarray(w, np.float64).ravel() for w in weights])
+
+
+class Auditor:
+  """The auditor of a run with `m` client-level canaries (issue 40's audit).
+
+  Each canary is included with probability 1/2, independently, before the run
+  (Steinke et al. 2023, Alg. 1); an included canary joins each round with probability
+  `sampling_rate`, independently, as a client under Poisson sampling does (for a method
+  that draws fixed-size cohorts this is the same rate, not the same draw). A left-out
+  canary never joins. After each round the auditor sees the model delta
+  `w_before - w_after` (the every-round threat model: the releases the DP accounting
+  covers, post-processed by the server step) and keeps, per canary, the largest cosine
+  over rounds between `u_j` and that delta (Andrew et al. 2024, Sec. 3.2); at the end,
+  the cosine with `w_0 - w_T` (the final-model threat model).
+
+  Args:
+    count: `m`, the number of canaries (`>= 4`).
+    seed: The run's seed (inclusions and joins: `np.random.default_rng([seed,
+      AUDIT_STREAM, ...])`; directions: `direction(direction_seed(seed), j, shapes)`).
+    num_clients: `N`, the number of real clients.
+    sampling_rate: A canary's per-round joining probability (in (0, 1]).
+    initial_weights: The trainable weights `w_0` (list of arrays).
+
+  Raises:
+    ValueError: On `count < 4` or a rate outside (0, 1].
+  """
+
+  def __init__(self, count: int, seed: int, num_clients: int, sampling_rate: float,
+               initial_weights: Sequence[np.ndarray]):
+    if count < 4 or not 0 < sampling_rate <= 1:
+      raise ValueError(f'need at least 4 canaries and a sampling rate in (0, 1]. Found '
+                       f'{count}, {sampling_rate}.')
+    self.count, self.seed, self.num_clients = count, seed, num_clients
+    self.sampling_rate = sampling_rate
+    self.included = np.random.default_rng([seed, AUDIT_STREAM]).random(count) < 0.5
+    shapes = [np.shape(w) for w in initial_weights]
+    self.directions = canary_directions(direction_seed(seed), count, shapes).astype(np.float64)
+    self.initial = _flat(initial_weights)
+    self.max_cosine = np.full(count, -1.0)
+    self.joins = np.zeros(count, np.int64)
+
+  @property
+  def dimension(self) -> int:
+    return self.initial.size
+
+  def joining(self, round_num: int) -> np.ndarray:
+    """Indices of the canaries that join round `round_num` (a pure function of it)."""
+    rng = np.random.default_rng([self.seed, AUDIT_STREAM, round_num])
+    return np.flatnonzero(self.included & (rng.random(self.count) < self.sampling_rate))
+
+  def cohort(self, round_num: int, cohort: np.ndarray) -> np.ndarray:
+    """`cohort` plus the joining canaries as ids `N + j`; counts their joins."""
+    joining = self.joining(round_num)
+    self.joins[joining] += 1
+    return np.concatenate([np.asarray(cohort, np.int64), self.num_clients + joining])
+
+  def cosines(self, delta: np.ndarray) -> np.ndarray:
+    """`[m]`: each direction's cosine with `delta` (0 for a zero delta)."""
+    n = np.linalg.norm(delta)
+    return self.directions @ delta / n if n > 0 else np.zeros(self.count)
+
+  def observe(self, before: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> None:
+    """Scores one round from the model weights before and after it."""
+    self.max_cosine = np.maximum(self.max_cosine, self.cosines(_flat(before) - _flat(after)))
+
+  def state_dict(self) -> dict:
+    return dict(max_cosine=self.max_cosine.copy(), joins=self.joins.copy())
+
+  def load_state_dict(self, state: dict) -> None:
+    self.max_cosine = np.asarray(state['max_cosine'], np.float64)
+    self.joins = np.asarray(state['joins'], np.int64)
+
+  def report(self, final_weights: Sequence[np.ndarray], delta: float,
+             alpha: float = 0.05) -> dict:
+    """Both threat models' `epsilon_lower_bound` and `epsilon_estimate` at `delta`.
+
+    The lower bound is Steinke et al. 2023's one-run bound (`audit.one_run_lower_bound`)
+    at confidence `1 - alpha`, with `k_plus = k_minus = k` guesses for each `k` in
+    `guess_counts(m)` at `alpha / len(...)` each (Bonferroni), the largest kept. The
+    estimate is Andrew et al. 2024's: final model, the included canaries' cosines
+    against the closed-form null `N(0, 1/d)` (`audit.one_shot_estimate`); every round,
+    their largest cosines against the left-out canaries' (the maximum over rounds of
+    `N(0, 1/d)` draws has no Gaussian closed form), each fitted by a Gaussian
+    (`audit.two_gaussian_epsilon`).
+
+    Returns:
+      `{'every_round': {...}, 'final_model': {...}, 'canaries', 'included', 'joins',
+      'dimension'}`; each threat model: `epsilon_lower_bound`, `epsilon_estimate`,
+      `mean_in`, `std_in`, `mean_out`, `std_out` (of the scores), `lower_bound_k`.
+    """
+    final = self.cosines(self.initial - _flat(final_weights))
+    out = dict(canaries=self.count, included=int(self.included.sum()),
+               joins=int(self.joins.sum()), dimension=self.dimension,
+               lower_bound='Steinke, Nasr and Jagielski 2023, one run (95%, Bonferroni '
+               'over k)', estimate='Andrew et al. 2024, one-shot (Gaussian fits)')
+    for name, scores in (('every_round', self.max_cosine), ('final_model', final)):
+      inc, exc = scores[self.included], scores[~self.included]
+      ks = guess_counts(self.count)
+      bounds = [audit.one_run_lower_bound(scores, self.included, delta, k, k, alpha / len(ks))
+                for k in ks]
+      best = int(np.argmax(bounds))
+      if name == 'final_model':
+        estimate = audit.one_shot_estimate(inc, self.dimension, delta)['epsilon'] \
+            if inc.size >= 2 else math.nan
+      elif inc.size >= 2 and exc.size >= 2:
+        estimate = audit.two_gaussian_epsilon(
+            float(np.mean(inc)), max(float(np.std(inc, ddof=1)), 1e-12),
+            float(np.mean(exc)), max(float(np.std(exc, ddof=1)), 1e-12), delta)
+      else:
+        estimate = math.nan
+      out[name] = dict(epsilon_lower_bound=float(bounds[best]), epsilon_estimate=estimate,
+                       lower_bound_k=ks[best],
+                       mean_in=_stat(np.mean, inc), std_in=_stat(np.std, inc),
+                       mean_out=_stat(np.mean, exc), std_out=_stat(np.std, exc))
+    return out
+
+
+def _stat(fn, x: np.ndarray) -> float:
+  return float(fn(x)) if x.size else math.nan
+
+
+def guess_counts(m: int) -> list[int]:
+  """The `k` (guesses each way) tried for `m` canaries: 2%, 5%, 10% and 20% of `m`
+  (at least 1, distinct, `2k <= m`)."""
+  return sorted({k for k in (max(1, round(f * m)) for f in (0.02, 0.05, 0.1, 0.2))
+                 if 2 * k <= m})

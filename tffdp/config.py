@@ -214,6 +214,12 @@ class RunConfig:
   tls_key: Optional[str] = None
   tls_ca: Optional[str] = None
   insecure_workers: bool = False
+  # A privacy audit (`tffdp.canaries`, `tffdp.audit`): this many client-level canaries,
+  # each included with probability 1/2, their updates of L2 norm `audit_canary_norm`
+  # (None: `clip_norm`). 0: no audit. A run with canaries is an audit, not a measurement
+  # of the method's accuracy.
+  audit_canaries: int = 0
+  audit_canary_norm: Optional[float] = None
   notes: dict = dataclasses.field(default_factory=dict)
 
   @classmethod
@@ -324,6 +330,10 @@ class RunConfig:
       bad('log_every', self.log_every, 'must be positive')
     if self.clients_per_slice is not None and self.clients_per_slice <= 0:
       bad('clients_per_slice', self.clients_per_slice, 'must be positive')
+    if self.audit_canaries and self.audit_canaries < 4 or self.audit_canaries < 0:
+      bad('audit_canaries', self.audit_canaries, 'must be 0 (no audit) or at least 4')
+    if self.audit_canary_norm is not None and self.audit_canary_norm <= 0:
+      bad('audit_canary_norm', self.audit_canary_norm, 'must be positive (or None: clip_norm)')
     tls = [self.tls_cert, self.tls_key, self.tls_ca]
     if self.workers is not None:
       parse_workers(self.workers)

@@ -178,6 +178,14 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '
                  'adap_dp_fl per client, on the ledger --clip-norm-query names)')
+  a = p.add_argument_group('privacy audit (tffdp.canaries; client-level methods built on '
+                           'compose_fedavg_style)')
+  a.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
+                 help='insert M canary clients (each included with probability 1/2) and '
+                 'write epsilon_lower_bound and epsilon_estimate to summary.json; the run '
+                 'is an audit, its accuracy not the method\'s (default: 0, no audit)')
+  a.add_argument('--audit-canary-norm', type=float, metavar='NORM',
+                 help='L2 norm of a canary\'s update (default: --clip-norm)')
   add_method_options(p)
   g.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')
@@ -219,6 +227,7 @@ def config_from_args(args) -> config_lib.RunConfig:
       log_every=args.log_every, clients_per_slice=args.clients_per_slice,
       workers=args.workers, worker_timeout=args.worker_timeout, tls_cert=args.tls_cert,
       tls_key=args.tls_key, tls_ca=args.tls_ca, insecure_workers=args.insecure_workers,
+      audit_canaries=args.audit_canaries, audit_canary_norm=args.audit_canary_norm,
       method_options=method_options)
 
 

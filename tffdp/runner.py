@@ -48,7 +48,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import checkpoints, models, privacy, runtime, seeds, timing
+from tffdp import canaries, checkpoints, models, privacy, runtime, seeds, timing
 from tffdp.algorithms import registry
 from tffdp.algorithms import common as common_lib
 from tffdp.algorithms.common import Method
@@ -199,7 +199,37 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder,
   spec = registry.get(config.method)
   context = registry.BuildContext(config=config, keras_builder=keras_builder, data=data,
                                   validation=validation, num_classes=num_classes)
-  return spec.build(context, config.hparams)
+  if not config.audit_canaries:
+    return spec.build(context, config.hparams)
+  return _build_with_canaries(spec, context, config)
+
+
+def _build_with_canaries(spec, context, config: RunConfig) -> Method:
+  """The method built with `config.audit_canaries` client-level canaries in its process.
+
+  Raises:
+    ValueError: If the method cannot take them yet: not client-level, its participants
+      its own choice, or its process not built from `common.compose_fedavg_style` and
+      `common.cohort_round` (one client work, one cohort round), or `--workers`.
+  """
+  norm = config.audit_canary_norm or config.clip_norm
+  with canaries.inserting(norm, canaries.direction_seed(config.seed),
+                          config.clients) as insertion:
+    method = spec.build(context, config.hparams)
+  why = None
+  if method.dp_unit != privacy.CLIENT_LEVEL:
+    why = (f'its DP unit is {method.dp_unit}; client-level canaries audit client-level '
+           'methods (gradient canaries for sample-level ones are not built yet)')
+  elif insertion.wrapped != 1 or insertion.rounds != 1:
+    why = ('its process is not one client work in compose_fedavg_style run by '
+           'common.cohort_round, where the canaries go in (issue 43 moves the others)')
+  elif method.select_cohort is not None:
+    why = 'it chooses its own participants'
+  elif config.workers:
+    why = 'canary rounds run in the local context only (drop --workers)'
+  if why:
+    raise ValueError(f'--audit-canaries cannot audit {config.method}: {why}.')
+  return method
 
 
 @dataclasses.dataclass
@@ -556,6 +586,11 @@ class Runner:
     self._t_start = self.clock()
     # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
+    self.auditor = None
+    if config.audit_canaries:
+      rate = 1.0 if config.cohort_sampling == 'all' else config.clients_per_round / config.clients
+      self.auditor = canaries.Auditor(config.audit_canaries, config.seed, config.clients,
+                                      rate, self.trainable())
 
   # ----- checkpoints ------------------------------------------------------------------
 
@@ -580,13 +615,22 @@ class Runner:
     self.stopped = {int(k): int(v) for k, v in ckpt.get('stopped', {}).items()}
     # Checkpoints written before segments were recorded: the first segment's code unknown.
     self.segments = list(ckpt.get('segments') or [dict(start_round=0, code=None)])
+    if self.auditor is not None:
+      self.auditor.load_state_dict(ckpt['audit'])
     self.log(f'tffdp: resuming {self.config.out} at round {self.start_round}')
 
   def snapshot(self) -> dict:
-    return dict(config=self.comparable, state=tf.nest.flatten(self.state),
+    snap = dict(config=self.comparable, state=tf.nest.flatten(self.state),
                 claimed=self.claimed.state_dict(), guaranteed=self.guaranteed.state_dict(),
                 rows=list(self.rows), round=len(self.rows), stopped=dict(self.stopped),
                 segments=list(self.segments))
+    if self.auditor is not None:
+      snap['audit'] = self.auditor.state_dict()
+    return snap
+
+  def trainable(self) -> list[np.ndarray]:
+    """The model's trainable weights now (the auditor's view of the released model)."""
+    return [np.asarray(w) for w in self.method.model_weights(self.state).trainable]
 
   def save_checkpoint(self, snap: dict) -> None:
     atomic_write(self.ckpt_path, checkpoints.dumps(dict(snap, wall_seconds=self.wall())))
@@ -604,6 +648,24 @@ class Runner:
 
   def wall(self) -> float:
     return self.wall_before + self.clock() - self._t_start
+
+  def add_audit(self, summary: dict) -> None:
+    """Writes the audit into `summary`: `epsilon_lower_bound` and `epsilon_estimate` of
+    the every-round threat model beside the two epsilons, both threat models under
+    `audit` (`canaries.Auditor.report`), and logs them."""
+    report = self.auditor.report(self.trainable(), self.config.delta)
+    report['note'] = ('an audit run: canaries took part, so its accuracy is not the '
+                      "method's")
+    summary['epsilon_lower_bound'] = report['every_round']['epsilon_lower_bound']
+    summary['epsilon_estimate'] = report['every_round']['epsilon_estimate']
+    summary['audit'] = report
+    for name in ('every_round', 'final_model'):
+      r = report[name]
+      self.log(f'tffdp: audit ({name.replace("_", " ")}; {report["canaries"]} canaries, '
+               f'{report["included"]} included, {report["joins"]} joins): epsilon lower '
+               f'bound {_fmt(r["epsilon_lower_bound"])}, estimate '
+               f'{_fmt(r["epsilon_estimate"])} (delta {self.config.delta:g}; '
+               f'epsilon_guaranteed {_fmt(summary["epsilon_guaranteed"])})')
 
   # ----- one round ------------------------------------------------------------------
 
@@ -637,11 +699,13 @@ class Runner:
     """
     method = self.method
     quantities = method.adaptive_quantities(self.state)
-    if not len(cohort):
+    run_cohort = cohort if self.auditor is None else self.auditor.cohort(r, cohort)
+    if not len(run_cohort):
       return quantities, float('nan')
+    before = self.trainable() if self.auditor is not None else None
     with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
       try:
-        state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
+        state, metrics = method.run_round(self.state, run_cohort, r, self.config.seed)
       except Exception as exc:  # pylint: disable=broad-except
         reason = method.round_failure(exc)
         if reason is None:
@@ -653,6 +717,9 @@ class Runner:
                                'before accounting this round.')
     self.state = state
     self.last_metrics = metrics
+    if self.auditor is not None:
+      self.auditor.observe(before, self.trainable())
+      quantities['audit_canaries_joined'] = len(run_cohort) - len(cohort)
     quantities.update(method.round_metrics(metrics))
     rejected = update_rejected(metrics)
     if rejected is not None:
@@ -829,6 +896,8 @@ class Runner:
     summary['paused_seconds'] = round(summary['paused_seconds']
                                       + self.paused_since_last_row(), 3)
     summary['segments'] = self.segments
+    if self.auditor is not None:
+      self.add_audit(summary)
     if paused:
       self.log(f'tffdp: {self.stop_reason}; checkpoint saved, no summary.json. Continue '
                f'with --resume (--out {config.out}) without --stop-after-round.')

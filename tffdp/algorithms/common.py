@@ -11,7 +11,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import queries, seeds
+from tffdp import canaries, queries, seeds
 from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
 
 KerasBuilder = Callable[[], tf.keras.Model]
@@ -71,7 +71,13 @@ def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_fa
   `tff.aggregators.factory_utils.as_weighted_aggregator`). The aggregated client delta
   (`initial - trained`) is the server optimizer's pseudo-gradient; the default,
   SGD with learning rate 1, gives FedAvg's `w <- w - aggregated delta`.
+
+  Built inside `tffdp.canaries.inserting(...)` (an audit run), the client work is
+  wrapped by `canaries.with_canaries`: its client data is then `<data, canary>`.
   """
+  insertion = canaries.active()
+  if insertion is not None:
+    client_work = insertion.wrap(client_work)
   init = initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
@@ -167,7 +173,26 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
   `run_round(state, cohort, round_num, run_seed) -> (state, metrics)` calls
   `cohort_round_computation(...)` with each client's seed from `client_seeds(run_seed,
   round_num, cohort)`; `Method.run_round` of every method built on `LearningProcess`.
+
+  Built inside `tffdp.canaries.inserting(...)`, the cohort may hold canaries (ids `N +
+  j`, see `canaries.Insertion.split`) and the computation takes their indices.
+
+  Raises:
+    ValueError: For canaries with `clients_per_slice`.
   """
+  insertion = canaries.active()
+  if insertion is not None:
+    if clients_per_slice:
+      raise ValueError('canaries (--audit-canaries) do not run in cohort slices; drop '
+                       '--clients-per-slice')
+    comp = insertion.round_computation(process, data.client_data_computation(batching))
+
+    def run_canary_round(state, cohort: np.ndarray, round_num: int, run_seed: int):
+      ids, index, cohort = insertion.split(cohort)
+      out = comp(state, ids, client_seeds(run_seed, round_num, cohort),
+                 [np.int32(i) for i in index])
+      return out.state, out.metrics
+    return run_canary_round, comp
   comp = cohort_round_computation(process, data, batching, clients_per_slice)
 
   def run_round(state, cohort: np.ndarray, round_num: int, run_seed: int):
