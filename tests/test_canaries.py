@@ -141,6 +141,8 @@ def test_an_audit_resumes_to_the_same_report(tmp_path):
 
 
 @pytest.mark.parametrize('method,why', [('dpfl', 'DP unit is sample-level'),
+                                        ('aadp_fl', 'chooses its own participants'),
+                                        ('dp_fedags', 'not one client work'),
                                         ('cosafed', 'not one client work')])
 def test_methods_canaries_cannot_enter_yet_are_refused(tmp_path, method, why):
   with pytest.raises(ValueError, match=f'cannot audit {method}: .*{why}'):

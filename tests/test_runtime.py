@@ -180,14 +180,20 @@ def test_cli_unknown_local_worker_mode_exits_2():
   assert 'Traceback' not in r.stderr
 
 
-def test_computations_run_on_after_shutdown_workers_mid_session():
-  # TFF caches its executors with the old worker's stub: after `shutdown_workers` the next
-  # call must fail over to a new worker (UNAVAILABLE, retried), not on a closed channel.
+def _local_mean():
+  """A federated mean in tffdp's local context (installed here)."""
   runtime.use_local_context()
 
   @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
   def mean(x):
     return tff.federated_mean(x)
+  return mean
+
+
+def test_computations_run_on_after_shutdown_workers_mid_session():
+  # TFF caches its executors with the old worker's stub: after `shutdown_workers` the next
+  # call must fail over to a new worker (UNAVAILABLE, retried), not on a closed channel.
+  mean = _local_mean()
   assert float(mean([1.0, 3.0])) == 2.0
   before = runtime.worker_pids()
   assert runtime.shutdown_workers() == 1 and runtime.worker_pids() == []
@@ -594,11 +600,7 @@ def test_client_results_keep_cohort_order_when_first_worker_is_slower(two_worker
 def test_after_sigterm_exit_ends_the_workers_and_keeps_tff_s_context(monkeypatch):
   # Dropping the context at exit joins TFF's event-loop thread, which after SIGTERM may
   # sit in a call to a worker ended under it: only the workers are ended.
-  runtime.use_local_context()
-
-  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
-  def mean(x):
-    return tff.federated_mean(x)
+  mean = _local_mean()
   assert float(mean([1.0, 3.0])) == 2.0
   context = runtime._default_context()
   monkeypatch.setattr(runtime, '_terminate_requested', True)
@@ -644,3 +646,27 @@ def _alive(pid):
       return f.read().rsplit(')', 1)[1].split()[0] != 'Z'
   except OSError:
     return False
+
+
+LIBRARY_RUN = '''
+import sys
+from tffdp import config, runner
+runner.run(config.RunConfig.create(method='dp_fedavg', dataset='synthetic', rounds=1,
+           clients=8, clients_per_round=4, partition='iid', model='logistic_regression',
+           num_validation=100, out=sys.argv[1]), log=lambda s: None)
+print('done', flush=True)
+'''
+
+
+def test_a_run_started_from_python_leaves_no_worker_behind(tmp_path):
+  # Without tffdp's context, TFF makes its own on first use, whose worker outlives the
+  # process and keeps its stdout open: a caller reading it would wait forever.
+  p = subprocess.Popen([sys.executable, '-c', LIBRARY_RUN, str(tmp_path / 'run')],
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                       cwd=ROOT, env=ENV)
+  assert p.wait(timeout=300) == 0
+  try:
+    out, _ = p.communicate(timeout=30)
+  except subprocess.TimeoutExpired:
+    pytest.fail('a process the run started still holds its stdout')
+  assert out.split() == ['done']

@@ -208,23 +208,25 @@ def _build_with_canaries(spec, context, config: RunConfig) -> Method:
   """The method built with `config.audit_canaries` client-level canaries in its process.
 
   Raises:
-    ValueError: If the method cannot take them yet: not client-level, its participants
-      its own choice, or its process not built from `common.compose_fedavg_style` and
-      `common.cohort_round` (one client work, one cohort round), or `--workers`.
+    ValueError: If the method cannot take them yet: sample-level, its process not
+      built from `common.compose_fedavg_style` and `common.cohort_round` (one client
+      work, one cohort round), its participants its own choice, or `--workers`.
   """
   norm = config.audit_canary_norm or config.clip_norm
   with canaries.inserting(norm, canaries.direction_seed(config.seed),
                           config.clients) as insertion:
     method = spec.build(context, config.hparams)
   why = None
-  if method.dp_unit != privacy.CLIENT_LEVEL:
+  if method.dp_unit == privacy.SAMPLE_LEVEL:
     why = (f'its DP unit is {method.dp_unit}; client-level canaries audit client-level '
-           'methods (gradient canaries for sample-level ones are not built yet)')
+           'methods (and non-private ones); gradient canaries for sample-level ones are '
+           'not built yet')
   elif insertion.wrapped != 1 or insertion.rounds != 1:
     why = ('its process is not one client work in compose_fedavg_style run by '
            'common.cohort_round, where the canaries go in (issue 43 moves the others)')
   elif method.select_cohort is not None:
-    why = 'it chooses its own participants'
+    why = ('it chooses its own participants and keys its DP events by client (a canary '
+           'has no row in its tables yet)')
   elif config.workers:
     why = 'canary rounds run in the local context only (drop --workers)'
   if why:
@@ -388,6 +390,11 @@ def _fmt(x: float) -> str:
   return 'inf' if math.isinf(x) else f'{x:.3f}'
 
 
+def _fmt_any(x) -> str:
+  """`_fmt` for a number, else the value as written (a method without DP: no epsilon)."""
+  return _fmt(x) if isinstance(x, (int, float)) else str(x)
+
+
 def _csv(rows: list[dict], keys: Optional[list[str]] = None, header: bool = True) -> str:
   if keys is None:
     keys = []
@@ -511,6 +518,7 @@ def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],
                       'it or choose another --out.')
   # Read before any work: a pickled checkpoint without trust_pickle is refused here.
   ckpt = read_checkpoint(config.out, trust_pickle) if checkpointed else None
+  runtime.ensure_local_context()  # never TFF's default context (module doc of runtime)
   exp = build_experiment(config, log)
   remote = connect_workers(config, exp, log)
   try:
@@ -665,7 +673,7 @@ class Runner:
                f'{report["included"]} included, {report["joins"]} joins): epsilon lower '
                f'bound {_fmt(r["epsilon_lower_bound"])}, estimate '
                f'{_fmt(r["epsilon_estimate"])} (delta {self.config.delta:g}; '
-               f'epsilon_guaranteed {_fmt(summary["epsilon_guaranteed"])})')
+               f'epsilon_guaranteed {_fmt_any(summary["epsilon_guaranteed"])})')
 
   # ----- one round ------------------------------------------------------------------
 
@@ -699,13 +707,12 @@ class Runner:
     """
     method = self.method
     quantities = method.adaptive_quantities(self.state)
-    run_cohort = cohort if self.auditor is None else self.auditor.cohort(r, cohort)
-    if not len(run_cohort):
+    if not len(cohort):
       return quantities, float('nan')
     before = self.trainable() if self.auditor is not None else None
     with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
       try:
-        state, metrics = method.run_round(self.state, run_cohort, r, self.config.seed)
+        state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
       except Exception as exc:  # pylint: disable=broad-except
         reason = method.round_failure(exc)
         if reason is None:
@@ -719,12 +726,21 @@ class Runner:
     self.last_metrics = metrics
     if self.auditor is not None:
       self.auditor.observe(before, self.trainable())
-      quantities['audit_canaries_joined'] = len(run_cohort) - len(cohort)
+      quantities['audit_canaries_joined'] = int(np.sum(cohort >= self.config.clients))
     quantities.update(method.round_metrics(metrics))
     rejected = update_rejected(metrics)
     if rejected is not None:
       quantities[REJECTED] = int(rejected)
     return quantities, method.train_loss(metrics)
+
+  def population(self, releases):
+    """`releases` without canary ids (`>= clients`): the ledgers hold real clients only.
+    A canary still counts where a method's event depends on the cohort it ran with."""
+    if self.auditor is None:
+      return releases
+    n = self.config.clients
+    return [(np.asarray(clients)[np.asarray(clients) < n], event, reason)
+            for clients, event, reason in releases]
 
   def account(self, rel_claimed, rel_guaranteed):
     """Composes the round's releases into both ledgers; returns both reports."""
@@ -762,10 +778,14 @@ class Runner:
     cohort = self.choose_cohort(r)
     if cohort is None:
       return False
+    joined = 0
+    if self.auditor is not None:  # canaries are clients of this run, in no ledger
+      cohort = self.auditor.cohort(r, cohort)
+      joined = int(np.sum(cohort >= config.clients))
     after = method.releases_from_round is not None
     if not after:
-      rel_claimed = method.claimed_releases(cohort, self.state)
-      rel_guaranteed = method.guaranteed_releases(cohort, self.state)
+      rel_claimed = self.population(method.claimed_releases(cohort, self.state))
+      rel_guaranteed = self.population(method.guaranteed_releases(cohort, self.state))
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
       self.stop_kind = STOP_BUDGET
@@ -788,6 +808,7 @@ class Runner:
       rel_claimed, rel_guaranteed = (
           method.releases_from_round(cohort, self.state, self.last_metrics)
           if len(cohort) else ([], []))
+      rel_claimed, rel_guaranteed = map(self.population, (rel_claimed, rel_guaranteed))
     rep_c, rep_g = self.account(rel_claimed, rel_guaranteed)
     t_account = self.clock() - t_account
     row = dict(round=r + 1)
@@ -798,7 +819,7 @@ class Runner:
       row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
     row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
                epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
-               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort),
+               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort) - joined,
                **quantities, train_seconds=t_train, accounting_seconds=t_account,
                eval_seconds=self.clock() - t_eval,
                round_seconds=self.clock() - t0, wall_seconds=self.wall(),

@@ -430,6 +430,17 @@ def use_local_context(**kwargs) -> None:
       _installed = True
 
 
+def ensure_local_context() -> None:
+  """`use_local_context()` unless this process already installed one (any arguments).
+
+  Library entry points (`tffdp.runner.run`) call it, so that a run started from Python
+  never falls to TFF's lazily made default context, whose worker is unconfined and
+  outlives the process.
+  """
+  if _local_context is None:
+    use_local_context()
+
+
 # ----- Remote workers ----------------------------------------------------------------
 
 class WorkerError(RuntimeError):

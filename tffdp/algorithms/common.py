@@ -174,14 +174,15 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
   `cohort_round_computation(...)` with each client's seed from `client_seeds(run_seed,
   round_num, cohort)`; `Method.run_round` of every method built on `LearningProcess`.
 
-  Built inside `tffdp.canaries.inserting(...)`, the cohort may hold canaries (ids `N +
-  j`, see `canaries.Insertion.split`) and the computation takes their indices.
+  Built inside `tffdp.canaries.inserting(...)` after `compose_fedavg_style` wrapped the
+  client work, the cohort may hold canaries (ids `N + j`, see `canaries.Insertion.split`)
+  and the computation takes their indices.
 
   Raises:
     ValueError: For canaries with `clients_per_slice`.
   """
   insertion = canaries.active()
-  if insertion is not None:
+  if insertion is not None and insertion.wrapped:  # else the client work takes no canaries
     if clients_per_slice:
       raise ValueError('canaries (--audit-canaries) do not run in cohort slices; drop '
                        '--clients-per-slice')
