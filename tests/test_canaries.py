@@ -147,3 +147,22 @@ def test_an_audit_resumes_to_the_same_report(tmp_path):
 def test_methods_canaries_cannot_enter_yet_are_refused(tmp_path, method, why):
   with pytest.raises(ValueError, match=f'cannot audit {method}: .*{why}'):
     _audit_run(tmp_path, method, method=method, audit_canaries=8, rounds=1)
+
+
+def test_the_audit_s_draws_are_apart_from_the_run_s():
+  # NumPy seeds `[s, 2]` and `[s, 2, 0]` alike: the inclusion draw once was round 2's
+  # cohort stream, and round 0's joins reused the inclusion's uniforms.
+  from tffdp import seeds  # pylint: disable=g-import-not-at-top
+  m, n, q = 1000, 1000, 0.05
+  aud = canaries.Auditor(m, 0, n, q, [np.zeros((10, 3), np.float32)])
+  for r in range(5):
+    cohort = set(np.flatnonzero(seeds.round_rng(0, r, seeds.COHORT).random(n) < q))
+    assert set(aud.joining(r)) != cohort
+    assert not np.array_equal(aud.included,
+                              seeds.round_rng(0, r, seeds.COHORT).random(m) < 0.5)
+  # Each included canary joins a round at rate q, whatever round (round 0 included).
+  joins = np.array([aud.included[aud.joining(r)].size for r in range(200)])
+  expected = q * aud.included.sum()
+  assert abs(joins.mean() - expected) < 4 * np.sqrt(expected / 200)
+  assert abs(joins[0] - expected) < 5 * np.sqrt(expected)
+  assert np.all(aud.included[np.concatenate([aud.joining(r) for r in range(20)])])

@@ -35,7 +35,17 @@ import tensorflow_federated as tff
 from tffdp import audit
 
 NOT_A_CANARY = -1
-AUDIT_STREAM = 2  # `np.random.default_rng([seed, AUDIT_STREAM, ...])`: the audit's draws
+# The audit's draws: `np.random.SeedSequence(seed, spawn_key=(AUDIT_STREAM, what, ...))`.
+# A spawn key keeps them apart from every `default_rng([seed, ...])` of the run (NumPy
+# treats `[seed, 2]` and `[seed, 2, 0]` alike: entropy lists would collide with
+# `seeds.round_rng(seed, 2, COHORT)`).
+AUDIT_STREAM = 2
+_INCLUSION, _JOINS, _DIRECTIONS = 0, 1, 2
+
+
+def audit_rng(seed: int, *key: int) -> np.random.Generator:
+  """The audit's generator for `key` (`_INCLUSION`, or `_JOINS, round`)."""
+  return np.random.default_rng(np.random.SeedSequence(seed, spawn_key=(AUDIT_STREAM, *key)))
 
 
 def direction(seed: int, index: tf.Tensor, shapes: Sequence[Sequence[int]]) -> list[tf.Tensor]:
@@ -194,7 +204,8 @@ def active() -> Optional[Insertion]:
 
 def direction_seed(seed: int) -> int:
   """The directions' seed of a run with seed `seed` (independent of its other draws)."""
-  return int(np.random.SeedSequence([seed, AUDIT_STREAM]).generate_state(1, np.uint32)[0])
+  return int(np.random.SeedSequence(seed, spawn_key=(AUDIT_STREAM, _DIRECTIONS))
+             .generate_state(1, np.uint32)[0])
 
 
 def _flat(weights) -> np.ndarray:
@@ -216,8 +227,8 @@ class Auditor:
 
   Args:
     count: `m`, the number of canaries (`>= 4`).
-    seed: The run's seed (inclusions and joins: `np.random.default_rng([seed,
-      AUDIT_STREAM, ...])`; directions: `direction(direction_seed(seed), j, shapes)`).
+    seed: The run's seed (inclusions and joins: `audit_rng`; directions:
+      `direction(direction_seed(seed), j, shapes)`).
     num_clients: `N`, the number of real clients.
     sampling_rate: A canary's per-round joining probability (in (0, 1]).
     initial_weights: The trainable weights `w_0` (list of arrays).
@@ -233,7 +244,7 @@ class Auditor:
                        f'{count}, {sampling_rate}.')
     self.count, self.seed, self.num_clients = count, seed, num_clients
     self.sampling_rate = sampling_rate
-    self.included = np.random.default_rng([seed, AUDIT_STREAM]).random(count) < 0.5
+    self.included = audit_rng(seed, _INCLUSION).random(count) < 0.5
     shapes = [np.shape(w) for w in initial_weights]
     self.directions = canary_directions(direction_seed(seed), count, shapes).astype(np.float64)
     self.initial = _flat(initial_weights)
@@ -246,22 +257,25 @@ class Auditor:
 
   def joining(self, round_num: int) -> np.ndarray:
     """Indices of the canaries that join round `round_num` (a pure function of it)."""
-    rng = np.random.default_rng([self.seed, AUDIT_STREAM, round_num])
+    rng = audit_rng(self.seed, _JOINS, round_num)
     return np.flatnonzero(self.included & (rng.random(self.count) < self.sampling_rate))
 
   def cohort(self, round_num: int, cohort: np.ndarray) -> np.ndarray:
-    """`cohort` plus the joining canaries as ids `N + j`; counts their joins."""
-    joining = self.joining(round_num)
-    self.joins[joining] += 1
-    return np.concatenate([np.asarray(cohort, np.int64), self.num_clients + joining])
+    """`cohort` plus the joining canaries as ids `N + j`."""
+    return np.concatenate([np.asarray(cohort, np.int64),
+                           self.num_clients + self.joining(round_num)])
 
   def cosines(self, delta: np.ndarray) -> np.ndarray:
     """`[m]`: each direction's cosine with `delta` (0 for a zero delta)."""
     n = np.linalg.norm(delta)
     return self.directions @ delta / n if n > 0 else np.zeros(self.count)
 
-  def observe(self, before: Sequence[np.ndarray], after: Sequence[np.ndarray]) -> None:
-    """Scores one round from the model weights before and after it."""
+  def observe(self, cohort: np.ndarray, before: Sequence[np.ndarray],
+              after: Sequence[np.ndarray]) -> None:
+    """Scores one round that ran on `cohort` (with its canaries) from the model weights
+    before and after it, and counts its canaries' joins."""
+    cohort = np.asarray(cohort)
+    self.joins[cohort[cohort >= self.num_clients] - self.num_clients] += 1
     self.max_cosine = np.maximum(self.max_cosine, self.cosines(_flat(before) - _flat(after)))
 
   def state_dict(self) -> dict:

@@ -33,10 +33,13 @@ def _run(argv: list[str]) -> int:
   # --verbose is given (read before TensorFlow is imported; the environment wins).
   os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in argv else '3')
   from tffdp import run  # pylint: disable=g-import-not-at-top
+  code = 1
   try:
-    return run.main(argv, prog='tffdp run')
-  except SystemExit as e:  # argparse: --help (0), bad arguments (2)
-    return e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    code = run.main(argv, prog='tffdp run')
+    return code
+  except SystemExit as e:  # argparse: --help (0), bad arguments (2); SIGTERM (143)
+    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    return code
   finally:
     # `tffdp.run.main` imports tffdp.runtime before it starts any TFF worker: without
     # it nothing was started and there is nothing to shut down.
@@ -44,7 +47,7 @@ def _run(argv: list[str]) -> int:
       runtime = sys.modules['tffdp.runtime']
       runtime.shutdown_workers()
       if runtime.terminate_requested():  # SIGTERM: end now (see runtime.exit_process)
-        runtime.exit_process(143)
+        runtime.exit_process(code and 143)  # a run that finished first keeps its 0
 
 
 def console_main(argv: Optional[Sequence[str]] = None) -> int:

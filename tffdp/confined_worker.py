@@ -71,11 +71,25 @@ def enter_private_network() -> None:
     fcntl.ioctl(s, _SIOCSIFFLAGS, struct.pack('16sh', b'lo', flags | _IFF_UP))
 
 
-def die_with_parent() -> None:
-  """A `preexec_fn`: the child gets SIGKILL when its parent dies (Linux
-  PR_SET_PDEATHSIG), even by SIGKILL. Its SIGINT disposition stays the one inherited
-  (ignored where the run ignores it, as TFF's own worker)."""
-  ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)
+_PR_SET_PDEATHSIG = 1
+
+
+def dying_with(parent: int):
+  """A `preexec_fn`: the child gets SIGKILL when `parent` (this process) dies (Linux
+  PR_SET_PDEATHSIG), even by SIGKILL, and exits at once if it already has.
+
+  `prctl` is looked up here, in the parent: between fork and exec a child of a
+  multithreaded process must not load anything (`dlopen` may deadlock). Its SIGINT
+  disposition stays the one inherited (ignored where the run ignores it, as TFF's own
+  worker).
+  """
+  prctl = ctypes.CDLL(None, use_errno=True).prctl
+
+  def preexec() -> None:
+    prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    if os.getppid() != parent:  # the parent died before the death signal was set
+      os._exit(1)  # pylint: disable=protected-access
+  return preexec
 
 
 def socket_dir() -> str:
@@ -214,7 +228,7 @@ def main(argv=None) -> int:
   worker = subprocess.Popen([args.binary, f'--port={port}',
                              '--max_concurrent_computation_calls='
                              f'{args.max_concurrent_computation_calls}'],
-                            preexec_fn=die_with_parent)
+                            preexec_fn=dying_with(os.getpid()))
 
   stop = threading.Event()
 

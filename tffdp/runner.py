@@ -725,7 +725,7 @@ class Runner:
     self.state = state
     self.last_metrics = metrics
     if self.auditor is not None:
-      self.auditor.observe(before, self.trainable())
+      self.auditor.observe(cohort, before, self.trainable())
       quantities['audit_canaries_joined'] = int(np.sum(cohort >= self.config.clients))
     quantities.update(method.round_metrics(metrics))
     rejected = update_rejected(metrics)

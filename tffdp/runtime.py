@@ -130,8 +130,11 @@ def shutdown_workers() -> int:
   signals or waits for it again. A fresh worker is started on the next computation
   call, so this is safe mid-session.
   """
-  pids = worker_pids()
-  helpers = helper_pids()
+  # An open manager's worker is also ended by its pid: between fork and exec it is not
+  # yet named `worker_binary` (a confined manager's process is its helper, found below).
+  owned = [m.worker_pid for m in _managers if m.worker_pid is not None]
+  pids = sorted(set(worker_pids()) | set(owned))
+  helpers = [pid for pid in helper_pids() if pid not in pids]
   for pid in pids + helpers:
     try:
       os.kill(pid, signal.SIGKILL)
@@ -181,6 +184,13 @@ class _LocalServiceManager:
       shutil.rmtree(self._dir, ignore_errors=True)
       self._dir = None
 
+  @property
+  def worker_pid(self) -> Optional[int]:
+    """The pid of the running worker this (open) manager started itself, else None."""
+    if self._confined or self._process is None or self._process.poll() is not None:
+      return None
+    return self._process.pid
+
   def _start(self) -> tuple[subprocess.Popen, str]:
     """Starts the worker (or its confining helper); returns it and the gRPC target."""
     from tffdp import confined_worker  # pylint: disable=g-import-not-at-top
@@ -189,7 +199,7 @@ class _LocalServiceManager:
       process = subprocess.Popen(
           [self._binary, f'--port={port}',
            f'--max_concurrent_computation_calls={self._max_calls}'],
-          preexec_fn=confined_worker.die_with_parent)
+          preexec_fn=confined_worker.dying_with(os.getpid()))
       return process, f'localhost:{port}'
     try:
       process, path, self._dir = confined_worker.start(self._binary, self._max_calls)
@@ -214,8 +224,11 @@ class _LocalServiceManager:
         grpc.insecure_channel(target, _GRPC_CHANNEL_OPTIONS))
     while not self._stub.is_ready:
       if process.poll() is not None or time.monotonic() > deadline:
-        raise RuntimeError(f'the local TFF worker did not serve (exit status '
-                           f'{process.poll()})')
+        status = process.poll()
+        if status is None:
+          process.kill()
+          process.wait()
+        raise RuntimeError(f'the local TFF worker did not serve (exit status {status})')
       time.sleep(0.01)
     return self._stub
 
@@ -326,11 +339,11 @@ def terminate_requested() -> bool:
 
 def _on_sigterm(signum, frame):
   global _terminate_requested
+  first = not _terminate_requested
+  _terminate_requested = True  # before the workers end: TFF's retry starts no new one
   shutdown_workers()
-  if _terminate_requested:  # a second SIGTERM while the first is handled: nothing raised
-    return
-  _terminate_requested = True
-  raise Terminated(128 + signum)
+  if first:  # a second SIGTERM while the first is handled: nothing raised
+    raise Terminated(128 + signum)
 
 
 def _on_sigterm_while_ending(signum, frame):
