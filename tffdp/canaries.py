@@ -171,14 +171,13 @@ class Insertion:
     self.rounds += 1
     return cohort_round_computation(process, client_data_comp)
 
-  def split(self, cohort: np.ndarray) -> tuple[list[str], list[int], np.ndarray]:
-    """A cohort with canaries -> `(client ids, canary indices, cohort of ids)`: each
-    canary runs on client 0's data (its training is discarded, its update replaced)."""
-    cohort = np.asarray(cohort)
-    real = cohort < self.num_clients
+  def split(self, cohort: np.ndarray) -> tuple[list[str], list[int]]:
+    """A cohort with canaries -> `(client ids, canary indices)`: each canary runs on
+    client 0's data (its training is discarded, its update replaced)."""
+    real = np.asarray(cohort) < self.num_clients
     ids = [str(c) if r else '0' for c, r in zip(cohort, real)]
     index = [NOT_A_CANARY if r else int(c - self.num_clients) for c, r in zip(cohort, real)]
-    return ids, index, cohort
+    return ids, index
 
 
 _insertion: Optional[Insertion] = None
@@ -248,6 +247,7 @@ class Auditor:
     shapes = [np.shape(w) for w in initial_weights]
     self.directions = canary_directions(direction_seed(seed), count, shapes).astype(np.float64)
     self.initial = _flat(initial_weights)
+    self.previous = self.initial  # the weights the next round starts from
     self.max_cosine = np.full(count, -1.0)
     self.joins = np.zeros(count, np.int64)
 
@@ -270,20 +270,24 @@ class Auditor:
     n = np.linalg.norm(delta)
     return self.directions @ delta / n if n > 0 else np.zeros(self.count)
 
-  def observe(self, cohort: np.ndarray, before: Sequence[np.ndarray],
-              after: Sequence[np.ndarray]) -> None:
+  def observe(self, cohort: np.ndarray, after: Sequence[np.ndarray]) -> None:
     """Scores one round that ran on `cohort` (with its canaries) from the model weights
-    before and after it, and counts its canaries' joins."""
+    after it (the delta from the weights after the round before), and counts its
+    canaries' joins."""
     cohort = np.asarray(cohort)
     self.joins[cohort[cohort >= self.num_clients] - self.num_clients] += 1
-    self.max_cosine = np.maximum(self.max_cosine, self.cosines(_flat(before) - _flat(after)))
+    after = _flat(after)
+    self.max_cosine = np.maximum(self.max_cosine, self.cosines(self.previous - after))
+    self.previous = after
 
   def state_dict(self) -> dict:
     return dict(max_cosine=self.max_cosine.copy(), joins=self.joins.copy())
 
-  def load_state_dict(self, state: dict) -> None:
+  def load_state_dict(self, state: dict, weights: Sequence[np.ndarray]) -> None:
+    """Restores a `state_dict` taken when the model had trainable `weights`."""
     self.max_cosine = np.asarray(state['max_cosine'], np.float64)
     self.joins = np.asarray(state['joins'], np.int64)
+    self.previous = _flat(weights)
 
   def report(self, final_weights: Sequence[np.ndarray], delta: float,
              alpha: float = 0.05) -> dict:

@@ -38,7 +38,7 @@ def _run(argv: list[str]) -> int:
     code = run.main(argv, prog='tffdp run')
     return code
   except SystemExit as e:  # argparse: --help (0), bad arguments (2); SIGTERM (143)
-    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+    code = run.exit_code(e)
     return code
   finally:
     # `tffdp.run.main` imports tffdp.runtime before it starts any TFF worker: without
@@ -47,7 +47,7 @@ def _run(argv: list[str]) -> int:
       runtime = sys.modules['tffdp.runtime']
       runtime.shutdown_workers()
       if runtime.terminate_requested():  # SIGTERM: end now (see runtime.exit_process)
-        runtime.exit_process(code and 143)  # a run that finished first keeps its 0
+        runtime.exit_process(code)  # 143 on a failure, 0 for a run that finished first
 
 
 def console_main(argv: Optional[Sequence[str]] = None) -> int:

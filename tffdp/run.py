@@ -286,18 +286,20 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
   return 0
 
 
+def exit_code(exc: SystemExit) -> int:
+  """The exit status a `SystemExit` asks for (argparse: 0 or 2; SIGTERM: 143)."""
+  return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+
+
 if __name__ == '__main__':
-  _terminated = lambda: ('tffdp.runtime' in sys.modules
-                         and sys.modules['tffdp.runtime'].terminate_requested())
   try:
     code = main()
-  except SystemExit as e:  # argparse (0 or 2), or SIGTERM (runtime.Terminated, 143)
-    code = e.code if isinstance(e.code, int) else (0 if e.code is None else 1)
+  except SystemExit as e:
+    code = exit_code(e)
   except BaseException:  # pylint: disable=broad-except
-    if not _terminated():
+    if not ('tffdp.runtime' in sys.modules
+            and sys.modules['tffdp.runtime'].terminate_requested()):
       raise
-    code = 143  # a call that failed because SIGTERM ended its worker
-  if code and _terminated():
-    code = 143  # e.g. a ValueError of a round whose worker SIGTERM ended
+    code = 1  # a call that failed because SIGTERM ended its worker: exit_process's 143
   from tffdp import runtime as _rt  # pylint: disable=g-import-not-at-top
-  _rt.exit_process(code)  # ends the workers; after SIGTERM, at once
+  _rt.exit_process(code)  # ends the workers; after SIGTERM, at once (143 on a failure)

@@ -390,11 +390,6 @@ def _fmt(x: float) -> str:
   return 'inf' if math.isinf(x) else f'{x:.3f}'
 
 
-def _fmt_any(x) -> str:
-  """`_fmt` for a number, else the value as written (a method without DP: no epsilon)."""
-  return _fmt(x) if isinstance(x, (int, float)) else str(x)
-
-
 def _csv(rows: list[dict], keys: Optional[list[str]] = None, header: bool = True) -> str:
   if keys is None:
     keys = []
@@ -596,9 +591,10 @@ class Runner:
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
     self.auditor = None
     if config.audit_canaries:
-      rate = 1.0 if config.cohort_sampling == 'all' else config.clients_per_round / config.clients
+      # `resolved()` sets K = N for `cohort_sampling='all'`.
       self.auditor = canaries.Auditor(config.audit_canaries, config.seed, config.clients,
-                                      rate, self.trainable())
+                                      config.clients_per_round / config.clients,
+                                      self.trainable())
 
   # ----- checkpoints ------------------------------------------------------------------
 
@@ -624,7 +620,7 @@ class Runner:
     # Checkpoints written before segments were recorded: the first segment's code unknown.
     self.segments = list(ckpt.get('segments') or [dict(start_round=0, code=None)])
     if self.auditor is not None:
-      self.auditor.load_state_dict(ckpt['audit'])
+      self.auditor.load_state_dict(ckpt['audit'], self.trainable())
     self.log(f'tffdp: resuming {self.config.out} at round {self.start_round}')
 
   def snapshot(self) -> dict:
@@ -673,7 +669,7 @@ class Runner:
                f'{report["included"]} included, {report["joins"]} joins): epsilon lower '
                f'bound {_fmt(r["epsilon_lower_bound"])}, estimate '
                f'{_fmt(r["epsilon_estimate"])} (delta {self.config.delta:g}; '
-               f'epsilon_guaranteed {_fmt_any(summary["epsilon_guaranteed"])})')
+               f'epsilon_guaranteed {_fmt(float(summary["epsilon_guaranteed"]))})')
 
   # ----- one round ------------------------------------------------------------------
 
@@ -709,7 +705,6 @@ class Runner:
     quantities = method.adaptive_quantities(self.state)
     if not len(cohort):
       return quantities, float('nan')
-    before = self.trainable() if self.auditor is not None else None
     with self.remote.installed() if self.remote is not None else contextlib.nullcontext():
       try:
         state, metrics = method.run_round(self.state, cohort, r, self.config.seed)
@@ -725,7 +720,7 @@ class Runner:
     self.state = state
     self.last_metrics = metrics
     if self.auditor is not None:
-      self.auditor.observe(cohort, before, self.trainable())
+      self.auditor.observe(cohort, self.trainable())
       quantities['audit_canaries_joined'] = int(np.sum(cohort >= self.config.clients))
     quantities.update(method.round_metrics(metrics))
     rejected = update_rejected(metrics)
@@ -778,10 +773,8 @@ class Runner:
     cohort = self.choose_cohort(r)
     if cohort is None:
       return False
-    joined = 0
     if self.auditor is not None:  # canaries are clients of this run, in no ledger
       cohort = self.auditor.cohort(r, cohort)
-      joined = int(np.sum(cohort >= config.clients))
     after = method.releases_from_round is not None
     if not after:
       rel_claimed = self.population(method.claimed_releases(cohort, self.state))
@@ -819,7 +812,7 @@ class Runner:
       row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
     row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
                epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
-               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort) - joined,
+               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort) - quantities.get('audit_canaries_joined', 0),
                **quantities, train_seconds=t_train, accounting_seconds=t_account,
                eval_seconds=self.clock() - t_eval,
                round_seconds=self.clock() - t0, wall_seconds=self.wall(),

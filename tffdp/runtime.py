@@ -363,11 +363,11 @@ def exit_process(code: int) -> None:
 
   After SIGTERM (`terminate_requested()`), the process ends at once (`os._exit`, after
   flushing stdout and stderr), so that no interpreter clean-up waits for TFF's
-  event-loop thread; the checkpoint and the metrics were written before. Otherwise it
-  is `sys.exit(code)`.
+  event-loop thread; the checkpoint and the metrics were written before. Its status is
+  then 143 for any failure (a call whose worker SIGTERM ended fails as it can), 0 for a
+  run that finished first. Otherwise it is `sys.exit(code)`.
 
-  A SIGTERM that arrives from here on only ends the workers (the run is over; its exit
-  status stays `code`).
+  A SIGTERM that arrives from here on only ends the workers.
 
   Raises:
     SystemExit: With `code`, when no SIGTERM was received.
@@ -375,6 +375,7 @@ def exit_process(code: int) -> None:
   _quiet_sigterm()
   shutdown_workers()
   if _terminate_requested:
+    code = code and 128 + signal.SIGTERM
     for stream in (sys.stdout, sys.stderr):
       try:
         stream.flush()

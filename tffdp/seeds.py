@@ -15,7 +15,9 @@ with other cohort slices, and a run on remote workers draw the same values (test
 Outside the scheme, drawn with TF's stateful RNG (fresh on every run and on resume), are
 the noise of the aggregators that add noise on the clients' side of a TFF aggregator,
 which sees no client id: AADP-FL's `PerClientGaussianFactory`, the cosAFed family's
-`LaplaceUploadFactory`, DP-FedAGS's and its baselines' perturbation and cpSGD's.
+`LaplaceUploadFactory`, DP-FedAGS's and its baselines' perturbation and cpSGD's, and
+DDGauss's aggregator (TFF's `DistributedDpSumFactory` draws its own seeds: two reruns
+of a committed DDGauss run differ from round 2 or 3, `experiments.check_reproduces`).
 """
 
 from __future__ import annotations

@@ -189,7 +189,7 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
     comp = insertion.round_computation(process, data.client_data_computation(batching))
 
     def run_canary_round(state, cohort: np.ndarray, round_num: int, run_seed: int):
-      ids, index, cohort = insertion.split(cohort)
+      ids, index = insertion.split(cohort)
       out = comp(state, ids, client_seeds(run_seed, round_num, cohort),
                  [np.int32(i) for i in index])
       return out.state, out.metrics
