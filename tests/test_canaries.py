@@ -1,5 +1,7 @@
-"""Client-level canaries (`tffdp.canaries`): a canary's update goes through the method's
-own aggregator exactly like a real client's (clipped to S, summed, noised, divided by K)."""
+"""Canaries (`tffdp.canaries`): a client-level canary's update goes through the method's
+own aggregator exactly like a real client's (clipped to S, summed, noised, divided by K);
+a sample-level gradient canary goes through the host's DP-SGD step exactly like one of
+its examples (clipped to C, summed, noised, divided by B)."""
 
 import functools
 
@@ -140,7 +142,8 @@ def test_an_audit_resumes_to_the_same_report(tmp_path):
   assert resumed['audit'] == full['audit']
 
 
-@pytest.mark.parametrize('method,why', [('dpfl', 'DP unit is sample-level'),
+@pytest.mark.parametrize('method,why', [('adap_dp_fl', 'not the DP-SGD client work'),
+                                        ('dp_scaffold', 'not the DP-SGD client work'),
                                         ('aadp_fl', 'chooses its own participants'),
                                         ('dp_fedags', 'not one client work'),
                                         ('cosafed', 'not one client work')])
@@ -166,3 +169,132 @@ def test_the_audit_s_draws_are_apart_from_the_run_s():
   assert abs(joins.mean() - expected) < 4 * np.sqrt(expected / 200)
   assert abs(joins[0] - expected) < 5 * np.sqrt(expected)
   assert np.all(aud.included[np.concatenate([aud.joining(r) for r in range(20)])])
+
+
+# ----- sample-level gradient canaries ------------------------------------------------
+
+def _dpfl_with_gradient_canaries(tmp_path, sigma, clip, norm, dp_sgd='clip_then_noise'):
+  """DPFL on 4 clients of 10 examples, one DP-SGD step a round (B = 10), built with
+  gradient canaries (3 of them, direction seed 7)."""
+  rng = np.random.default_rng(0)
+  data = FederatedData(rng.integers(0, 256, (40, *SHAPE), dtype=np.uint8),
+                       rng.integers(0, 10, 40), [np.arange(i * 10, i * 10 + 10)
+                                                 for i in range(4)],
+                       cache_dir=str(tmp_path))
+  builder = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+  with canaries.inserting(norm, 7, 4, count=3) as insertion:
+    work = baselines.client_work(builder, data, learning_rate=0.5, dp_sgd=dp_sgd,
+                                 noise_multiplier=sigma, clip_norm=clip)
+    process = common.compose_fedavg_style(
+        builder, work, __import__('tensorflow_federated').aggregators.MeanFactory(), seed=0)
+    _, comp = common.cohort_round(process, data, ShuffleBatch(10, 1))
+  assert insertion.kind == 'gradient' and insertion.wrapped == insertion.rounds == 1
+  return process, comp
+
+
+def _round(process, comp, ids, tables):
+  state = process.initialize()
+  before = [np.asarray(w) for w in process.get_model_weights(state).trainable]
+  out = comp(state, [str(i) for i in ids], [np.array([1, i], np.int64) for i in ids],
+             [np.asarray(t, np.int32) for t in tables])
+  after = [np.asarray(w) for w in process.get_model_weights(out.state).trainable]
+  return (np.concatenate([(b - a).ravel() for a, b in zip(after, before)]),
+          out.metrics['client_work']['train'])
+
+
+@pytest.mark.parametrize('sigma', [0.0, 0.7])
+def test_a_gradient_canary_is_clipped_noised_and_divided_like_an_example(tmp_path, sigma):
+  lr, clip, norm, b = 0.5, 0.05, 3.0, 10
+  process, comp = _dpfl_with_gradient_canaries(tmp_path, sigma, clip, norm)
+  shapes = [w.shape for w in process.get_model_weights(process.initialize()).trainable]
+  u = canaries.canary_directions(7, 3, shapes)
+  host_alone = [[canaries.NOT_A_CANARY]]
+  plain, train = _round(process, comp, [0, 1], [host_alone, canaries.no_canaries()])
+  # Canary 2 joins the host's one step: clipped to C like its examples, in the same sum
+  # as they are, under the same noise draw (same seed), divided by the batch's B; the
+  # round's weighted mean gives the host 10 of 20 examples.
+  joined, _ = _round(process, comp, [0, 1], [[[2]], canaries.no_canaries()])
+  np.testing.assert_allclose(joined - plain, 0.5 * lr * clip * u[2] / b, atol=1e-6)
+  both, _ = _round(process, comp, [0, 1], [[[0, 2]], canaries.no_canaries()])
+  np.testing.assert_allclose(both - plain, 0.5 * lr * clip * (u[0] + u[2]) / b, atol=1e-6)
+  assert int(train['num_steps']) == 2  # canaries are no extra steps
+  # The auditor's view: the host's upload (here the round's delta) on each u_j.
+  upload, train_alone = _round(process, comp, [0], [[[2]]])
+  np.testing.assert_allclose(train_alone['upload_norm'], np.linalg.norm(upload), rtol=1e-4)
+  np.testing.assert_allclose(train_alone['canary_projections'], u @ upload, atol=1e-6)
+  # A client that is not the host scores nothing.
+  _, none = _round(process, comp, [1], [canaries.no_canaries()])
+  assert float(none['upload_norm']) == 0 and not np.any(none['canary_projections'])
+
+
+def test_a_gradient_canary_is_not_clipped_where_examples_are_not(tmp_path):
+  # paper_order (A-DPFL Alg. 3 as printed) clips the noised mean, not the examples: with
+  # a clip that does not bind, the canary enters at its full norm.
+  lr, norm, b = 0.5, 0.01, 10
+  process, comp = _dpfl_with_gradient_canaries(tmp_path, 0.0, 1e6, norm, 'paper_order')
+  shapes = [w.shape for w in process.get_model_weights(process.initialize()).trainable]
+  u = canaries.canary_directions(7, 3, shapes)
+  plain, _ = _round(process, comp, [0], [[[canaries.NOT_A_CANARY]]])
+  joined, _ = _round(process, comp, [0], [[[1]]])
+  np.testing.assert_allclose(joined - plain, lr * norm * u[1] / b, atol=1e-6)
+
+
+def test_gradient_canaries_join_the_host_s_steps_as_its_examples_would():
+  from tffdp.data.federated import PoissonLot  # pylint: disable=g-import-not-at-top
+  sizes = np.array([95, 40, 60])
+  aud = canaries.GradientAuditor(400, 3, sizes, ShuffleBatch(20, 2),
+                                 [np.zeros((5, 2), np.float32)])
+  assert list(aud.cohort(0, np.array([0, 2]))) == [0, 2] and aud.host == 0
+  steps = aud.steps(4)
+  assert len(steps) == 2 * 5  # E * ceil(95 / 20)
+  # Every included canary once per epoch, never a left-out one.
+  for epoch in (steps[:5], steps[5:]):
+    joined = np.sort(np.concatenate(epoch))
+    np.testing.assert_array_equal(joined, np.flatnonzero(aud.included))
+  tables = aud.tables(4, np.array([2, 0]))
+  np.testing.assert_array_equal(tables[0], canaries.no_canaries())
+  assert tables[1].shape[0] == 10 and set(tables[1][3]) - {-1} == set(steps[3])
+  assert aud.joined(4, np.array([2, 0])) == 2 * aud.included.sum()
+  assert aud.joined(4, np.array([1, 2])) == 0
+  assert all(len(t) == 1 for t in aud.tables(4, np.array([1, 2])))
+  lot = canaries.GradientAuditor(2000, 3, sizes, PoissonLot(0.1),
+                                 [np.zeros((5, 2), np.float32)])
+  lot.cohort(0, np.array([1]))
+  rates = [len(lot.steps(r)[0]) / lot.included.sum() for r in range(20)]
+  assert abs(np.mean(rates) - 0.1) < 0.01
+  with pytest.raises(ValueError, match='upload'):
+    aud.observe(np.array([0]), [np.zeros((5, 2))], 4)
+
+
+def test_the_audit_of_dpfl_stays_below_its_guarantee_and_catches_a_planted_bug(tmp_path):
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  # One DP-SGD step a round (B >= every client's size), the host in every round.
+  kw = dict(clients=10, clients_per_round=10, batch_size=200, rounds=4, clip_norm=0.5,
+            audit_canaries=400)
+  honest = _audit_run(tmp_path, 'dpfl', method='dpfl', noise_multiplier=10.0, **kw)
+  host = honest['audit']['host']
+  assert honest['audit']['unit'].startswith('sample-level')
+  assert 0 < honest['audit']['epsilon_guaranteed_host'] <= honest['epsilon_guaranteed']
+  for model in ('every_round', 'final_model'):
+    assert (honest['audit'][model]['epsilon_lower_bound']
+            <= honest['audit']['epsilon_guaranteed_host'])
+  assert honest['audit']['joins'] == 4 * honest['audit']['included']
+  assert host in range(10)
+
+  def build(ctx, hp):  # DPFL whose ledgers account sigma 10 while its clients add 0.1
+    c = ctx.config
+    m = baselines.build_dpfl(ctx.keras_builder, ctx.data, learning_rate=c.learning_rate,
+                             batch_size=c.batch_size, noise_multiplier=0.1,
+                             clip_norm=c.clip_norm, seed=c.seed)
+    releases = lambda cohort, state=None: common.dp_sgd_releases(
+        cohort, ctx.data, m.batching, 10.0, False)
+    m.claimed_releases = m.guaranteed_releases = releases
+    return m
+  registry.register(registry.MethodSpec('understated_dpfl', build, registry.MethodHparams,
+                                        'test'))
+  try:
+    bug = _audit_run(tmp_path, 'bug', method='understated_dpfl', noise_multiplier=10.0, **kw)
+  finally:
+    registry.unregister('understated_dpfl')
+  assert bug['audit']['epsilon_guaranteed_host'] == honest['audit']['epsilon_guaranteed_host']
+  assert bug['epsilon_lower_bound'] > bug['audit']['epsilon_guaranteed_host']

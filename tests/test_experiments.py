@@ -1450,7 +1450,8 @@ def _check_audit_folder(figs, command):
   methods = _readme_table(methods_part)
   assert [m['method'] for m in methods] == list(config_lib.methods())
   status = {m['method']: m['auditable'] for m in methods}
-  assert status['dp_fedavg'] == 'yes' and status['dpfl'] == 'not yet'
+  assert status['dp_fedavg'] == status['dpfl'] == status['a_dpfl'] == 'yes'
+  assert status['adap_dp_fl'] == 'not yet'
   assert os.path.exists(os.path.join(figs, 'audit.png'))
 
 

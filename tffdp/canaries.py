@@ -148,28 +148,147 @@ def cohort_round_computation(process: tff.learning.templates.LearningProcess,
   return round_fn
 
 
+# Sample-level gradient canaries: a canary *table* per client and round, int32 `[S, P]`:
+# row `s` lists the canaries (indices `j >= 0`, padded with `NOT_A_CANARY`) whose gradient
+# joins the host client's DP-SGD step `s`; any other client has `[[NOT_HOST]]`.
+CANARY_TABLE = tff.TensorType(np.int32, [None, None])
+NOT_HOST = -2
+
+
+def no_canaries() -> np.ndarray:
+  """The canary table of a client that is not the host."""
+  return np.full((1, 1), NOT_HOST, np.int32)
+
+
+def upload_projections(insertion: 'Insertion', table: tf.Tensor,
+                       update: Sequence[tf.Tensor]) -> tuple[tf.Tensor, tf.Tensor]:
+  """Inside TF: `([m] float32, float32)`: the host's upload `update` projected on each
+  canary direction `u_j`, and its L2 norm; zeros for a client that is not the host.
+
+  What the server receives from the host (the release a sample-level guarantee covers),
+  scored by the auditor as `cosine_j = projection_j / norm` (`GradientAuditor.observe`).
+  Summed over the cohort by the client work's measurements, only the host's remain.
+  """
+  shapes = [u.shape for u in update]
+  is_host = tf.not_equal(table[0, 0], NOT_HOST)
+
+  def score():
+    def one(j):
+      return tf.add_n([tf.reduce_sum(u * t) for u, t in
+                       zip(direction(insertion.seed, j, shapes), update)])
+    return (tf.map_fn(one, tf.range(insertion.count), fn_output_signature=tf.float32),
+            tf.linalg.global_norm(update))
+
+  return tf.cond(is_host, score,
+                 lambda: (tf.zeros([insertion.count], tf.float32), tf.constant(0.0)))
+
+
+def step_canaries(table: tf.Tensor, step: tf.Tensor) -> tf.Tensor:
+  """Inside TF: int32 `[P]`, the canaries of DP-SGD step `step` (`NOT_A_CANARY` past the
+  table's rows)."""
+  rows = tf.shape(table)[0]
+  row = tf.gather(table, tf.minimum(tf.cast(step, tf.int32), rows - 1))
+  return tf.where(tf.cast(step, tf.int32) < rows, row, NOT_A_CANARY)
+
+
+def gradient_sum(insertion: 'Insertion', indices: tf.Tensor,
+                 shapes: Sequence[Sequence[int]], clip) -> list[tf.Tensor]:
+  """Inside TF: the summed canary gradients of one DP-SGD step, shaped like `shapes`.
+
+  Canary `j`'s gradient is `norm * u_j` (`direction(seed, j, shapes)`), a per-example
+  gradient of the host client's step like any other: `clip(gradient)` gives what the
+  step adds to its sum for it (the step's own per-example clipping, or the identity where
+  the step does not clip examples). Entries `NOT_A_CANARY` add nothing.
+  """
+  zeros = [tf.zeros(s, tf.float32) for s in shapes]
+
+  def add(acc, j):
+    g = [insertion.norm * u for u in direction(insertion.seed, tf.maximum(j, 0), shapes)]
+    g = clip(g)
+    keep = tf.cast(j >= 0, tf.float32)
+    return [a + keep * t for a, t in zip(acc, g)]
+  return tf.foldl(add, indices, initializer=zeros)
+
+
+def gradient_round_computation(process: tff.learning.templates.LearningProcess,
+                               client_data_comp: tff.Computation) -> tff.Computation:
+  """One round of a process whose DP-SGD client work takes gradient canaries:
+  `(state, ids@CLIENTS, seeds@CLIENTS, tables@CLIENTS) -> process.next output`, each
+  client's value `<data=its dataset, canary_steps=<its table>*>`."""
+  state_type = process.next.type_signature.parameter[0]
+  id_type, seed_type = client_data_comp.type_signature.parameter
+
+  @tff.tensorflow.computation(id_type, seed_type, CANARY_TABLE)
+  def value(client_id, seed, table):
+    return collections.OrderedDict(data=client_data_comp(client_id, seed),
+                                   canary_steps=tf.data.Dataset.from_tensors(table))
+
+  @tff.federated_computation(state_type, tff.FederatedType(id_type, tff.CLIENTS),
+                             tff.FederatedType(seed_type, tff.CLIENTS),
+                             tff.FederatedType(CANARY_TABLE, tff.CLIENTS))
+  def round_fn(state, client_ids, client_seeds, tables):
+    return process.next(state, tff.federated_map(value, (client_ids, client_seeds, tables)))
+  return round_fn
+
+
 class Insertion:
   """Canaries asked for while a method is built (see `inserting`).
 
+  Two kinds, fixed by what the method's build asks for first:
+
+  - `client` (client-level canaries): `tffdp.algorithms.common.compose_fedavg_style`
+    calls `wrap`; the cohort holds canary clients (`N + j`).
+  - `gradient` (sample-level gradient canaries): the DP-SGD client work
+    (`tffdp.algorithms.dp_sgd`) calls `take_gradients` and adds canary gradients to the
+    host client's steps; `compose_fedavg_style` then leaves the client work as it is. The
+    runner sets `plan` (`GradientAuditor.tables`) before the first round.
+
   Attributes:
-    norm: A canary update's L2 norm.
+    norm: A canary update's (or gradient's) L2 norm.
     seed: The seed of the directions (`direction`).
     num_clients: `N`: cohort entries `>= N` are canaries (`N + j` is canary `j`).
-    wrapped: How many client works `wrap` wrapped (1 in an auditable method).
+    count: `m`, the number of canaries (gradient canaries: the host's upload is scored
+      against each, `upload_projections`).
+    kind: None (nothing took canaries yet), `client` or `gradient`.
+    wrapped: How many client works took canaries (1 in an auditable method).
     rounds: How many cohort rounds `round_computation` built (1 in an auditable method).
+    plan: `(round, cohort) -> [int32 [S, P] per cohort client]`: each client's canary
+      table (`GradientAuditor.tables`); set by the runner for `gradient` canaries.
   """
 
-  def __init__(self, norm: float, seed: int, num_clients: int):
-    self.norm, self.seed, self.num_clients = norm, seed, num_clients
+  def __init__(self, norm: float, seed: int, num_clients: int, count: int = 0):
+    self.norm, self.seed, self.num_clients, self.count = norm, seed, num_clients, count
+    self.kind: Optional[str] = None
     self.wrapped = self.rounds = 0
+    self.plan = None
 
   def wrap(self, client_work):
+    """`client_work` with client-level canaries (`with_canaries`); unchanged if it
+    already took gradient canaries."""
+    if self.kind == 'gradient':
+      return client_work
+    self.kind = 'client'
     self.wrapped += 1
     return with_canaries(client_work, self.norm, self.seed)
 
+  def take_gradients(self) -> 'Insertion':
+    """Called by a DP-SGD client work that adds gradient canaries (`gradient_sum`)."""
+    self.kind = 'gradient'
+    self.wrapped += 1
+    return self
+
   def round_computation(self, process, client_data_comp):
     self.rounds += 1
+    if self.kind == 'gradient':
+      return gradient_round_computation(process, client_data_comp)
     return cohort_round_computation(process, client_data_comp)
+
+  def tables(self, round_num: int, cohort: np.ndarray) -> list[np.ndarray]:
+    """The cohort's canary tables of round `round_num` (`plan`)."""
+    if self.plan is None:
+      raise RuntimeError('gradient canaries need a plan (GradientAuditor.tables) before '
+                         'a round runs')
+    return self.plan(round_num, cohort)
 
   def split(self, cohort: np.ndarray) -> tuple[list[str], list[int]]:
     """A cohort with canaries -> `(client ids, canary indices)`: each canary runs on
@@ -184,12 +303,14 @@ _insertion: Optional[Insertion] = None
 
 
 @contextlib.contextmanager
-def inserting(norm: float, seed: int, num_clients: int) -> Iterator[Insertion]:
-  """Within it, methods are built with client-level canaries (module docstring)."""
+def inserting(norm: float, seed: int, num_clients: int,
+              count: int = 0) -> Iterator[Insertion]:
+  """Within it, methods are built with canaries (module docstring; `count`: how many,
+  needed by gradient canaries)."""
   global _insertion
   if _insertion is not None:
     raise RuntimeError('canaries are already being inserted')
-  _insertion = Insertion(norm, seed, num_clients)
+  _insertion = Insertion(norm, seed, num_clients, count)
   try:
     yield _insertion
   finally:
@@ -270,10 +391,17 @@ class Auditor:
     n = np.linalg.norm(delta)
     return self.directions @ delta / n if n > 0 else np.zeros(self.count)
 
-  def observe(self, cohort: np.ndarray, after: Sequence[np.ndarray]) -> None:
-    """Scores one round that ran on `cohort` (with its canaries) from the model weights
-    after it (the delta from the weights after the round before), and counts its
-    canaries' joins."""
+  def joined(self, round_num: int, cohort: np.ndarray) -> int:
+    """Canaries that join round `round_num` on `cohort` (with its canaries)."""
+    del round_num
+    return int(np.sum(np.asarray(cohort) >= self.num_clients))
+
+  def observe(self, cohort: np.ndarray, after: Sequence[np.ndarray],
+              round_num: Optional[int] = None, upload=None) -> None:
+    """Scores one round (`round_num`) that ran on `cohort` (with its canaries) from the
+    model weights after it (the delta from the weights after the round before), and
+    counts its canaries' joins. (`upload`: unused, see `GradientAuditor`.)"""
+    del round_num, upload
     cohort = np.asarray(cohort)
     self.joins[cohort[cohort >= self.num_clients] - self.num_clients] += 1
     after = _flat(after)
@@ -332,6 +460,105 @@ class Auditor:
                        mean_in=_stat(np.mean, inc), std_in=_stat(np.std, inc),
                        mean_out=_stat(np.mean, exc), std_out=_stat(np.std, exc))
     return out
+
+
+class GradientAuditor(Auditor):
+  """The auditor of a run with `m` sample-level gradient canaries.
+
+  The canaries are examples of one *host* client (the first client of round 0's cohort;
+  a sample-level guarantee is per client, so the audit compares with the host's
+  epsilon). Each canary is included with probability 1/2 (Steinke et al. 2023, Alg. 1);
+  an included canary's gradient `norm * u_j` joins the host's DP-SGD steps as one of its
+  examples would: with shuffled batches (`ShuffleBatch`), once in each local epoch, in a
+  step drawn uniformly from that epoch's `ceil(n / B)`; with a Poisson lot
+  (`PoissonLot`), each lot with probability `rate`. There it is clipped and noised with
+  the step's own examples (`gradient_sum`). Threat models: every round, the auditor sees
+  the host's upload (the model delta the host sends the server: the release its
+  sample-level guarantee covers; a round without the host carries no canary), each
+  canary scored by its largest cosine with those uploads (`upload_projections`); or only
+  the final model, scored as `Auditor` does.
+
+  Args:
+    count, seed, initial_weights: As for `Auditor`.
+    client_sizes: int `[N]`, each client's number of examples.
+    batching: The method's `ShuffleBatch` or `PoissonLot`.
+
+  Raises:
+    ValueError: On `count < 4`.
+  """
+
+  def __init__(self, count: int, seed: int, client_sizes: Sequence[int], batching,
+               initial_weights: Sequence[np.ndarray]):
+    super().__init__(count, seed, len(client_sizes), 1.0, initial_weights)
+    self.client_sizes, self.batching = np.asarray(client_sizes), batching
+    self.host: Optional[int] = None
+
+  def cohort(self, round_num: int, cohort: np.ndarray) -> np.ndarray:
+    """`cohort` unchanged (the canaries are the host's examples); fixes the host."""
+    if self.host is None and len(cohort):
+      self.host = int(np.asarray(cohort)[0])
+    return np.asarray(cohort)
+
+  def steps(self, round_num: int) -> list[np.ndarray]:
+    """Per DP-SGD step of the host's round `round_num`, the canaries that join it."""
+    rng = audit_rng(self.seed, _JOINS, round_num)
+    included = np.flatnonzero(self.included)
+    if hasattr(self.batching, 'rate'):  # PoissonLot: one lot a round
+      return [included[rng.random(included.size) < self.batching.rate]]
+    b, epochs = self.batching.batch_size, self.batching.local_epochs
+    per_epoch = max(1, -(-int(self.client_sizes[self.host]) // b))
+    step = rng.integers(0, per_epoch, size=(epochs, included.size))
+    return [included[step[e] == s] for e in range(epochs) for s in range(per_epoch)]
+
+  def tables(self, round_num: int, cohort: np.ndarray) -> list[np.ndarray]:
+    """`Insertion.plan`: each cohort client's int32 `[S, P]` canary table."""
+    out = [no_canaries()] * len(cohort)
+    if self.host is None or self.host not in cohort:
+      return out
+    steps = self.steps(round_num)
+    table = np.full((len(steps), max(1, max(len(s) for s in steps))), NOT_A_CANARY, np.int32)
+    for i, s in enumerate(steps):
+      table[i, :len(s)] = s
+    out[int(np.flatnonzero(np.asarray(cohort) == self.host)[0])] = table
+    return out
+
+  def joined(self, round_num: int, cohort: np.ndarray) -> int:
+    """Canary gradients that join round `round_num` on `cohort`."""
+    if self.host is None or self.host not in cohort:
+      return 0
+    return int(sum(len(s) for s in self.steps(round_num)))
+
+  def observe(self, cohort: np.ndarray, after: Sequence[np.ndarray],
+              round_num: Optional[int] = None, upload=None) -> None:
+    """Scores round `round_num` from the host's upload: `upload = (projections [m],
+    norm)` (`upload_projections`, the client work's measurements), and counts the
+    canary gradients that joined it.
+
+    Raises:
+      ValueError: If the host took part but `upload` or `round_num` is missing.
+    """
+    if self.host is not None and self.host in np.asarray(cohort):
+      if upload is None or round_num is None:
+        raise ValueError('the host took part: its upload scores and the round are needed')
+      for s in self.steps(round_num):
+        self.joins[s] += 1
+      projections, norm = upload
+      if norm > 0:
+        self.max_cosine = np.maximum(self.max_cosine,
+                                     np.asarray(projections, np.float64) / float(norm))
+    self.previous = _flat(after)
+
+  def state_dict(self) -> dict:
+    return dict(super().state_dict(), host=self.host)
+
+  def load_state_dict(self, state: dict, weights: Sequence[np.ndarray]) -> None:
+    super().load_state_dict(state, weights)
+    self.host = None if state.get('host') is None else int(state['host'])
+
+  def report(self, final_weights: Sequence[np.ndarray], delta: float,
+             alpha: float = 0.05) -> dict:
+    return dict(super().report(final_weights, delta, alpha), host=self.host,
+                unit='sample-level (gradient canaries of one host client)')
 
 
 def _stat(fn, x: np.ndarray) -> float:

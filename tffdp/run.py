@@ -179,13 +179,16 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '
                  'adap_dp_fl per client, on the ledger --clip-norm-query names)')
   a = p.add_argument_group('privacy audit (tffdp.canaries; client-level methods built on '
-                           'compose_fedavg_style)')
+                           'compose_fedavg_style, sample-level ones on the DP-SGD client '
+                           'work)')
   a.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
-                 help='insert M canary clients (each included with probability 1/2) and '
-                 'write epsilon_lower_bound and epsilon_estimate to summary.json; the run '
-                 'is an audit, its accuracy not the method\'s (default: 0, no audit)')
+                 help='insert M canaries (each included with probability 1/2): canary '
+                 'clients for a client-level method, canary gradients in one host '
+                 'client\'s DP-SGD steps for a sample-level one; write epsilon_lower_bound '
+                 'and epsilon_estimate to summary.json; the run is an audit, its accuracy '
+                 'not the method\'s (default: 0, no audit)')
   a.add_argument('--audit-canary-norm', type=float, metavar='NORM',
-                 help='L2 norm of a canary\'s update (default: --clip-norm)')
+                 help='L2 norm of a canary\'s update or gradient (default: --clip-norm)')
   add_method_options(p)
   g.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')

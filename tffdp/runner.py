@@ -205,32 +205,40 @@ def build_method(config: RunConfig, data: FederatedData, keras_builder,
 
 
 def _build_with_canaries(spec, context, config: RunConfig) -> Method:
-  """The method built with `config.audit_canaries` client-level canaries in its process.
+  """The method built with `config.audit_canaries` canaries in its process: client-level
+  canaries (canary clients) for client-level and non-private methods, gradient canaries
+  (examples of one host client) for sample-level ones whose client work is DP-SGD.
+  `Method.audit_insertion` keeps the `canaries.Insertion`.
 
   Raises:
-    ValueError: If the method cannot take them yet: sample-level, its process not
-      built from `common.compose_fedavg_style` and `common.cohort_round` (one client
-      work, one cohort round), its participants its own choice, or `--workers`.
+    ValueError: If the method cannot take them yet: its process not built from
+      `common.compose_fedavg_style` (client-level) or the DP-SGD client work
+      (sample-level) run by `common.cohort_round` (one client work, one cohort round),
+      its participants its own choice (client-level), or `--workers`.
   """
   norm = config.audit_canary_norm or config.clip_norm
-  with canaries.inserting(norm, canaries.direction_seed(config.seed),
-                          config.clients) as insertion:
+  with canaries.inserting(norm, canaries.direction_seed(config.seed), config.clients,
+                          config.audit_canaries) as insertion:
     method = spec.build(context, config.hparams)
   why = None
-  if method.dp_unit == privacy.SAMPLE_LEVEL:
-    why = (f'its DP unit is {method.dp_unit}; client-level canaries audit client-level '
-           'methods (and non-private ones); gradient canaries for sample-level ones are '
-           'not built yet')
+  sample_level = method.dp_unit == privacy.SAMPLE_LEVEL
+  if sample_level and insertion.kind != 'gradient':
+    why = (f'its DP unit is {method.dp_unit} and its client work is not the DP-SGD '
+           'client work of tffdp.algorithms.dp_sgd, where gradient canaries go in '
+           '(issue 43 moves the others)')
   elif insertion.wrapped != 1 or insertion.rounds != 1:
     why = ('its process is not one client work in compose_fedavg_style run by '
            'common.cohort_round, where the canaries go in (issue 43 moves the others)')
-  elif method.select_cohort is not None:
+  elif not sample_level and insertion.kind != 'client':
+    why = 'its client work took gradient canaries but its DP unit is not sample-level'
+  elif not sample_level and method.select_cohort is not None:
     why = ('it chooses its own participants and keys its DP events by client (a canary '
            'has no row in its tables yet)')
   elif config.workers:
     why = 'canary rounds run in the local context only (drop --workers)'
   if why:
     raise ValueError(f'--audit-canaries cannot audit {config.method}: {why}.')
+  method.audit_insertion = insertion
   return method
 
 
@@ -590,7 +598,12 @@ class Runner:
     # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
     self.auditor = None
-    if config.audit_canaries:
+    if config.audit_canaries and method.audit_insertion.kind == 'gradient':
+      self.auditor = canaries.GradientAuditor(config.audit_canaries, config.seed,
+                                              exp.data.client_sizes, method.batching,
+                                              self.trainable())
+      method.audit_insertion.plan = self.auditor.tables
+    elif config.audit_canaries:
       # `resolved()` sets K = N for `cohort_sampling='all'`.
       self.auditor = canaries.Auditor(config.audit_canaries, config.seed, config.clients,
                                       config.clients_per_round / config.clients,
@@ -660,6 +673,13 @@ class Runner:
     report = self.auditor.report(self.trainable(), self.config.delta)
     report['note'] = ('an audit run: canaries took part, so its accuracy is not the '
                       "method's")
+    against = 'epsilon_guaranteed'
+    if report.get('host') is not None:  # gradient canaries: the host's own epsilons
+      host = report['host']
+      report['epsilon_claimed_host'] = float(self.claimed.epsilon(host))
+      report['epsilon_guaranteed_host'] = float(self.guaranteed.epsilon(host))
+      against = f'epsilon_guaranteed of host client {host}'
+    guaranteed = report.get('epsilon_guaranteed_host', float(summary['epsilon_guaranteed']))
     summary['epsilon_lower_bound'] = report['every_round']['epsilon_lower_bound']
     summary['epsilon_estimate'] = report['every_round']['epsilon_estimate']
     summary['audit'] = report
@@ -669,7 +689,7 @@ class Runner:
                f'{report["included"]} included, {report["joins"]} joins): epsilon lower '
                f'bound {_fmt(r["epsilon_lower_bound"])}, estimate '
                f'{_fmt(r["epsilon_estimate"])} (delta {self.config.delta:g}; '
-               f'epsilon_guaranteed {_fmt(float(summary["epsilon_guaranteed"]))})')
+               f'{against} {_fmt(guaranteed)})')
 
   # ----- one round ------------------------------------------------------------------
 
@@ -720,8 +740,11 @@ class Runner:
     self.state = state
     self.last_metrics = metrics
     if self.auditor is not None:
-      self.auditor.observe(cohort, self.trainable())
-      quantities['audit_canaries_joined'] = int(np.sum(cohort >= self.config.clients))
+      train = common_lib.client_work_metrics(metrics)['train']
+      upload = ((np.asarray(train['canary_projections']), float(train['upload_norm']))
+                if 'canary_projections' in train else None)
+      self.auditor.observe(cohort, self.trainable(), r, upload)
+      quantities['audit_canaries_joined'] = self.auditor.joined(r, cohort)
     quantities.update(method.round_metrics(metrics))
     rejected = update_rejected(metrics)
     if rejected is not None:
@@ -812,7 +835,7 @@ class Runner:
       row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
     row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
                epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
-               epsilon_guaranteed_mean=rep_g.mean, cohort_size=len(cohort) - quantities.get('audit_canaries_joined', 0),
+               epsilon_guaranteed_mean=rep_g.mean, cohort_size=int(np.sum(cohort < config.clients)),
                **quantities, train_seconds=t_train, accounting_seconds=t_account,
                eval_seconds=self.clock() - t_eval,
                round_seconds=self.clock() - t0, wall_seconds=self.wall(),

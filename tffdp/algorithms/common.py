@@ -176,7 +176,8 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
 
   Built inside `tffdp.canaries.inserting(...)` after `compose_fedavg_style` wrapped the
   client work, the cohort may hold canaries (ids `N + j`, see `canaries.Insertion.split`)
-  and the computation takes their indices.
+  and the computation takes their indices; after a DP-SGD client work took gradient
+  canaries, it takes each client's canary table (`canaries.Insertion.tables`).
 
   Raises:
     ValueError: For canaries with `clients_per_slice`.
@@ -189,9 +190,12 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
     comp = insertion.round_computation(process, data.client_data_computation(batching))
 
     def run_canary_round(state, cohort: np.ndarray, round_num: int, run_seed: int):
-      ids, index = insertion.split(cohort)
-      out = comp(state, ids, client_seeds(run_seed, round_num, cohort),
-                 [np.int32(i) for i in index])
+      if insertion.kind == 'gradient':  # the canaries ride in the host's steps
+        ids, extra = [str(c) for c in cohort], insertion.tables(round_num, cohort)
+      else:
+        ids, index = insertion.split(cohort)
+        extra = [np.int32(i) for i in index]
+      out = comp(state, ids, client_seeds(run_seed, round_num, cohort), extra)
       return out.state, out.metrics
     return run_canary_round, comp
   comp = cohort_round_computation(process, data, batching, clients_per_slice)
@@ -281,6 +285,8 @@ class Method:
       client update tripping a secure aggregator's norm check). On a message the runner
       ends the run there (`stop_reason` 'diverged ...', the round unaccounted, as it
       released nothing) instead of failing; None re-raises.
+    audit_insertion: In an audit run (`--audit-canaries`), the `canaries.Insertion` the
+      method was built with (set by the runner); None otherwise.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -310,6 +316,7 @@ class Method:
   releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
                                          tuple[Releases, Releases]]] = None
   round_failure: Callable[[BaseException], Optional[str]] = lambda exc: None
+  audit_insertion: Optional[canaries.Insertion] = None
 
   def __post_init__(self):
     if self.ledger not in ('rdp', 'laplace', 'basic_claimed'):

@@ -29,12 +29,12 @@ followed by `w <- w - learning_rate * direction`.
 from __future__ import annotations
 
 import collections
-from typing import Callable
+from typing import Callable, Optional
 
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import queries
+from tffdp import canaries, queries
 from tffdp.algorithms import per_example
 from tffdp.data.federated import FederatedData
 
@@ -46,31 +46,50 @@ KerasBuilder = Callable[[], tf.keras.Model]
 gaussian_noise_like = queries.gaussian_noise_like
 
 
-def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
-  """Returns `step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None)
-  -> losses [B]`.
+def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str,
+                     insertion: Optional[canaries.Insertion] = None):
+  """Returns `step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None,
+  step_canaries=None) -> losses [B]`.
 
   One local update of `model`'s variables on a batch (see the module docstring); the
   noise seed of the step is `stateless_fold_in(seed, step_index)`. `correction` (a list
   shaped like the trainable variables, e.g. SCAFFOLD's `c - c_i`) is added to the step
   direction after the DP-SGD release: `w <- w - learning_rate * (direction + correction)`.
+  With `insertion` (an audit's gradient canaries), `step_canaries` (int32 `[P]`) names
+  the canaries whose gradients join this step's examples: each is clipped like them
+  (`clip_then_noise`) and summed with them before the noise (`canaries.gradient_sum`);
+  the divisor stays the batch's own size `B`.
   """
   lr = tf.constant(learning_rate, tf.float32)
+  shapes = [v.shape for v in model.trainable_variables]
 
-  def step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None):
+  def with_canaries(summed, indices, clip_norm=None):
+    if indices is None:
+      return summed
+    clip = lambda g: g
+    if clip_norm is not None:
+      def clip(g):
+        scale = per_example.clip_scale(tf.linalg.global_norm(g), clip_norm)
+        return [t * scale for t in g]
+    extra = canaries.gradient_sum(insertion, indices, shapes, clip)
+    return [s + e for s, e in zip(summed, extra)]
+
+  def step(x, y, seed, step_index, noise_multiplier, clip_norm, correction=None,
+           step_canaries=None):
     bf = tf.maximum(tf.cast(tf.shape(y)[0], tf.float32), 1.0)
     step_seed = tf.random.experimental.stateless_fold_in(seed, tf.cast(step_index, tf.int64))
     # The step's release; `common.dp_sgd_releases` states its event from the same query.
     query = queries.GaussianSumQuery(noise_multiplier, clip_norm)
     if dp_sgd == 'clip_then_noise':
       summed, _, losses = per_example.clipped_gradient_sum(model, x, y, clip_norm)
+      summed = with_canaries(summed, step_canaries, clip_norm)
       direction = [g / bf for g in query.add_noise(summed, step_seed)]
     else:
       with tf.GradientTape() as tape:
         logits = model(x, training=True)
         losses = tf.keras.losses.sparse_categorical_crossentropy(y, logits, from_logits=True)
         total = tf.reduce_sum(losses)
-      summed = tape.gradient(total, model.trainable_variables)
+      summed = with_canaries(tape.gradient(total, model.trainable_variables), step_canaries)
       if dp_sgd == 'none':
         direction = [g / bf for g in summed]
       else:  # paper_order: noise on the unclipped sum (unbounded sensitivity)
@@ -86,17 +105,20 @@ def build_local_step(model: tf.keras.Model, learning_rate: float, dp_sgd: str):
   return step
 
 
-def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sgd: str):
+def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sgd: str,
+                        insertion: Optional[canaries.Insertion] = None):
   """Returns the per-client `tf.function`.
 
   `client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm,
-  correction=None)` returns `(update, update_weight, metrics)`: the model delta
-  `initial - trained` (list of float32 tensors), the number of examples (float32) and
-  `OrderedDict(loss_sum, num_examples, num_steps)`. `correction` is added to every
-  step's direction (`build_local_step`; DP-SCAFFOLD's `c - c_i`).
+  correction=None, canary_steps=None)` returns `(update, update_weight, metrics)`: the
+  model delta `initial - trained` (list of float32 tensors), the number of examples
+  (float32) and `OrderedDict(loss_sum, num_examples, num_steps)`. `correction` is added
+  to every step's direction (`build_local_step`; DP-SCAFFOLD's `c - c_i`). With
+  `insertion`, `canary_steps` is the client's canary table (int32 `[S, P]`,
+  `canaries.CANARY_TABLE`): row `s` joins step `s`.
   """
   model = keras_builder()
-  step = build_local_step(model, learning_rate, dp_sgd)
+  step = build_local_step(model, learning_rate, dp_sgd, insertion)
 
   def start(initial_trainable):
     for v, w in zip(model.trainable_variables, initial_trainable):
@@ -111,13 +133,15 @@ def build_client_update(keras_builder: KerasBuilder, learning_rate: float, dp_sg
 
   @tf.function
   def client_update(initial_trainable, batches, seed, noise_multiplier, clip_norm,
-                    correction=None):
+                    correction=None, canary_steps=None):
     start(initial_trainable)
 
     def reduce_fn(acc, batch):
       n_steps, n_examples, loss_sum = acc
+      joining = (None if canary_steps is None
+                 else canaries.step_canaries(canary_steps, n_steps))
       losses = step(batch['x'], batch['y'], seed, n_steps, noise_multiplier, clip_norm,
-                    correction)
+                    correction, joining)
       return (n_steps + 1, n_examples + tf.cast(tf.shape(batch['y'])[0], tf.int64),
               loss_sum + tf.reduce_sum(losses))
 
@@ -217,6 +241,10 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
 
   Returns:
     A `tff.learning.templates.ClientWorkProcess` (signature in the module docstring).
+    Built inside `tffdp.canaries.inserting(...)` (an audit) with `dp_sgd` other than
+    `none`, each client's data is `<data=<batches, seed>, canary_steps=int32[S, P]*>`:
+    the canary gradients of each step (`build_local_step`); the measurements then add
+    the host's upload scored against each canary (`canaries.upload_projections`).
 
   Raises:
     ValueError: On an unknown `dp_sgd`, `learning_rate <= 0`, `noise_multiplier < 0`
@@ -224,14 +252,28 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
   """
   init_fn = _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm)
   state_type = init_fn.type_signature.result.member
+  insertion = canaries.active()
+  if insertion is not None and dp_sgd != 'none':  # an audit: gradient canaries
+    insertion = insertion.take_gradients()
+    client_data_type = tff.StructType([
+        ('data', client_data_type),
+        ('canary_steps', tff.SequenceType(canaries.CANARY_TABLE))])
+  else:
+    insertion = None
 
   @tff.tensorflow.computation(state_type, weights_type, client_data_type)
   def client_fn(state, weights, data):
-    client_update = build_client_update(keras_builder, learning_rate, dp_sgd)
+    client_update = build_client_update(keras_builder, learning_rate, dp_sgd, insertion)
+    table = None
+    if insertion is not None:
+      data, table = data['data'], data['canary_steps'].get_single_element()
     seed = data['seed'].get_single_element()
     update, weight, metrics = client_update(
         list(weights.trainable), data['batches'], seed,
-        state['noise_multiplier'], state['clip_norm'])
+        state['noise_multiplier'], state['clip_norm'], canary_steps=table)
+    if insertion is not None:  # the auditor's view of the host's upload
+      metrics['canary_projections'], metrics['upload_norm'] = canaries.upload_projections(
+          insertion, table, update)
     return tff.learning.templates.ClientResult(update=update, update_weight=weight), metrics
 
   return _client_work_process(init_fn, weights_type, client_data_type, client_fn)

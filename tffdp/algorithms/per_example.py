@@ -175,7 +175,8 @@ def _per_example_parts(model, x, y, training):
   return parts, tf.sqrt(sq_norms), losses
 
 
-def _clip_scale(norms, clip_norm):
+def clip_scale(norms, clip_norm):
+  """`min(1, C / ||g||)` per norm: the per-example clipping factor (`C` = `clip_norm`)."""
   return tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
 
 
@@ -197,7 +198,7 @@ def clipped_gradient_sum(model: tf.keras.Model, x: tf.Tensor, y: tf.Tensor,
   if not supports_fast_clipping(model):
     return clipped_gradient_sum_vmap(model, x, y, clip_norm)
   parts, norms, losses = _per_example_parts(model, x, y, training)
-  scale = _clip_scale(norms, clip_norm)
+  scale = clip_scale(norms, clip_norm)
   grads = {}
   for kind, layer, u, v in parts:
     if kind == 'dense':
@@ -237,7 +238,7 @@ def clipped_gradient_segment_sums(model: tf.keras.Model, x: tf.Tensor, y: tf.Ten
   """
   num_segments = tf.shape(row_splits)[0] - 1
   segment_ids = tf.ragged.row_splits_to_segment_ids(row_splits, out_type=tf.int32)
-  scale_of = lambda norms: _clip_scale(norms, tf.gather(clip_norms, segment_ids))
+  scale_of = lambda norms: clip_scale(norms, tf.gather(clip_norms, segment_ids))
   seg_sum = lambda t: tf.math.unsorted_segment_sum(t, segment_ids, num_segments)
   if not supports_fast_clipping(model):
     losses, grads = per_example_gradients(model, x, y)
@@ -294,7 +295,7 @@ def clip_and_sum(grads, clip_norm):
   sq = tf.add_n([tf.reduce_sum(tf.reshape(tf.square(g), [tf.shape(g)[0], -1]), axis=1)
                  for g in grads])
   norms = tf.sqrt(sq)
-  scale = tf.minimum(1.0, clip_norm / tf.maximum(norms, 1e-12))
+  scale = clip_scale(norms, clip_norm)
   return [tf.tensordot(scale, g, axes=1) for g in grads], norms
 
 
