@@ -3,6 +3,7 @@ own aggregator exactly like a real client's (clipped to S, summed, noised, divid
 a sample-level gradient canary goes through the host's DP-SGD step exactly like one of
 its examples (clipped to C, summed, noised, divided by B)."""
 
+import collections
 import functools
 
 import numpy as np
@@ -15,15 +16,21 @@ from tffdp.data import FederatedData
 from tffdp.data.federated import ShuffleBatch
 
 SHAPE = (28, 28, 1)
+BUILDER = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
 
 
-def _dp_fedavg_with_canaries(tmp_path, sigma, clip, norm, cohort=4.0):
+def _toy(tmp_path):
+  """4 clients of 10 random MNIST-shaped examples, and the logistic regression builder."""
   rng = np.random.default_rng(0)
   data = FederatedData(rng.integers(0, 256, (40, *SHAPE), dtype=np.uint8),
                        rng.integers(0, 10, 40), [np.arange(i * 10, i * 10 + 10)
                                                  for i in range(4)],
                        cache_dir=str(tmp_path))
-  builder = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+  return data, BUILDER
+
+
+def _dp_fedavg_with_canaries(tmp_path, sigma, clip, norm, cohort=4.0):
+  data, builder = _toy(tmp_path)
   work = baselines.client_work(builder, data, learning_rate=0.5, dp_sgd='none')
   factory = baselines.seeded_gaussian_fixed(sigma, cohort, clip, seeds.server_noise_seed(0))
   process = common.compose_fedavg_style(builder, canaries.with_canaries(work, norm, seed=7),
@@ -142,14 +149,28 @@ def test_an_audit_resumes_to_the_same_report(tmp_path):
   assert resumed['audit'] == full['audit']
 
 
-@pytest.mark.parametrize('method,why', [('adap_dp_fl', 'not the DP-SGD client work'),
-                                        ('dp_scaffold', 'not the DP-SGD client work'),
-                                        ('aadp_fl', 'chooses its own participants'),
-                                        ('dp_fedags', 'not one client work'),
-                                        ('cosafed', 'not one client work')])
-def test_methods_canaries_cannot_enter_yet_are_refused(tmp_path, method, why):
-  with pytest.raises(ValueError, match=f'cannot audit {method}: .*{why}'):
-    _audit_run(tmp_path, method, method=method, audit_canaries=8, rounds=1)
+def test_a_method_whose_build_takes_canaries_twice_is_refused(tmp_path):
+  # Every registered method takes canaries once; a build that composes two processes
+  # (which would the canaries be in?) is refused, as is --workers.
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+
+  def build(ctx, hp):
+    c = ctx.config
+    make = lambda: baselines.build_dp_fedavg(
+        ctx.keras_builder, ctx.data, learning_rate=c.learning_rate,
+        batch_size=c.batch_size, noise_multiplier=1.0, clip_norm=c.clip_norm,
+        clients_per_round=c.clients_per_round, seed=c.seed)
+    make()
+    return make()
+  registry.register(registry.MethodSpec('twice', build, registry.MethodHparams, 'test'))
+  try:
+    with pytest.raises(ValueError, match='cannot audit twice: 2 client works and 2 cohort'):
+      _audit_run(tmp_path, 'twice', method='twice', audit_canaries=8, rounds=1)
+  finally:
+    registry.unregister('twice')
+  with pytest.raises(ValueError, match='cannot audit dp_fedavg: .*drop --workers'):
+    _audit_run(tmp_path, 'w', audit_canaries=8, rounds=1, workers='localhost:1',
+               insecure_workers=True)
 
 
 def test_the_audit_s_draws_are_apart_from_the_run_s():
@@ -176,12 +197,7 @@ def test_the_audit_s_draws_are_apart_from_the_run_s():
 def _dpfl_with_gradient_canaries(tmp_path, sigma, clip, norm, dp_sgd='clip_then_noise'):
   """DPFL on 4 clients of 10 examples, one DP-SGD step a round (B = 10), built with
   gradient canaries (3 of them, direction seed 7)."""
-  rng = np.random.default_rng(0)
-  data = FederatedData(rng.integers(0, 256, (40, *SHAPE), dtype=np.uint8),
-                       rng.integers(0, 10, 40), [np.arange(i * 10, i * 10 + 10)
-                                                 for i in range(4)],
-                       cache_dir=str(tmp_path))
-  builder = functools.partial(models.build_keras_model, 'logistic_regression', SHAPE, 10)
+  data, builder = _toy(tmp_path)
   with canaries.inserting(norm, 7, 4, count=3) as insertion:
     work = baselines.client_work(builder, data, learning_rate=0.5, dp_sgd=dp_sgd,
                                  noise_multiplier=sigma, clip_norm=clip)
@@ -298,3 +314,144 @@ def test_the_audit_of_dpfl_stays_below_its_guarantee_and_catches_a_planted_bug(t
     registry.unregister('understated_dpfl')
   assert bug['audit']['epsilon_guaranteed_host'] == honest['audit']['epsilon_guaranteed_host']
   assert bug['epsilon_lower_bound'] > bug['audit']['epsilon_guaranteed_host']
+
+
+def test_dp_scaffold_s_steps_take_a_gradient_canary_like_an_example():
+  from tffdp.algorithms import dp_scaffold  # pylint: disable=g-import-not-at-top
+  lr, clip, b = 0.5, 0.05, 10
+  builder = BUILDER
+  rng = np.random.default_rng(1)
+  batches = tf.data.Dataset.from_tensor_slices(collections.OrderedDict(
+      x=rng.random((b, *SHAPE), np.float32), y=rng.integers(0, 10, b).astype(np.int32))
+  ).batch(b)
+  with canaries.inserting(3.0, 7, 4, count=3) as insertion:
+    update = dp_scaffold.build_client_update(builder, lr, insertion)
+  model = builder()
+  x = [v.numpy() for v in model.trainable_variables]
+  zeros = [np.zeros_like(w) for w in x]
+  u = canaries.canary_directions(7, 3, [w.shape for w in x])
+
+  def dy(table):
+    out, _, _, metrics = update(x, zeros, zeros, batches, tf.constant([1, 2], tf.int64),
+                                tf.constant(0.7), tf.constant(clip), tf.constant(table))
+    return np.concatenate([np.asarray(t).ravel() for t in out]), metrics
+
+  plain, _ = dy([[canaries.NOT_A_CANARY]])
+  joined, metrics = dy([[1]])
+  # dy = trained - x: the canary's clipped gradient, under the same noise draw, moves it
+  # by -lr C u_1 / B; the upload the server receives is scored against each canary.
+  np.testing.assert_allclose(joined - plain, -lr * clip * u[1] / b, atol=1e-6)
+  np.testing.assert_allclose(metrics['canary_projections'], u @ -joined, atol=1e-6)
+
+
+def test_a_canary_client_of_dp_fedags_sends_its_direction_and_its_data_s_loss(tmp_path):
+  # DP-FedAGS's clients send <update=g, loss, num_examples>: a canary replaces g only.
+  from tffdp.algorithms import dp_fedags  # pylint: disable=g-import-not-at-top
+  data, builder = _toy(tmp_path)
+  work = dp_fedags.gradient_client_work(builder, data, learning_rate=0.1, local_epochs=1)
+  wrapped = canaries.with_canaries(work, 2.5, seed=7)
+  weights = common.initial_weights_computation(builder, 0)()
+  value = canaries.client_value(data.client_data_computation(ShuffleBatch(10, 1)))
+  clients = [value('0', np.array([1, 0], np.int64), np.int32(c)) for c in (-1, 1)]
+  out = wrapped.next(wrapped.initialize(), [weights] * 2, clients)
+  real, canary = out.result
+  u = canaries.canary_directions(7, 2, [w.shape for w in weights.trainable])[1]
+  got = np.concatenate([np.asarray(t).ravel() for t in canary.update['update']])
+  np.testing.assert_allclose(got, 2.5 * u, atol=1e-6)
+  assert float(canary.update['loss']) == pytest.approx(float(real.update['loss']))
+  assert float(canary.update['num_examples']) == float(real.update['num_examples']) == 10
+  assert float(canary.update_weight) == float(real.update_weight)
+
+
+@pytest.mark.parametrize('method', ['dp_fedags', 'cpsgd', 'cosafed'])
+def test_the_audit_of_an_inf_method_runs_with_canary_clients(tmp_path, method):
+  s = _audit_run(tmp_path, method, method=method, audit_canaries=100, clients=20,
+                 clients_per_round=5, rounds=3)
+  assert s['epsilon_guaranteed'] == 'inf' and s['audit']['joins'] > 0
+  for model in ('every_round', 'final_model'):
+    assert s['audit'][model]['epsilon_lower_bound'] >= 0
+  if method != 'cosafed':
+    # DP-FedAGS and cpSGD claim epsilon = 0.5 for the whole run (Theorem 2 / the
+    # per-round budget); their canaries give a lower bound above it.
+    assert s['epsilon_claimed'] == pytest.approx(0.5)
+    assert s['epsilon_lower_bound'] > s['epsilon_claimed']
+
+
+def test_a_gradient_audit_resumes_to_the_same_report_and_skips_rounds_without_its_host(
+    tmp_path):
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top
+  kw = dict(method='dpfl', noise_multiplier=1.0, audit_canaries=40, clients=10,
+            clients_per_round=3, rounds=6)
+  full = _audit_run(tmp_path, 'a', **kw)
+  _audit_run(tmp_path, 'b', stop_after_round=3, **kw)  # pauses with a checkpoint
+  cfg = config_lib.RunConfig.create(**dict(AUDIT_TOY, out=str(tmp_path / 'b'), **kw))
+  resumed = runner.run(cfg, resume=True, log=lambda s: None)
+  assert resumed['audit'] == full['audit']
+  # The host joined only the rounds it was drawn into (3 of 10 clients a round): each
+  # included canary once per such round (one epoch), none in the others.
+  import csv  # pylint: disable=g-import-not-at-top
+  with open(tmp_path / 'a' / 'metrics.csv') as f:
+    joined = [int(r['audit_canaries_joined']) for r in csv.DictReader(f)]
+  a = full['audit']
+  assert set(joined) <= {0, a['included']} and 0 < sum(joined) == a['joins'] < 6 * a['included']
+
+
+def test_aadp_fl_s_canaries_join_at_its_own_participation_rate(tmp_path):
+  # AADP-FL draws its own Poisson cohorts at q_user (not K / N): canaries join at q_user.
+  s = _audit_run(tmp_path, 'aadp', method='aadp_fl', q_user=0.5, audit_canaries=200,
+                 clients=20, clients_per_round=2, rounds=4)
+  a = s['audit']
+  expected = 0.5 * 4 * a['included']
+  assert abs(a['joins'] - expected) < 4 * np.sqrt(expected / 2)
+  assert a['every_round']['epsilon_lower_bound'] <= float(s['epsilon_guaranteed'])
+
+
+def test_adap_dp_fl_s_gradient_query_takes_a_canary_clipped_to_the_client_s_threshold():
+  # One slice of two clients: the host (row 0) with an empty lot and canary 1, the other
+  # with its lot and no canary. Zero noise, Adam reset with epsilon 1: the host's step is
+  # lr * m / (sqrt(v) + 1) with m = g, v = g^2, g = C^0 u_1 / L (the canary clipped to the
+  # host's own threshold, divided by the expected lot size).
+  from tffdp.algorithms import adap_dp_fl  # pylint: disable=g-import-not-at-top
+  lr, lot, clip = 0.1, 5.0, np.array([0.3, 0.7], np.float32)
+  with canaries.inserting(4.0, 7, 2, count=3) as insertion:
+    update = adap_dp_fl._build_slice_update(  # pylint: disable=protected-access
+        BUILDER, 2, lot, lr, 1.0, 'fixed', 'reset',
+        dict(beta_1=0.9, beta_2=0.999, epsilon=1.0), insertion=insertion)
+  model = BUILDER()
+  w = [v.numpy() for v in model.trainable_variables]
+  shapes = [x.shape for x in w]
+  u = canaries.canary_directions(7, 3, shapes)
+  rng = np.random.default_rng(0)
+  zeros = lambda: [np.zeros((2, *x.shape), np.float32) for x in w]
+  state = collections.OrderedDict(clip_norm=clip, adam_m=zeros(), adam_v=zeros(),
+                                  adam_step=np.zeros(2, np.float32))
+  data = collections.OrderedDict(
+      x=rng.random((4, *SHAPE)).astype(np.float32), y=rng.integers(0, 10, 4).astype(np.int32),
+      row_splits=np.array([0, 0, 4]), seeds=np.array([[1, 2], [3, 4]]),
+      active=np.array([True, False]), dataset_size=np.array([10.0, 10.0], np.float32),
+      canaries=np.array([[1, canaries.NOT_A_CANARY], [canaries.NOT_HOST] * 2], np.int32))
+  update_sum, weight, _, _, _, projections, norm = update(w, 0.0, state, data)
+  g = clip[0] * u[1] / lot
+  m_hat, v_hat = g, g * g  # Adam's bias-corrected first step
+  step = lr * m_hat / (np.sqrt(v_hat) + 1.0)
+  got = np.concatenate([np.asarray(t).ravel() for t in update_sum]) / float(weight)
+  np.testing.assert_allclose(got, step, atol=1e-7)
+  np.testing.assert_allclose(projections, u @ step, atol=1e-7)
+  np.testing.assert_allclose(norm, np.linalg.norm(step), rtol=1e-5)
+
+
+def test_adap_dp_fl_s_lots_take_gradient_canaries_at_the_host_s_rate(tmp_path):
+  # Adap DP-FL (own slices, per-client rates q_k = L / |D^k|): canaries join the host's
+  # lots at its own rate, and with much noise the bound stays below the host's guarantee.
+  kw = dict(method='adap_dp_fl', clients=4, lot_size=700, rounds=2, audit_canaries=100,
+            learning_rate=0.01)
+  quiet = _audit_run(tmp_path, 'quiet', noise_multiplier=20.0, **kw)
+  a = quiet['audit']
+  assert a['host'] == 0 and a['unit'].startswith('sample-level')
+  assert quiet['epsilon_lower_bound'] <= a['epsilon_guaranteed_host']
+  # Joins: each included canary at q_0 = L / |D^0| per round (two rounds).
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top
+  exp = runner.build_experiment(config_lib.RunConfig.create(**dict(
+      AUDIT_TOY, out=str(tmp_path / 'x'), **kw)).resolved(), log=lambda s: None)
+  q = 700 / exp.data.client_sizes[0]
+  assert abs(a['joins'] - 2 * q * a['included']) < 4 * np.sqrt(2 * a['included'])

@@ -1,24 +1,32 @@
-"""Client-level canaries inside a TFF learning process (issue 40's audit, first component).
+"""Canaries inside a TFF learning process (issue 40's audit).
 
-Andrew et al. 2024 ("One-shot Empirical Privacy Estimation for Federated Learning",
-Sec. 3): a canary client's model update is a fixed random direction `u_j` (a unit vector
-in `R^d`, drawn independently of everything else) times a norm at least the clip norm.
-`with_canaries` wraps a method's client work so that each client's value carries a
-canary index: `-1` for a real client (its update passes unchanged), `j >= 0` for canary
-`j` (its update is replaced by `norm * u_j`). Everything after the client work, the
-method's own aggregator (clipping, noise, weighting) and server update, treats the
-canary's update like any other: nothing bypasses the mechanism being audited.
+**Client-level canaries** (Andrew et al. 2024, "One-shot Empirical Privacy Estimation
+for Federated Learning", Sec. 3): a canary client's model update is a fixed random
+direction `u_j` (a unit vector in `R^d`, drawn independently of everything else) times a
+norm at least the clip norm. `with_canaries` wraps a method's client work so that each
+client's value carries a canary index: `-1` for a real client (its update passes
+unchanged), `j >= 0` for canary `j` (its update is replaced by `norm * u_j`). Everything
+after the client work, the method's own aggregator (clipping, noise, weighting) and
+server update, treats the canary's update like any other: nothing bypasses the mechanism
+being audited.
+
+**Sample-level gradient canaries**: canary `j` is an example of one host client whose
+per-example gradient is `norm * u_j`; the DP-SGD client work (`tffdp.algorithms.dp_sgd`)
+adds it to the host's steps as that example would enter them (`gradient_sum`), and scores
+the host's upload against every `u_j` (`upload_projections`).
 
 `canary_directions` gives the same `u_j` outside TFF, for the auditor's scores (the
-cosine between `u_j` and the released model delta, `tffdp.audit`).
+cosine between `u_j` and a release, `tffdp.audit`).
 
 In a run (`RunConfig.audit_canaries`, `--audit-canaries M`): while the method is built,
-`inserting(...)` makes `tffdp.algorithms.common.compose_fedavg_style` wrap its client
-work with `with_canaries`, and `common.cohort_round` take canary clients in the cohort
-(ids `num_clients + j`); `Auditor` draws which canaries are included (each with
-probability 1/2, Steinke et al. 2023 Sec. 3), which included canaries join each round
-(as a real client does under Poisson sampling, rate `clients_per_round / clients`),
-scores them from the released model deltas, and reports the audit (`Auditor.report`).
+`inserting(...)` makes the method's client work take canaries (`wrap_client_work`, which
+`tffdp.algorithms.common.compose_fedavg_style` calls, or the DP-SGD client work's gradient
+canaries) and its cohort round take their indices (`common.cohort_round`, or a builder's
+own). `Auditor` (client-level) draws which canaries are included (each with probability
+1/2, Steinke et al. 2023 Sec. 3), which included canaries join each round (as a real
+client does under Poisson sampling, rate `clients_per_round / clients`), scores them from
+the released model deltas, and reports the audit (`Auditor.report`); `GradientAuditor`
+does the same for gradient canaries.
 """
 
 from __future__ import annotations
@@ -33,6 +41,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import audit
+from tffdp.data.federated import PoissonLot, ShuffleBatch
 
 NOT_A_CANARY = -1
 # The audit's draws: `np.random.SeedSequence(seed, spawn_key=(AUDIT_STREAM, what, ...))`.
@@ -81,7 +90,10 @@ def with_canaries(client_work: tff.learning.templates.ClientWorkProcess, norm: f
   Returns:
     A `ClientWorkProcess` with the same state, weights and result types: a client with
     `canary = -1` runs `client_work` as before; one with `canary = j >= 0` runs it too
-    (same cost) and its update is then replaced by `norm * u_j` (its weight kept).
+    (same cost) and its update is then replaced by `norm * u_j` (its weight kept). Where
+    the result's update is a struct with an `update` field (the model update beside
+    other values a client sends, e.g. DP-FedAGS's loss and example count), only that
+    field is replaced: the rest stay those of the data the canary ran on.
 
   Raises:
     ValueError: If `norm` is not positive.
@@ -91,7 +103,12 @@ def with_canaries(client_work: tff.learning.templates.ClientWorkProcess, norm: f
   state_type, weights_type, data_type = client_work.next.type_signature.parameter
   member = data_type.member
   result_type = client_work.next.type_signature.result.result.member
-  update_shapes = [t.shape for t in result_type.update]
+  # The model update: the result's `update`, or its `update.update` where the client
+  # sends more (DP-FedAGS: `<update, loss, num_examples>`; those stay the client's own).
+  names = tff.structure.name_list(result_type.update)
+  nested = 'update' in names
+  model_update = result_type.update.update if nested else result_type.update
+  update_shapes = [t.shape for t in model_update]
   # TFF's client work takes sequences only: the index is a one-element sequence.
   wrapped = tff.StructType([('data', member),
                             ('canary', tff.SequenceType(tff.TensorType(np.int32)))])
@@ -106,10 +123,13 @@ def with_canaries(client_work: tff.learning.templates.ClientWorkProcess, norm: f
 
   @tff.tensorflow.computation(result_type, tff.TensorType(np.int32))
   def substitute(result, canary):
-    update = list(result.update)
+    update = list(result.update['update'] if nested else result.update)
     canary_update = [norm * u for u in direction(seed, tf.maximum(canary, 0), update_shapes)]
     chosen = tf.nest.map_structure(lambda c, u: tf.where(canary >= 0, c, u),
                                    canary_update, update)
+    if nested:
+      chosen = collections.OrderedDict(
+          (k, chosen if k == 'update' else result.update[k]) for k in names)
     return tff.learning.templates.ClientResult(update=chosen,
                                                update_weight=result.update_weight)
 
@@ -123,6 +143,41 @@ def with_canaries(client_work: tff.learning.templates.ClientWorkProcess, norm: f
   return tff.learning.templates.ClientWorkProcess(client_work.initialize, next_fn)
 
 
+def _value_with(client_data_comp: tff.Computation, name: str,
+                extra_type: tff.Type) -> tff.Computation:
+  """`(client id, seed, extra) -> <data=its dataset, <name>=<extra>*>` (a one-element
+  sequence: TFF's client work takes sequences only)."""
+  id_type, seed_type = client_data_comp.type_signature.parameter
+
+  @tff.tensorflow.computation(id_type, seed_type, extra_type)
+  def value(client_id, seed, extra):
+    return collections.OrderedDict([('data', client_data_comp(client_id, seed)),
+                                    (name, tf.data.Dataset.from_tensors(extra))])
+  return value
+
+
+def _round_with(process: tff.learning.templates.LearningProcess,
+                value: tff.Computation) -> tff.Computation:
+  """`(state, ids@CLIENTS, seeds@CLIENTS, extras@CLIENTS) -> process.next output`, each
+  client's data `value(id, seed, extra)`."""
+  state_type = process.next.type_signature.parameter[0]
+  id_type, seed_type, extra_type = value.type_signature.parameter
+
+  @tff.federated_computation(state_type, tff.FederatedType(id_type, tff.CLIENTS),
+                             tff.FederatedType(seed_type, tff.CLIENTS),
+                             tff.FederatedType(extra_type, tff.CLIENTS))
+  def round_fn(state, client_ids, client_seeds, extras):
+    return process.next(state, tff.federated_map(value, (client_ids, client_seeds, extras)))
+  return round_fn
+
+
+def client_value(client_data_comp: tff.Computation) -> tff.Computation:
+  """`(client id, seed, canary index) -> <data=its dataset, canary=<index>*>`: a client's
+  value for a client work wrapped by `with_canaries` (`client_data_comp`:
+  `FederatedData.client_data_computation`)."""
+  return _value_with(client_data_comp, 'canary', tff.TensorType(np.int32))
+
+
 def cohort_round_computation(process: tff.learning.templates.LearningProcess,
                              client_data_comp: tff.Computation) -> tff.Computation:
   """One round of a canary-wrapped `process` on a cohort given by ids, seeds and canary
@@ -131,21 +186,7 @@ def cohort_round_computation(process: tff.learning.templates.LearningProcess,
   A canary client still needs data for the client work it replaces: give it any real
   client's id (its training is discarded).
   """
-  state_type = process.next.type_signature.parameter[0]
-  id_type, seed_type = client_data_comp.type_signature.parameter
-
-  @tff.tensorflow.computation(id_type, seed_type, tff.TensorType(np.int32))
-  def value(client_id, seed, canary):
-    return collections.OrderedDict(data=client_data_comp(client_id, seed),
-                                   canary=tf.data.Dataset.from_tensors(canary))
-
-  @tff.federated_computation(state_type, tff.FederatedType(id_type, tff.CLIENTS),
-                             tff.FederatedType(seed_type, tff.CLIENTS),
-                             tff.FederatedType(np.int32, tff.CLIENTS))
-  def round_fn(state, client_ids, client_seeds, canaries):
-    return process.next(state, tff.federated_map(value, (client_ids, client_seeds,
-                                                          canaries)))
-  return round_fn
+  return _round_with(process, client_value(client_data_comp))
 
 
 # Sample-level gradient canaries: a canary *table* per client and round, int32 `[S, P]`:
@@ -210,25 +251,24 @@ def gradient_sum(insertion: 'Insertion', indices: tf.Tensor,
   return tf.foldl(add, indices, initializer=zeros)
 
 
+def with_table_type(client_data_type: tff.Type) -> tff.StructType:
+  """`<data=client_data_type, canary_steps=int32[S, P]*>`: a DP-SGD client's data in an
+  audit with gradient canaries."""
+  return tff.StructType([('data', client_data_type),
+                         ('canary_steps', tff.SequenceType(CANARY_TABLE))])
+
+
+def table_value(client_data_comp: tff.Computation) -> tff.Computation:
+  """`(client id, seed, canary table) -> <data=its dataset, canary_steps=<table>*>`."""
+  return _value_with(client_data_comp, 'canary_steps', CANARY_TABLE)
+
+
 def gradient_round_computation(process: tff.learning.templates.LearningProcess,
                                client_data_comp: tff.Computation) -> tff.Computation:
   """One round of a process whose DP-SGD client work takes gradient canaries:
   `(state, ids@CLIENTS, seeds@CLIENTS, tables@CLIENTS) -> process.next output`, each
   client's value `<data=its dataset, canary_steps=<its table>*>`."""
-  state_type = process.next.type_signature.parameter[0]
-  id_type, seed_type = client_data_comp.type_signature.parameter
-
-  @tff.tensorflow.computation(id_type, seed_type, CANARY_TABLE)
-  def value(client_id, seed, table):
-    return collections.OrderedDict(data=client_data_comp(client_id, seed),
-                                   canary_steps=tf.data.Dataset.from_tensors(table))
-
-  @tff.federated_computation(state_type, tff.FederatedType(id_type, tff.CLIENTS),
-                             tff.FederatedType(seed_type, tff.CLIENTS),
-                             tff.FederatedType(CANARY_TABLE, tff.CLIENTS))
-  def round_fn(state, client_ids, client_seeds, tables):
-    return process.next(state, tff.federated_map(value, (client_ids, client_seeds, tables)))
-  return round_fn
+  return _round_with(process, table_value(client_data_comp))
 
 
 class Insertion:
@@ -251,7 +291,8 @@ class Insertion:
       against each, `upload_projections`).
     kind: None (nothing took canaries yet), `client` or `gradient`.
     wrapped: How many client works took canaries (1 in an auditable method).
-    rounds: How many cohort rounds `round_computation` built (1 in an auditable method).
+    rounds: How many cohort rounds took canaries (`round_computation`, or a builder's
+      own canary round; 1 in an auditable method).
     plan: `(round, cohort) -> [int32 [S, P] per cohort client]`: each client's canary
       table (`GradientAuditor.tables`); set by the runner for `gradient` canaries.
   """
@@ -320,6 +361,20 @@ def inserting(norm: float, seed: int, num_clients: int,
 def active() -> Optional[Insertion]:
   """The `Insertion` of the method being built, or None."""
   return _insertion
+
+
+def wrap_client_work(client_work):
+  """`client_work` with client-level canaries in an audit build (`Insertion.wrap`),
+  unchanged otherwise: the hook of a builder that composes its own process."""
+  return client_work if _insertion is None else _insertion.wrap(client_work)
+
+
+def data_clients(cohort: np.ndarray, num_clients: int) -> np.ndarray:
+  """`cohort` with each canary id (`>= num_clients`) replaced by the client whose data it
+  runs on (0, `Insertion.split`): for a method whose DP events or checks read the
+  cohort's data sizes."""
+  cohort = np.asarray(cohort)
+  return np.where(cohort < num_clients, cohort, 0)
 
 
 def direction_seed(seed: int) -> int:
@@ -465,9 +520,9 @@ class Auditor:
 class GradientAuditor(Auditor):
   """The auditor of a run with `m` sample-level gradient canaries.
 
-  The canaries are examples of one *host* client (the first client of round 0's cohort;
-  a sample-level guarantee is per client, so the audit compares with the host's
-  epsilon). Each canary is included with probability 1/2 (Steinke et al. 2023, Alg. 1);
+  The canaries are examples of one *host* client (the first client of the first
+  non-empty cohort; a sample-level guarantee is per client, so the audit compares with
+  the host's epsilon). Each canary is included with probability 1/2 (Steinke et al. 2023, Alg. 1);
   an included canary's gradient `norm * u_j` joins the host's DP-SGD steps as one of its
   examples would: with shuffled batches (`ShuffleBatch`), once in each local epoch, in a
   step drawn uniformly from that epoch's `ceil(n / B)`; with a Poisson lot
@@ -482,15 +537,21 @@ class GradientAuditor(Auditor):
     count, seed, initial_weights: As for `Auditor`.
     client_sizes: int `[N]`, each client's number of examples.
     batching: The method's `ShuffleBatch` or `PoissonLot`.
+    lot_rates: Each client's own Poisson lot rate, where they differ
+      (`Method.lot_rates`); None: `batching.rate` for every client.
 
   Raises:
-    ValueError: On `count < 4`.
+    ValueError: On `count < 4` or another batching.
   """
 
   def __init__(self, count: int, seed: int, client_sizes: Sequence[int], batching,
-               initial_weights: Sequence[np.ndarray]):
+               initial_weights: Sequence[np.ndarray],
+               lot_rates: Optional[Sequence[float]] = None):
+    if not isinstance(batching, (ShuffleBatch, PoissonLot)):
+      raise ValueError(f'batching must be ShuffleBatch or PoissonLot. Found {batching!r}.')
     super().__init__(count, seed, len(client_sizes), 1.0, initial_weights)
     self.client_sizes, self.batching = np.asarray(client_sizes), batching
+    self.lot_rates = None if lot_rates is None else np.asarray(lot_rates, np.float64)
     self.host: Optional[int] = None
 
   def cohort(self, round_num: int, cohort: np.ndarray) -> np.ndarray:
@@ -503,8 +564,10 @@ class GradientAuditor(Auditor):
     """Per DP-SGD step of the host's round `round_num`, the canaries that join it."""
     rng = audit_rng(self.seed, _JOINS, round_num)
     included = np.flatnonzero(self.included)
-    if hasattr(self.batching, 'rate'):  # PoissonLot: one lot a round
-      return [included[rng.random(included.size) < self.batching.rate]]
+    if isinstance(self.batching, PoissonLot):  # one lot a round, at the host's rate
+      rate = (self.batching.rate if self.lot_rates is None
+              else float(self.lot_rates[self.host]))
+      return [included[rng.random(included.size) < rate]]
     b, epochs = self.batching.batch_size, self.batching.local_epochs
     per_epoch = max(1, -(-int(self.client_sizes[self.host]) // b))
     step = rng.integers(0, per_epoch, size=(epochs, included.size))

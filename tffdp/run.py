@@ -178,9 +178,7 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '
                  'adap_dp_fl per client, on the ledger --clip-norm-query names)')
-  a = p.add_argument_group('privacy audit (tffdp.canaries; client-level methods built on '
-                           'compose_fedavg_style, sample-level ones on the DP-SGD client '
-                           'work)')
+  a = p.add_argument_group('privacy audit (tffdp.canaries)')
   a.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
                  help='insert M canaries (each included with probability 1/2): canary '
                  'clients for a client-level method, canary gradients in one host '

@@ -211,10 +211,11 @@ def _build_with_canaries(spec, context, config: RunConfig) -> Method:
   `Method.audit_insertion` keeps the `canaries.Insertion`.
 
   Raises:
-    ValueError: If the method cannot take them yet: its process not built from
-      `common.compose_fedavg_style` (client-level) or the DP-SGD client work
-      (sample-level) run by `common.cohort_round` (one client work, one cohort round),
-      its participants its own choice (client-level), or `--workers`.
+    ValueError: If the method cannot take them yet: its client work not wrapped by
+      `canaries.wrap_client_work` (client-level; `common.compose_fedavg_style` does it)
+      or not the DP-SGD client work (sample-level), exactly one client work and one
+      cohort round taking canaries, its participants its own choice by a rule other than
+      a Poisson draw at `Method.participation_rate` (client-level), or `--workers`.
   """
   norm = config.audit_canary_norm or config.clip_norm
   with canaries.inserting(norm, canaries.direction_seed(config.seed), config.clients,
@@ -227,13 +228,15 @@ def _build_with_canaries(spec, context, config: RunConfig) -> Method:
            'client work of tffdp.algorithms.dp_sgd, where gradient canaries go in '
            '(issue 43 moves the others)')
   elif insertion.wrapped != 1 or insertion.rounds != 1:
-    why = ('its process is not one client work in compose_fedavg_style run by '
-           'common.cohort_round, where the canaries go in (issue 43 moves the others)')
+    why = (f'{insertion.wrapped} client works and {insertion.rounds} cohort rounds took '
+           'canaries (an auditable method has one of each: canaries.wrap_client_work or '
+           'the DP-SGD client work, and common.cohort_round or its own canary round)')
   elif not sample_level and insertion.kind != 'client':
     why = 'its client work took gradient canaries but its DP unit is not sample-level'
-  elif not sample_level and method.select_cohort is not None:
-    why = ('it chooses its own participants and keys its DP events by client (a canary '
-           'has no row in its tables yet)')
+  elif (not sample_level and method.select_cohort is not None
+        and method.participation_rate is None):
+    why = ('it chooses its own participants by a rule a canary client cannot follow '
+           '(Method.participation_rate is not set)')
   elif config.workers:
     why = 'canary rounds run in the local context only (drop --workers)'
   if why:
@@ -601,13 +604,14 @@ class Runner:
     if config.audit_canaries and method.audit_insertion.kind == 'gradient':
       self.auditor = canaries.GradientAuditor(config.audit_canaries, config.seed,
                                               exp.data.client_sizes, method.batching,
-                                              self.trainable())
+                                              self.trainable(), method.lot_rates)
       method.audit_insertion.plan = self.auditor.tables
     elif config.audit_canaries:
-      # `resolved()` sets K = N for `cohort_sampling='all'`.
+      # `resolved()` sets K = N for `cohort_sampling='all'`; a method drawing its own
+      # Poisson cohorts states its rate.
+      rate = method.participation_rate or config.clients_per_round / config.clients
       self.auditor = canaries.Auditor(config.audit_canaries, config.seed, config.clients,
-                                      config.clients_per_round / config.clients,
-                                      self.trainable())
+                                      rate, self.trainable())
 
   # ----- checkpoints ------------------------------------------------------------------
 

@@ -46,7 +46,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import aggregators, optimizers, privacy, seeds
+from tffdp import aggregators, canaries, optimizers, privacy, seeds
 from tffdp.algorithms import common, registry
 from tffdp.algorithms.baselines import client_work as dp_sgd_client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
@@ -309,7 +309,9 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
     """Per round and client: the Gaussian on an update of L2 sensitivity S, noise std
     `sigma_i^t * per_multiplier`, amplified only by the Poisson draw `q_user`."""
     table = noise_multipliers_of(state)
-    accounted['sigma_sum'] = float(np.sum(table[client_key[cohort]]))
+    # A canary client (audit) is noised as the client whose data it runs on.
+    keys = client_key[canaries.data_clients(cohort, data.num_clients)]
+    accounted['sigma_sum'] = float(np.sum(table[keys]))
     if noise_on == 'kept':
       return [(everyone, None, KEPT_REASON)]
     out = []
@@ -357,7 +359,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   return common.Method(
       name='aadp_fl', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       run_round=run_round, round_computation=round_computation, check_round=check_round,
-      cohort_sampling='poisson', select_cohort=select,
+      cohort_sampling='poisson', select_cohort=select, participation_rate=q_user,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
       claimed_conversion=privacy.CLASSIC_CONVERSION, rdp_orders=THEOREM1_ORDERS,
       adaptive_quantities=quantities, round_metrics=round_metrics,

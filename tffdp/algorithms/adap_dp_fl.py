@@ -68,7 +68,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy, queries
+from tffdp import canaries, privacy, queries
 from tffdp import seeds as seeds_lib
 from tffdp.algorithms import common, per_example, registry
 from tffdp.data.federated import FederatedData, PoissonLot
@@ -254,16 +254,32 @@ def _fold(seed, salt):
 def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
                         learning_rate: float, alpha: float, clipping: str,
                         client_optimizer_state: str, adam: dict,
-                        clip_statistic: str = 'clipped', max_norm: float = 1.0):
+                        clip_statistic: str = 'clipped', max_norm: float = 1.0,
+                        insertion: Optional[canaries.Insertion] = None):
   """Returns the tf.function running one round for a slice of clients (see module doc).
 
   Every client of the slice starts from the broadcast `w_t`, so one forward/backward
   pass over the concatenated lots gives each client's clipped gradient sum
   (`per_example.clipped_gradient_segment_sums`); noise, Adam and the next threshold
   are per client, each from the client's own seed.
+
+  With `insertion` (an audit's gradient canaries), `data['canaries']` (int32 `[s, P]`)
+  names the canaries in each client's lot (`canaries.NOT_HOST` rows for all but the
+  host): each canary gradient is clipped to the client's `C^k` and summed into its
+  gradient query before the noise (`canaries.gradient_sum`; the clipping-norm query does
+  not see it, so the audit covers the gradient release), and the host's upload is scored
+  against every canary (`canaries.upload_projections`). The function then also returns
+  `(projections [m], upload norm)`.
   """
   model = keras_builder()
   variables = model.trainable_variables
+  shapes = [v.shape for v in variables]
+
+  def canary_sum(indices, clip_k):
+    def clip(g):
+      scale = per_example.clip_scale(tf.linalg.global_norm(g), clip_k)
+      return [t * scale for t in g]
+    return canaries.gradient_sum(insertion, indices, shapes, clip)
 
   @tf.function
   def slice_update(trainable, noise_multiplier, state, data):
@@ -274,9 +290,14 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
     row_splits = data['row_splits']
     sums, norms, losses = per_example.clipped_gradient_segment_sums(
         model, data['x'], data['y'], row_splits, clip)
+    client_sums = [[s[k] for s in sums] for k in range(slice_size)]
+    if insertion is not None:  # an audit: the lots' canary gradients join the sums
+      client_sums = [[a + b for a, b in zip(client_sums[k],
+                                            canary_sum(data['canaries'][k], clip[k]))]
+                     for k in range(slice_size)]
     # Client k's gradient query (`executed_round_event` states its event).
     noised = [queries.GaussianSumQuery(noise_multiplier, clip[k]).add_noise(
-        [s[k] for s in sums], _fold(data['seeds'][k], _GRADIENT_NOISE_SALT))
+        client_sums[k], _fold(data['seeds'][k], _GRADIENT_NOISE_SALT))
               for k in range(slice_size)]
     gradient = [tf.stack([z[i] for z in noised]) / lot_size for i in range(len(sums))]
     # Adam over the slice: tensors [s, *shape], one step count per client.
@@ -303,8 +324,14 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
         adam_m=[keep(a, b) for a, b in zip(m, state['adam_m'])],
         adam_v=[keep(a, b) for a, b in zip(v, state['adam_v'])],
         adam_step=keep(step, state['adam_step']))
-    return (update_sum, tf.reduce_sum(weight), new_state, tf.reduce_sum(losses),
-            tf.shape(losses, out_type=tf.int64)[0])
+    out = (update_sum, tf.reduce_sum(weight), new_state, tf.reduce_sum(losses),
+           tf.shape(losses, out_type=tf.int64)[0])
+    if insertion is not None:  # the host's upload on each canary direction
+      scores = [canaries.upload_projections(insertion, data['canaries'][k][tf.newaxis],
+                                            [d[k] for d in delta])
+                for k in range(slice_size)]
+      out += (tf.add_n([p for p, _ in scores]), tf.add_n([n for _, n in scores]))
+    return out
 
   return slice_update
 
@@ -354,7 +381,13 @@ class _AdapDpFlBuilder:
     lot = float(lot_size)
     adam = dict(beta_1=adam_beta_1, beta_2=adam_beta_2, epsilon=adam_epsilon)
     data.add_server_split('validation', *validation)
+    # An audit build (`canaries.inserting`): gradient canaries in the host's lots.
+    insertion = canaries.active()
+    if insertion is not None:
+      insertion = insertion.take_gradients()
+      insertion.rounds += 1
     self.__dict__.update(
+        insertion=insertion,
         keras_builder=keras_builder, data=data, num_classes=num_classes, lot_size=lot_size,
         learning_rate=learning_rate, noise_multiplier=noise_multiplier, beta=beta,
         alpha=alpha, clipping=clipping, clip_norm=clip_norm, noise_schedule=noise_schedule,
@@ -386,13 +419,15 @@ class _AdapDpFlBuilder:
         adam_v=[vec(tf.float32, *s) for s in shapes],
         adam_step=vec(tf.float32))
     client_state_type = tff.types.tensorflow_to_type(client_state_spec)
+    # An audit's canary rows (`_build_slice_update`) ride with the slice's inputs.
+    audit = {} if self.insertion is None else dict(canaries=vec(tf.int32, None))
     slice_input_type = tff.types.tensorflow_to_type(collections.OrderedDict(
-        client_ids=vec(tf.string), seeds=vec(tf.int64, 2), active=vec(tf.bool)))
+        client_ids=vec(tf.string), seeds=vec(tf.int64, 2), active=vec(tf.bool), **audit))
     x_shape = [None, *data.input_shape]
     client_data_type = tff.types.tensorflow_to_type(collections.OrderedDict(
         x=tf.TensorSpec(x_shape, tf.float32), y=tf.TensorSpec([None], tf.int32),
         row_splits=tf.TensorSpec([slice_size + 1], tf.int64), seeds=vec(tf.int64, 2),
-        active=vec(tf.bool), dataset_size=vec(tf.float32)))
+        active=vec(tf.bool), dataset_size=vec(tf.float32), **audit))
     (self.client_state_type, self.slice_input_type, self.client_data_type) = (
         client_state_type, slice_input_type, client_data_type)
 
@@ -417,14 +452,16 @@ class _AdapDpFlBuilder:
 
   def client_data(self) -> None:
     """Lots built inside TFF from client ids."""
-    slice_input_type, data, lot = (self.slice_input_type, self.data, self.lot)
+    slice_input_type, data, lot, insertion = (self.slice_input_type, self.data, self.lot,
+                                              self.insertion)
 
     @tff.tensorflow.computation(slice_input_type)
     def build_client_data(inputs):
       x, y, row_splits, sizes = data.poisson_lots(inputs['client_ids'], inputs['seeds'], lot,
                                                   inputs['active'])
+      audit = {} if insertion is None else dict(canaries=inputs['canaries'])
       return collections.OrderedDict(x=x, y=y, row_splits=row_splits, seeds=inputs['seeds'],
-                                     active=inputs['active'], dataset_size=sizes)
+                                     active=inputs['active'], dataset_size=sizes, **audit)
 
     @tff.federated_computation(tff.FederatedType(slice_input_type, tff.CLIENTS))
     def client_data_fn(inputs):
@@ -482,7 +519,7 @@ class _AdapDpFlBuilder:
         self.lot, self.learning_rate, self.alpha, self.clipping,
         self.client_optimizer_state, self.adam, self.data, self.decay_on, self.beta,
         self.init_fn, self.initialize_clients, self.client_data_fn)
-    clip_statistic, max_norm = self.clip_statistic, self.max_norm
+    clip_statistic, max_norm, insertion = self.clip_statistic, self.max_norm, self.insertion
     broadcast_type = tff.StructType([('trainable', trainable_type),
                                      ('noise_multiplier', tff.TensorType(np.float32))])
 
@@ -495,14 +532,16 @@ class _AdapDpFlBuilder:
     def client_work(broadcast, state, client_data):
       slice_update = _build_slice_update(
           keras_builder, slice_size, lot, learning_rate, alpha, clipping,
-          client_optimizer_state, adam, clip_statistic, max_norm)
-      update_sum, weight_sum, new_state, loss_sum, num_examples = slice_update(
+          client_optimizer_state, adam, clip_statistic, max_norm, insertion)
+      update_sum, weight_sum, new_state, loss_sum, num_examples, *scores = slice_update(
           list(broadcast['trainable']), broadcast['noise_multiplier'], state, client_data)
-      uploads = collections.OrderedDict(
-          update_sum=update_sum, weight_sum=weight_sum,
-          train=collections.OrderedDict(loss_sum=loss_sum, num_examples=num_examples,
-                                        num_uploading=tf.reduce_sum(tf.cast(
-                                            client_data['active'], tf.int32))))
+      train = collections.OrderedDict(loss_sum=loss_sum, num_examples=num_examples,
+                                      num_uploading=tf.reduce_sum(tf.cast(
+                                          client_data['active'], tf.int32)))
+      if scores:  # an audit: the host's upload on each canary
+        train['canary_projections'], train['upload_norm'] = scores
+      uploads = collections.OrderedDict(update_sum=update_sum, weight_sum=weight_sum,
+                                        train=train)
       return uploads, new_state
 
     uploads_type = client_work.type_signature.result[0]
@@ -569,17 +608,34 @@ class _AdapDpFlBuilder:
          self.learning_rate, self.noise_multiplier, self.beta, self.alpha, self.clip_norm,
          self.noise_schedule, self.client_optimizer_state, self.adam_beta_1,
          self.adam_beta_2, self.adam_epsilon)
-    clip_statistic, max_norm = self.clip_statistic, self.max_norm
+    clip_statistic, max_norm, insertion = self.clip_statistic, self.max_norm, self.insertion
     client_ids = np.array(data.client_ids).reshape(num_slices, slice_size)
     sizes = data.client_sizes
     rates = np.minimum(1.0, lot / sizes)
 
-    def slice_inputs(seeds: np.ndarray, active: Optional[np.ndarray] = None) -> list:
+    def slice_inputs(seeds: np.ndarray, active: Optional[np.ndarray] = None,
+                     canary_rows: Optional[np.ndarray] = None) -> list:
       active = np.ones(num_clients, bool) if active is None else active
+      if insertion is not None and canary_rows is None:
+        canary_rows = np.full((num_clients, 1), canaries.NOT_HOST, np.int32)
+      audit = lambda i: {} if insertion is None else dict(
+          canaries=canary_rows[i * slice_size:(i + 1) * slice_size])
       return [collections.OrderedDict(client_ids=client_ids[i],
                                       seeds=seeds[i * slice_size:(i + 1) * slice_size],
-                                      active=active[i * slice_size:(i + 1) * slice_size])
+                                      active=active[i * slice_size:(i + 1) * slice_size],
+                                      **audit(i))
               for i in range(num_slices)]
+
+    def canary_rows(round_num: int, cohort: np.ndarray) -> np.ndarray:
+      """int32 `[N, P]`: each client's canaries this round (one lot: the tables' one row)."""
+      tables = insertion.tables(round_num, cohort)
+      width = max(t.shape[1] for t in tables)
+      rows = np.full((num_clients, width), canaries.NOT_HOST, np.int32)
+      for c, t in zip(cohort, tables):
+        if t[0, 0] != canaries.NOT_HOST:
+          rows[c] = canaries.NOT_A_CANARY
+          rows[c, :t.shape[1]] = t[0]
+      return rows
 
     def initialize() -> dict:
       server = process.initialize()
@@ -592,7 +648,8 @@ class _AdapDpFlBuilder:
       active = np.zeros(num_clients, bool)
       active[cohort] = True
       seeds = np.stack(common.client_seeds(run_seed, round_num, np.arange(num_clients)))
-      out = round_fn(state['server'], state['clients'], slice_inputs(seeds, active))
+      rows = None if insertion is None else canary_rows(round_num, cohort)
+      out = round_fn(state['server'], state['clients'], slice_inputs(seeds, active, rows))
       return {'server': out['state'], 'clients': out['client_states']}, out['metrics']
 
     def releases(cohort: np.ndarray, sigma: float, event_of) -> common.Releases:
@@ -636,6 +693,7 @@ class _AdapDpFlBuilder:
     return common.Method(
         # Informational: lots are drawn per client with q_k = L / |D^k| inside TFF.
         name='adap_dp_fl', process=process, batching=PoissonLot(float(np.max(rates))),
+        lot_rates=rates,
         dp_unit=privacy.SAMPLE_LEVEL, cohort_sampling='all',
         claimed_releases=claimed, guaranteed_releases=guaranteed,
         adaptive_quantities=quantities, round_metrics=round_metrics,

@@ -75,9 +75,7 @@ def compose_fedavg_style(keras_builder: KerasBuilder, client_work, aggregator_fa
   Built inside `tffdp.canaries.inserting(...)` (an audit run), the client work is
   wrapped by `canaries.with_canaries`: its client data is then `<data, canary>`.
   """
-  insertion = canaries.active()
-  if insertion is not None:
-    client_work = insertion.wrap(client_work)
+  client_work = canaries.wrap_client_work(client_work)
   init = initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
   distributor = tff.learning.templates.build_broadcast_process(weights_type)
@@ -211,8 +209,13 @@ def cohort_round(process: tff.learning.templates.LearningProcess, data: Federate
 
 
 def client_work_metrics(metrics):
-  """The client-work measurements of a (possibly wrapped) learning process's metrics."""
-  return metrics['client_work'] if 'client_work' in metrics else metrics['learning']['client_work']
+  """The client-work measurements of a (possibly wrapped) learning process's metrics (the
+  metrics themselves where they hold `train` at the top, as Adap DP-FL's do)."""
+  if 'client_work' in metrics:
+    return metrics['client_work']
+  if 'learning' in metrics:
+    return metrics['learning']['client_work']
+  return metrics
 
 
 def client_work_train_loss(metrics) -> float:
@@ -287,6 +290,12 @@ class Method:
       released nothing) instead of failing; None re-raises.
     audit_insertion: In an audit run (`--audit-canaries`), the `canaries.Insertion` the
       method was built with (set by the runner); None otherwise.
+    participation_rate: Where `select_cohort` is a Poisson draw independent of the data
+      (each client joins a round with this probability), that probability: an audit's
+      canary clients then join at it. None: `select_cohort` cannot take canaries.
+    lot_rates: float `[N]`: each client's Poisson lot rate where they differ (Adap DP-FL,
+      `L / |D^k|`; `batching.rate` is then only their largest). An audit's gradient
+      canaries join the host's lots at its own rate.
   """
   name: str
   process: tff.learning.templates.LearningProcess
@@ -317,6 +326,8 @@ class Method:
                                          tuple[Releases, Releases]]] = None
   round_failure: Callable[[BaseException], Optional[str]] = lambda exc: None
   audit_insertion: Optional[canaries.Insertion] = None
+  participation_rate: Optional[float] = None
+  lot_rates: Optional[np.ndarray] = None
 
   def __post_init__(self):
     if self.ledger not in ('rdp', 'laplace', 'basic_claimed'):

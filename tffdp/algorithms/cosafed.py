@@ -55,7 +55,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import aggregators, privacy
+from tffdp import aggregators, canaries, privacy
 from tffdp.algorithms import common, registry
 from tffdp.algorithms.baselines import client_work as dp_sgd_client_work
 from tffdp.data.federated import FederatedData, ShuffleBatch
@@ -236,8 +236,11 @@ def build_laplace_upload_process(
   init_weights = common.initial_weights_computation(keras_builder, seed)
   weights_type = init_weights.type_signature.result
   trainable_type = weights_type.trainable
-  client_work = dp_sgd_client_work(keras_builder, data, learning_rate=learning_rate,
-                                   dp_sgd='none', batching=batching)
+  # In an audit build, canary clients' update is `norm * u_j` (`canaries.with_canaries`).
+  client_work = canaries.wrap_client_work(dp_sgd_client_work(
+      keras_builder, data, learning_rate=learning_rate, dp_sgd='none', batching=batching))
+  insertion = canaries.active()
+  client_data_type = client_work.next.type_signature.parameter[2].member
   update_specs = [tf.TensorSpec(t.shape, t.dtype) for t in trainable_type]
   update_type = tff.types.tensorflow_to_type(update_specs)
   value_type = tff.types.tensorflow_to_type(collections.OrderedDict(
@@ -337,17 +340,26 @@ def build_laplace_upload_process(
         mean_p=tff.federated_mean(extra.p), server=server_metrics))
     return new_state, metrics, eps
 
-  @tff.federated_computation(state_type, tff.FederatedType(data.client_data_type, tff.CLIENTS))
+  @tff.federated_computation(state_type, tff.FederatedType(client_data_type, tff.CLIENTS))
   def next_fn(state, client_data):
     new_state, metrics, _ = body(state, client_data)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
   client_data_comp = data.client_data_computation(batching)
+  ids_type = tff.FederatedType(np.str_, tff.CLIENTS)
+  seeds_type = tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS)
+  if insertion is None:
+    @tff.federated_computation(state_type, ids_type, seeds_type)
+    def round_fn(state, client_ids, client_seeds):
+      return body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
+  else:  # an audit: each client's canary index too (`canaries.Insertion.split`)
+    insertion.rounds += 1
+    value = canaries.client_value(client_data_comp)
 
-  @tff.federated_computation(state_type, tff.FederatedType(np.str_, tff.CLIENTS),
-                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS))
-  def round_fn(state, client_ids, client_seeds):
-    return body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
+    @tff.federated_computation(state_type, ids_type, seeds_type,
+                               tff.FederatedType(np.int32, tff.CLIENTS))
+    def round_fn(state, client_ids, client_seeds, canary):
+      return body(state, tff.federated_map(value, (client_ids, client_seeds, canary)))
 
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights(state):
@@ -416,9 +428,15 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       cosfed_cosine=cosfed_cosine, seed=seed)
   privacy.check_delta(delta)
 
+  insertion = canaries.active()
+
   def run_round(state, cohort, round_num, run_seed):
     seeds = common.client_seeds(run_seed, round_num, cohort)
-    state, metrics, eps = round_fn(state, [str(c) for c in cohort], seeds)
+    if insertion is None:
+      state, metrics, eps = round_fn(state, [str(c) for c in cohort], seeds)
+    else:  # an audit: canary ids `N + j` run on client 0's data
+      ids, index = insertion.split(cohort)
+      state, metrics, eps = round_fn(state, ids, seeds, [np.int32(i) for i in index])
     metrics = collections.OrderedDict(metrics)
     metrics['client_epsilons'] = np.asarray(eps, np.float64).ravel()
     return state, metrics

@@ -49,7 +49,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import aggregators, privacy
+from tffdp import aggregators, canaries, privacy
 from tffdp.algorithms import common, cpsgd, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
@@ -461,8 +461,9 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   privacy.check_delta(delta)
   e1, e2, e3 = (epsilon * s for s in epsilon_split)
   batching = ShuffleBatch(batch_size, local_epochs)
-  client_work = gradient_client_work(keras_builder, data, learning_rate=learning_rate,
-                                     local_epochs=local_epochs)
+  # In an audit build, canary clients' `g` is `norm * u_j` (`canaries.with_canaries`).
+  client_work = canaries.wrap_client_work(gradient_client_work(
+      keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs))
   factory = SignificantGradientFactory(
       clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
@@ -482,6 +483,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   sizes = np.asarray(data.client_sizes, np.float64)
 
   def sensitivity(clients) -> np.ndarray:
+    """`Delta_S` per client (a canary client: that of the data it runs on)."""
+    clients = canaries.data_clients(clients, data.num_clients)
     return (2.0 * learning_rate * clip_norm / sizes[clients] if delta_s == 'scaled'
             else np.full(len(clients), clip_norm))
 
@@ -534,6 +537,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
     del state
     rnd = int(metrics['aggregator']['significant_gradient']['round'])
     train = metrics['client_work']['train']
+    cohort = canaries.data_clients(cohort, data.num_clients)
     if int(train['num_examples']) != local_epochs * int(np.sum(sizes[cohort])):
       return (f'the clients processed {int(train["num_examples"])} examples, not '
               f'{local_epochs} epochs of their {int(np.sum(sizes[cohort]))}')

@@ -38,28 +38,38 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import privacy
+from tffdp import canaries, privacy
 from tffdp.algorithms import common, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
 
-def build_client_update(keras_builder, learning_rate: float):
+def build_client_update(keras_builder, learning_rate: float, insertion=None):
   """The per-client `tf.function` of DP-SCAFFOLD (see module doc).
 
-  `client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm)` with `x`, `c`,
+  `client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm,
+  canary_steps=None)` with `x`, `c`,
   `c_i` lists of float32 tensors shaped like the trainable weights returns
   `(dy, dc, c_i+, OrderedDict(loss_sum, num_examples, num_steps))`: DP-SGD's client
   update (`dp_sgd.build_client_update`, `clip_then_noise`) with the correction `c - c_i`
   on every step, then option II's control. A client with no batch (`K = 0`) keeps its
-  control.
+  control. With `insertion` (an audit's `canaries.Insertion`), `canary_steps` is the
+  client's canary table: gradient canaries join its DP-SGD steps as its examples would
+  (`dp_sgd.build_local_step`), and the metrics add its upload scored against each
+  canary (`canaries.upload_projections`).
   """
-  local = dp_sgd.build_client_update(keras_builder, learning_rate, 'clip_then_noise')
+  local = dp_sgd.build_client_update(keras_builder, learning_rate, 'clip_then_noise',
+                                     insertion)
   lr = tf.constant(learning_rate, tf.float32)
 
   @tf.function
-  def client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm):
+  def client_update(x, c, c_i, batches, seed, noise_multiplier, clip_norm,
+                    canary_steps=None):
     correction = [a - b for a, b in zip(c, c_i)]
-    update, _, metrics = local(x, batches, seed, noise_multiplier, clip_norm, correction)
+    update, _, metrics = local(x, batches, seed, noise_multiplier, clip_norm, correction,
+                               canary_steps)
+    if insertion is not None:
+      metrics['canary_projections'], metrics['upload_norm'] = canaries.upload_projections(
+          insertion, canary_steps, update)
     n_steps = metrics['num_steps']
     k_lr = tf.maximum(tf.cast(n_steps, tf.float32), 1.0) * lr
     # update = x - y, so c_i+ = c_i - c + update / (K eta_l) and dy = -update.
@@ -120,14 +130,25 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
   server_state_type = initial_server_state.type_signature.result
   client_data_comp = data.client_data_computation(batching)
   client_data_type = client_data_comp.type_signature.result
+  # An audit build (`canaries.inserting`): gradient canaries in the DP-SGD steps, each
+  # client's canary table beside its data.
+  insertion = canaries.active()
+  data_type = client_data_type
+  if insertion is not None:
+    insertion = insertion.take_gradients()
+    insertion.rounds += 1
+    data_type = canaries.with_table_type(client_data_type)
 
-  @tff.tensorflow.computation(server_state_type, control_type, client_data_type)
+  @tff.tensorflow.computation(server_state_type, control_type, data_type)
   def client_fn(state, c_i, client_data):
-    client_update = build_client_update(keras_builder, learning_rate)
+    client_update = build_client_update(keras_builder, learning_rate, insertion)
+    table = None
+    if insertion is not None:
+      client_data, table = client_data['data'], client_data['canary_steps'].get_single_element()
     dy, dc, new_c_i, metrics = client_update(
         list(state['model'].trainable), list(state['control']), list(c_i),
         client_data['batches'], client_data['seed'].get_single_element(),
-        state['noise_multiplier'], state['clip_norm'])
+        state['noise_multiplier'], state['clip_norm'], table)
     return collections.OrderedDict(dy=dy, dc=dc, control=new_c_i, train=metrics)
 
   @tff.tensorflow.computation(server_state_type, control_type, control_type)
@@ -145,12 +166,7 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
   def init_fn():
     return tff.federated_eval(initial_server_state, tff.SERVER)
 
-  @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
-                             tff.FederatedType(np.str_, tff.CLIENTS),
-                             tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS),
-                             tff.FederatedType(control_type, tff.CLIENTS))
-  def round_fn(state, client_ids, client_seeds, controls):
-    client_data = tff.federated_map(client_data_comp, (client_ids, client_seeds))
+  def round_body(state, client_data, controls):
     out = tff.federated_map(client_fn, (tff.federated_broadcast(state), controls,
                                         client_data))
     new_state = tff.federated_map(server_update, (
@@ -159,6 +175,24 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
         collections.OrderedDict(train=tff.federated_sum(out.train)))))
     return new_state, out.control, metrics
 
+  round_types = (tff.FederatedType(server_state_type, tff.SERVER),
+                 tff.FederatedType(np.str_, tff.CLIENTS),
+                 tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS),
+                 tff.FederatedType(control_type, tff.CLIENTS))
+  if insertion is None:
+    @tff.federated_computation(*round_types)
+    def round_fn(state, client_ids, client_seeds, controls):
+      return round_body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)),
+                        controls)
+  else:  # each client's canary table too
+    value = canaries.table_value(client_data_comp)
+
+    @tff.federated_computation(*round_types,
+                               tff.FederatedType(canaries.CANARY_TABLE, tff.CLIENTS))
+    def round_fn(state, client_ids, client_seeds, controls, tables):
+      return round_body(state, tff.federated_map(value, (client_ids, client_seeds, tables)),
+                        controls)
+
   zeros = [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in control_spec]
 
   def initialize() -> dict:
@@ -166,9 +200,11 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
 
   def run_round(state: dict, cohort: np.ndarray, round_num: int, run_seed: int):
     seeds = common.client_seeds(run_seed, round_num, cohort)
-    server, controls, metrics = round_fn(
-        state['server'], [str(c) for c in cohort], seeds,
-        [state['controls'][c] for c in cohort])
+    args = [state['server'], [str(c) for c in cohort], seeds,
+            [state['controls'][c] for c in cohort]]
+    if insertion is not None:
+      args.append(insertion.tables(round_num, cohort))
+    server, controls, metrics = round_fn(*args)
     new_controls = list(state['controls'])
     for c, ci in zip(cohort, controls):
       new_controls[c] = [np.asarray(t) for t in ci]

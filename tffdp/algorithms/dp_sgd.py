@@ -255,9 +255,7 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
   insertion = canaries.active()
   if insertion is not None and dp_sgd != 'none':  # an audit: gradient canaries
     insertion = insertion.take_gradients()
-    client_data_type = tff.StructType([
-        ('data', client_data_type),
-        ('canary_steps', tff.SequenceType(canaries.CANARY_TABLE))])
+    client_data_type = canaries.with_table_type(client_data_type)
   else:
     insertion = None
 
