@@ -27,8 +27,11 @@ TOY = dict(dataset='synthetic', clients=8, clients_per_round=4, partition='iid',
            num_validation=500, checkpoint_every=1, log_every=1)
 
 
-def _ignore_sigint():
-  signal.signal(signal.SIGINT, signal.SIG_IGN)
+def _sigint_ignored(args: list) -> list:
+  """`args` started with SIGINT ignored, as `cmd &` in a script starts it: through bash's
+  `trap '' INT; exec` (same pid). Not a `preexec_fn`: Python code between fork and exec
+  in this gRPC-threaded test process can abort the child (gRPC's fork handlers)."""
+  return ['bash', '-c', 'trap "" INT; exec "$@"', 'sigint-ignored', *args]
 
 
 # ----- Local context ------------------------------------------------------------------
@@ -47,8 +50,8 @@ print("third context ok", flush=True)
 def test_context_reset_with_sigint_ignored_finishes():
   # Issue 10's reproduction: with SIGINT ignored (what `cmd &` in a script gives), TFF's
   # ServiceManager.__del__ used to wait forever on a worker that ignores its SIGINT.
-  r = subprocess.run([sys.executable, '-c', REPRO], capture_output=True, text=True,
-                     cwd=ROOT, env=ENV, timeout=120, preexec_fn=_ignore_sigint)
+  r = subprocess.run(_sigint_ignored([sys.executable, '-c', REPRO]), capture_output=True,
+                     text=True, cwd=ROOT, env=ENV, timeout=120)
   assert r.returncode == 0, r.stderr[-2000:]
   assert r.stdout.split() == ['1.0', 'second', 'context', 'ok', '2.0', 'third', 'context',
                               'ok']
@@ -101,9 +104,10 @@ def _tree_while_running(out, mode):
   """Starts a CLI run with TFFDP_LOCAL_WORKER=mode; at round 2, its process tree, the
   worker pids and the listening sockets seen from here. Ends the run."""
   env = dict(ENV, TFFDP_LOCAL_WORKER=mode, PYTHONUNBUFFERED='1')
-  p = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *_CLI_TOY, '--out', str(out)],
+  p = subprocess.Popen(_sigint_ignored([sys.executable, '-m', 'tffdp.run', *_CLI_TOY,
+                                        '--out', str(out)]),
                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
-                       env=env, preexec_fn=_ignore_sigint)
+                       env=env)
   try:
     for line in p.stdout:
       if line.startswith('round 2/'):
@@ -240,10 +244,9 @@ def test_worker_serves_and_ends_on_sigterm():
   import portpicker  # pylint: disable=g-import-not-at-top
   port = portpicker.pick_unused_port()
   # Started with SIGINT ignored, as from a script's `&`: SIGTERM must still end it.
-  proc = subprocess.Popen([sys.executable, '-m', 'tffdp.worker', '--port', str(port),
-                           '--insecure'],
-                          stdout=subprocess.PIPE, text=True, cwd=ROOT, env=ENV,
-                          preexec_fn=_ignore_sigint)
+  proc = subprocess.Popen(_sigint_ignored([sys.executable, '-m', 'tffdp.worker', '--port',
+                                           str(port), '--insecure']),
+                          stdout=subprocess.PIPE, text=True, cwd=ROOT, env=ENV)
   try:
     runtime.wait_for_workers([f'localhost:{port}'], timeout_s=60)
     children = runtime.worker_pids(proc.pid)  # the wrapper's TFF worker binary
@@ -387,11 +390,12 @@ def test_worker_dying_mid_run_gives_error_and_resumable_checkpoint(tmp_path):
           '--noise-multiplier', '0.5', '--clip-norm', '1.0', '--checkpoint-every', '100',
           '--out', str(out)]
   with runtime.loopback_workers(2) as (addresses, procs, tls):
-    run = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *args, '--workers',
-                            ','.join(addresses), '--worker-timeout', '3', '--tls-cert',
-                            tls.cert, '--tls-key', tls.key, '--tls-ca', tls.ca],
+    run = subprocess.Popen(_sigint_ignored([sys.executable, '-m', 'tffdp.run', *args,
+                                            '--workers', ','.join(addresses),
+                                            '--worker-timeout', '3', '--tls-cert', tls.cert,
+                                            '--tls-key', tls.key, '--tls-ca', tls.ca]),
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           cwd=ROOT, env=env, preexec_fn=_ignore_sigint)
+                           cwd=ROOT, env=env)
     try:
       deadline = time.monotonic() + 300
       while not (out / 'metrics.csv').exists() or len(_rows(out)) < 2:
@@ -621,10 +625,10 @@ def test_a_run_killed_by_sigkill_leaves_no_worker(tmp_path, mode):
   if mode == 'confined' and runtime.confinement_problem():
     pytest.skip(f'this kernel refuses the namespaces: {runtime.confinement_problem()}')
   env = dict(ENV, TFFDP_LOCAL_WORKER=mode, PYTHONUNBUFFERED='1')
-  p = subprocess.Popen([sys.executable, '-m', 'tffdp.run', *_CLI_TOY, '--out',
-                        str(tmp_path / mode)], stdout=subprocess.PIPE,
-                       stderr=subprocess.DEVNULL, text=True, cwd=ROOT, env=env,
-                       preexec_fn=_ignore_sigint)
+  p = subprocess.Popen(_sigint_ignored([sys.executable, '-m', 'tffdp.run', *_CLI_TOY,
+                                        '--out', str(tmp_path / mode)]),
+                       stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                       cwd=ROOT, env=env)
   for line in p.stdout:
     if line.startswith('round 2/'):
       break

@@ -24,9 +24,10 @@ In a run (`RunConfig.audit_canaries`, `--audit-canaries M`): while the method is
 canaries) and its cohort round take their indices (`common.cohort_round`, or a builder's
 own). `Auditor` (client-level) draws which canaries are included (each with probability
 1/2, Steinke et al. 2023 Sec. 3), which included canaries join each round (as a real
-client does under Poisson sampling, rate `clients_per_round / clients`), scores them from
-the released model deltas, and reports the audit (`Auditor.report`); `GradientAuditor`
-does the same for gradient canaries.
+client does under Poisson sampling, rate `clients_per_round / clients`, or the method's
+own `Method.participation_rate`), scores them from the released model deltas, and
+reports the audit (`Auditor.report`); `GradientAuditor` does the same for gradient
+canaries.
 """
 
 from __future__ import annotations
@@ -276,12 +277,14 @@ class Insertion:
 
   Two kinds, fixed by what the method's build asks for first:
 
-  - `client` (client-level canaries): `tffdp.algorithms.common.compose_fedavg_style`
-    calls `wrap`; the cohort holds canary clients (`N + j`).
-  - `gradient` (sample-level gradient canaries): the DP-SGD client work
-    (`tffdp.algorithms.dp_sgd`) calls `take_gradients` and adds canary gradients to the
-    host client's steps; `compose_fedavg_style` then leaves the client work as it is. The
-    runner sets `plan` (`GradientAuditor.tables`) before the first round.
+  - `client` (client-level canaries): `wrap_client_work` calls `wrap`
+    (`tffdp.algorithms.common.compose_fedavg_style` does, and the DP-FedAGS and cosAFed
+    builders); the cohort holds canary clients (`N + j`).
+  - `gradient` (sample-level gradient canaries): a DP-SGD client work calls
+    `take_gradients` and adds canary gradients to the host client's steps
+    (`tffdp.algorithms.dp_sgd`, DP-SCAFFOLD, Adap DP-FL's lots);
+    `compose_fedavg_style` then leaves the client work as it is. The runner sets `plan`
+    (`GradientAuditor.tables`) before the first round.
 
   Attributes:
     norm: A canary update's (or gradient's) L2 norm.
@@ -487,12 +490,14 @@ class Auditor:
 
     Returns:
       `{'every_round': {...}, 'final_model': {...}, 'canaries', 'included', 'joins',
-      'dimension'}`; each threat model: `epsilon_lower_bound`, `epsilon_estimate`,
+      'max_joins' (the most rounds one canary joined), 'dimension'}`; each threat model: `epsilon_lower_bound`, `epsilon_estimate`,
       `mean_in`, `std_in`, `mean_out`, `std_out` (of the scores), `lower_bound_k`.
     """
     final = self.cosines(self.initial - _flat(final_weights))
     out = dict(canaries=self.count, included=int(self.included.sum()),
-               joins=int(self.joins.sum()), dimension=self.dimension,
+               joins=int(self.joins.sum()),
+               max_joins=int(self.joins[self.included].max()) if self.included.any() else 0,
+               dimension=self.dimension,
                lower_bound='Steinke, Nasr and Jagielski 2023, one run (95%, Bonferroni '
                'over k)', estimate='Andrew et al. 2024, one-shot (Gaussian fits)')
     for name, scores in (('every_round', self.max_cosine), ('final_model', final)):
@@ -522,12 +527,13 @@ class GradientAuditor(Auditor):
 
   The canaries are examples of one *host* client (the first client of the first
   non-empty cohort; a sample-level guarantee is per client, so the audit compares with
-  the host's epsilon). Each canary is included with probability 1/2 (Steinke et al. 2023, Alg. 1);
-  an included canary's gradient `norm * u_j` joins the host's DP-SGD steps as one of its
-  examples would: with shuffled batches (`ShuffleBatch`), once in each local epoch, in a
+  the host's epsilon). Each canary is included with probability 1/2 (Steinke et al.
+  2023, Alg. 1); an included canary's gradient `norm * u_j` joins the host's DP-SGD
+  steps as one of its examples would: with shuffled batches (`ShuffleBatch`), once in each local epoch, in a
   step drawn uniformly from that epoch's `ceil(n / B)`; with a Poisson lot
-  (`PoissonLot`), each lot with probability `rate`. There it is clipped and noised with
-  the step's own examples (`gradient_sum`). Threat models: every round, the auditor sees
+  (`PoissonLot`), each lot with the host's own rate (`lot_rates[host]`, else `rate`).
+  There it is clipped (where the step clips its examples) and noised with the step's own
+  examples (`gradient_sum`). Threat models: every round, the auditor sees
   the host's upload (the model delta the host sends the server: the release its
   sample-level guarantee covers; a round without the host carries no canary), each
   canary scored by its largest cosine with those uploads (`upload_projections`); or only

@@ -565,18 +565,7 @@ class Runner:
     self.config, self.exp, self.method = config, exp, exp.method
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
-    if method.ledger in ('laplace', 'basic_claimed'):
-      self.claimed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
-                                           privacy.BASIC_COMPOSITION, method.rdp_orders)
-    else:
-      self.claimed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                           method.rdp_orders, method.claimed_conversion)
-    if method.ledger == 'laplace':
-      self.guaranteed = privacy.LaplaceLedger(config.clients, config.delta, method.dp_unit,
-                                              privacy.BEST_COMPOSITION, method.rdp_orders)
-    else:
-      self.guaranteed = privacy.PrivacyLedger(config.clients, config.delta, method.dp_unit,
-                                              method.rdp_orders)
+    self.claimed, self.guaranteed = self.ledgers(config.clients)
     if method.releases_from_round is not None and config.epsilon_budget is not None:
       raise ValueError(f'--epsilon-budget cannot stop {method.name}: its DP events are '
                        'known only after each round (Method.releases_from_round). '
@@ -600,7 +589,7 @@ class Runner:
     self._t_start = self.clock()
     # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
-    self.auditor = None
+    self.auditor = self.canary_ledgers = None
     if config.audit_canaries and method.audit_insertion.kind == 'gradient':
       self.auditor = canaries.GradientAuditor(config.audit_canaries, config.seed,
                                               exp.data.client_sizes, method.batching,
@@ -612,6 +601,26 @@ class Runner:
       rate = method.participation_rate or config.clients_per_round / config.clients
       self.auditor = canaries.Auditor(config.audit_canaries, config.seed, config.clients,
                                       rate, self.trainable())
+      # Canary clients' own releases (canary j as client j): a canary may take part in
+      # more rounds than any real client, so the audit compares with both.
+      self.canary_ledgers = self.ledgers(config.audit_canaries)
+
+  def ledgers(self, num_clients: int):
+    """A fresh `(claimed, guaranteed)` pair of the method's ledgers over `num_clients`."""
+    config, method = self.config, self.method
+    if method.ledger in ('laplace', 'basic_claimed'):
+      claimed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
+                                      privacy.BASIC_COMPOSITION, method.rdp_orders)
+    else:
+      claimed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
+                                      method.rdp_orders, method.claimed_conversion)
+    if method.ledger == 'laplace':
+      guaranteed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
+                                         privacy.BEST_COMPOSITION, method.rdp_orders)
+    else:
+      guaranteed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
+                                         method.rdp_orders)
+    return claimed, guaranteed
 
   # ----- checkpoints ------------------------------------------------------------------
 
@@ -638,6 +647,9 @@ class Runner:
     self.segments = list(ckpt.get('segments') or [dict(start_round=0, code=None)])
     if self.auditor is not None:
       self.auditor.load_state_dict(ckpt['audit'], self.trainable())
+    if self.canary_ledgers is not None:
+      for ledger, state in zip(self.canary_ledgers, ckpt['canary_ledgers']):
+        ledger.load_state_dict(state)
     self.log(f'tffdp: resuming {self.config.out} at round {self.start_round}')
 
   def snapshot(self) -> dict:
@@ -647,6 +659,8 @@ class Runner:
                 segments=list(self.segments))
     if self.auditor is not None:
       snap['audit'] = self.auditor.state_dict()
+    if self.canary_ledgers is not None:
+      snap['canary_ledgers'] = [ledger.state_dict() for ledger in self.canary_ledgers]
     return snap
 
   def trainable(self) -> list[np.ndarray]:
@@ -678,12 +692,22 @@ class Runner:
     report['note'] = ('an audit run: canaries took part, so its accuracy is not the '
                       "method's")
     against = 'epsilon_guaranteed'
+    if self.canary_ledgers is not None:  # canary clients: their own, and the real ones'
+      claimed, guaranteed = (ledger.report().max for ledger in self.canary_ledgers)
+      report['epsilon_claimed_canaries'] = float(claimed)
+      report['epsilon_guaranteed_canaries'] = float(guaranteed)
+      report['epsilon_claimed_compared'] = max(float(claimed),
+                                               float(summary['epsilon_claimed']))
+      report['epsilon_guaranteed_compared'] = max(float(guaranteed),
+                                                  float(summary['epsilon_guaranteed']))
+      against = 'the larger epsilon_guaranteed of real and canary clients'
     if report.get('host') is not None:  # gradient canaries: the host's own epsilons
       host = report['host']
       report['epsilon_claimed_host'] = float(self.claimed.epsilon(host))
       report['epsilon_guaranteed_host'] = float(self.guaranteed.epsilon(host))
       against = f'epsilon_guaranteed of host client {host}'
-    guaranteed = report.get('epsilon_guaranteed_host', float(summary['epsilon_guaranteed']))
+    guaranteed = report.get('epsilon_guaranteed_host', report.get(
+        'epsilon_guaranteed_compared', float(summary['epsilon_guaranteed'])))
     summary['epsilon_lower_bound'] = report['every_round']['epsilon_lower_bound']
     summary['epsilon_estimate'] = report['every_round']['epsilon_estimate']
     summary['audit'] = report
@@ -756,18 +780,27 @@ class Runner:
     return quantities, method.train_loss(metrics)
 
   def population(self, releases):
-    """`releases` without canary ids (`>= clients`): the ledgers hold real clients only.
-    A canary still counts where a method's event depends on the cohort it ran with."""
+    """`(real, canaries)`: `releases` split into those of real clients (ids `< N`, the
+    run's ledgers) and those of canary clients (id `N + j` as `j`, `canary_ledgers`). A
+    canary still counts where a method's event depends on the cohort it ran with."""
     if self.auditor is None:
-      return releases
+      return releases, []
     n = self.config.clients
-    return [(np.asarray(clients)[np.asarray(clients) < n], event, reason)
-            for clients, event, reason in releases]
+    real, canary = [], []
+    for clients, event, reason in releases:
+      clients = np.asarray(clients)
+      real.append((clients[clients < n], event, reason))
+      canary.append((clients[clients >= n] - n, event, reason))
+    return real, canary
 
-  def account(self, rel_claimed, rel_guaranteed):
-    """Composes the round's releases into both ledgers; returns both reports."""
+  def account(self, rel_claimed, rel_guaranteed, canary_releases=([], [])):
+    """Composes the round's releases into both ledgers (and the canaries' into theirs);
+    returns both reports."""
     _apply(self.claimed, rel_claimed)
     _apply(self.guaranteed, rel_guaranteed)
+    if self.canary_ledgers is not None:
+      for ledger, releases in zip(self.canary_ledgers, canary_releases):
+        _apply(ledger, releases)
     return self.claimed.report(), self.guaranteed.report()
 
   def evaluate(self) -> dict:
@@ -804,8 +837,9 @@ class Runner:
       cohort = self.auditor.cohort(r, cohort)
     after = method.releases_from_round is not None
     if not after:
-      rel_claimed = self.population(method.claimed_releases(cohort, self.state))
-      rel_guaranteed = self.population(method.guaranteed_releases(cohort, self.state))
+      rel_claimed, can_claimed = self.population(method.claimed_releases(cohort, self.state))
+      rel_guaranteed, can_guaranteed = self.population(
+          method.guaranteed_releases(cohort, self.state))
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
       self.stop_kind = STOP_BUDGET
@@ -828,8 +862,9 @@ class Runner:
       rel_claimed, rel_guaranteed = (
           method.releases_from_round(cohort, self.state, self.last_metrics)
           if len(cohort) else ([], []))
-      rel_claimed, rel_guaranteed = map(self.population, (rel_claimed, rel_guaranteed))
-    rep_c, rep_g = self.account(rel_claimed, rel_guaranteed)
+      (rel_claimed, can_claimed), (rel_guaranteed, can_guaranteed) = map(
+          self.population, (rel_claimed, rel_guaranteed))
+    rep_c, rep_g = self.account(rel_claimed, rel_guaranteed, (can_claimed, can_guaranteed))
     t_account = self.clock() - t_account
     row = dict(round=r + 1)
     t_eval = self.clock()
