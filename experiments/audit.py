@@ -58,7 +58,6 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 import numpy as np  # pylint: disable=g-import-not-at-top
 
 from experiments import common  # pylint: disable=g-import-not-at-top
-from tffdp import audit as audit_stats  # pylint: disable=g-import-not-at-top
 from tffdp import canaries  # pylint: disable=g-import-not-at-top
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
 from tffdp import runner  # pylint: disable=g-import-not-at-top
@@ -196,9 +195,7 @@ def ceiling(m: int, n_included: int, delta: float) -> float:
   `n_included` were included: every guess right (the included canaries score highest),
   Bonferroni over the guess counts."""
   included = np.arange(m) < n_included
-  ks = canaries.guess_counts(m)
-  return max(audit_stats.one_run_lower_bound(included.astype(float), included, delta, k, k,
-                                             0.05 / len(ks)) for k in ks)
+  return canaries.bonferroni_lower_bound(included.astype(float), included, delta)[0]
 
 
 def verdict(row: dict) -> str:

@@ -321,8 +321,13 @@ class Insertion:
     self.wrapped += 1
     return self
 
-  def round_computation(self, process, client_data_comp):
+  def took_round(self) -> None:
+    """Called by a builder whose own cohort round takes canaries (not
+    `round_computation`), so that the runner can check there is exactly one."""
     self.rounds += 1
+
+  def round_computation(self, process, client_data_comp):
+    self.took_round()
     if self.kind == 'gradient':
       return gradient_round_computation(process, client_data_comp)
     return cohort_round_computation(process, client_data_comp)
@@ -502,10 +507,7 @@ class Auditor:
                'over k)', estimate='Andrew et al. 2024, one-shot (Gaussian fits)')
     for name, scores in (('every_round', self.max_cosine), ('final_model', final)):
       inc, exc = scores[self.included], scores[~self.included]
-      ks = guess_counts(self.count)
-      bounds = [audit.one_run_lower_bound(scores, self.included, delta, k, k, alpha / len(ks))
-                for k in ks]
-      best = int(np.argmax(bounds))
+      bound, best_k = bonferroni_lower_bound(scores, self.included, delta, alpha)
       if name == 'final_model':
         estimate = audit.one_shot_estimate(inc, self.dimension, delta)['epsilon'] \
             if inc.size >= 2 else math.nan
@@ -515,8 +517,8 @@ class Auditor:
             float(np.mean(exc)), max(float(np.std(exc, ddof=1)), 1e-12), delta)
       else:
         estimate = math.nan
-      out[name] = dict(epsilon_lower_bound=float(bounds[best]), epsilon_estimate=estimate,
-                       lower_bound_k=ks[best],
+      out[name] = dict(epsilon_lower_bound=bound, epsilon_estimate=estimate,
+                       lower_bound_k=best_k,
                        mean_in=_stat(np.mean, inc), std_in=_stat(np.std, inc),
                        mean_out=_stat(np.mean, exc), std_out=_stat(np.std, exc))
     return out
@@ -559,6 +561,7 @@ class GradientAuditor(Auditor):
     self.client_sizes, self.batching = np.asarray(client_sizes), batching
     self.lot_rates = None if lot_rates is None else np.asarray(lot_rates, np.float64)
     self.host: Optional[int] = None
+    self._steps: tuple = (None, None)  # (round, its steps)
 
   def cohort(self, round_num: int, cohort: np.ndarray) -> np.ndarray:
     """`cohort` unchanged (the canaries are the host's examples); fixes the host."""
@@ -567,7 +570,13 @@ class GradientAuditor(Auditor):
     return np.asarray(cohort)
 
   def steps(self, round_num: int) -> list[np.ndarray]:
-    """Per DP-SGD step of the host's round `round_num`, the canaries that join it."""
+    """Per DP-SGD step of the host's round `round_num`, the canaries that join it (drawn
+    once per round: `tables`, `joined` and `observe` all read it)."""
+    if self._steps[0] != round_num:
+      self._steps = (round_num, self._draw_steps(round_num))
+    return self._steps[1]
+
+  def _draw_steps(self, round_num: int) -> list[np.ndarray]:
     rng = audit_rng(self.seed, _JOINS, round_num)
     included = np.flatnonzero(self.included)
     if isinstance(self.batching, PoissonLot):  # one lot a round, at the host's rate
@@ -632,6 +641,18 @@ class GradientAuditor(Auditor):
 
 def _stat(fn, x: np.ndarray) -> float:
   return float(fn(x)) if x.size else math.nan
+
+
+def bonferroni_lower_bound(scores: np.ndarray, included: np.ndarray, delta: float,
+                           alpha: float = 0.05) -> tuple[float, int]:
+  """`(bound, k)`: the largest of Steinke et al.'s one-run bounds with `k` guesses each
+  way for every `k` in `guess_counts(m)`, each at `alpha / len(...)` (Bonferroni), so
+  the largest holds at `1 - alpha`; and the `k` that gave it."""
+  ks = guess_counts(len(scores))
+  bounds = [audit.one_run_lower_bound(scores, included, delta, k, k, alpha / len(ks))
+            for k in ks]
+  best = int(np.argmax(bounds))
+  return float(bounds[best]), ks[best]
 
 
 def guess_counts(m: int) -> list[int]:

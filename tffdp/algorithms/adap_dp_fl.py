@@ -385,7 +385,7 @@ class _AdapDpFlBuilder:
     insertion = canaries.active()
     if insertion is not None:
       insertion = insertion.take_gradients()
-      insertion.rounds += 1
+      insertion.took_round()
     self.__dict__.update(
         insertion=insertion,
         keras_builder=keras_builder, data=data, num_classes=num_classes, lot_size=lot_size,

@@ -353,7 +353,7 @@ def build_laplace_upload_process(
     def round_fn(state, client_ids, client_seeds):
       return body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
   else:  # an audit: each client's canary index too (`canaries.Insertion.split`)
-    insertion.rounds += 1
+    insertion.took_round()
     value = canaries.client_value(client_data_comp)
 
     @tff.federated_computation(state_type, ids_type, seeds_type,

@@ -136,7 +136,7 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
   data_type = client_data_type
   if insertion is not None:
     insertion = insertion.take_gradients()
-    insertion.rounds += 1
+    insertion.took_round()
     data_type = canaries.with_table_type(client_data_type)
 
   @tff.tensorflow.computation(server_state_type, control_type, data_type)
