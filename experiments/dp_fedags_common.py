@@ -33,6 +33,9 @@ METHOD_LABEL = {'dp_fedavg_ags': 'DP-FedAvg (reconstructed)',
                 'dp_fedsnlc': 'DP-FedSNLC (reconstructed)', 'dp_fedags': 'DP-FedAGS',
                 'cpsgd': 'cpSGD'}
 EPSILONS = (0.1, 0.2, 0.5)
+# kappa of `Delta_S = kappa 2 eta C / n_k` chosen by `experiments.dp_fedags_calibrate`
+# (DP-FedAvg, MNIST, epsilon 0.1 closest to the paper's 88.34); None until it has run.
+DELTA_S_SCALE = None
 # Table IV of the paper: mean test accuracy over training (%).
 PAPER_TABLE4 = {
     (0.1, 'dp_fedavg_ags'): (88.34, 34.49, 10.36), (0.1, 'cpsgd'): (85.53, 31.92, 8.92),
@@ -79,7 +82,9 @@ def config(args, dataset: str, method: str, epsilon: float | None,
   cfg = config_lib.RunConfig.create(**kw)
   cfg.notes.update(NOT_GIVEN)
   eps = '' if epsilon is None else f'_eps{epsilon:g}'
+  kappa = overrides.get('delta_s_scale', 1.0)
   out = os.path.join(args.runs_dir, f'{dataset}_{method}{eps}_seed{args.seed}' +
+                     (f'_kappa{kappa:g}' if kappa != 1 else '') +
                      ('_quick' if args.quick else ''))
   return cfg, out
 

@@ -103,15 +103,16 @@ def test_svt_selection_with_negligible_noise_is_the_threshold_test():
     assert norm < 1 and int(m['clipped']) == 0
 
 
-@pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
-def test_noise_scales(perturbation):
+@pytest.mark.parametrize('perturbation,kappa', [('gaussian', 1.0), ('laplace', 1.0),
+                                                ('gaussian', 30.0)])
+def test_noise_scales(perturbation, kappa):
   dim, n_k, lr = 100_000, 50.0, 0.1
   factory = dp_fedags.SignificantGradientFactory(
       1.0, 0.5, 0.025, 0.025, 0.45, rounds=10, learning_rate=lr, perturbation=perturbation,
-      perturb_all=True)
+      perturb_all=True, delta_s_scale=kappa)
   process = factory.create(_value_type(dim))
   out = process.next(process.initialize(), _values([np.zeros(dim)], [1.0], [n_k]))
-  ds = 2 * lr * 1.0 / n_k                      # Delta_S = 2 eta C / n_k (Amendment 1)
+  ds = kappa * 2 * lr * 1.0 / n_k           # Delta_S = kappa 2 eta C / n_k (Amendment 1)
   noise = np.asarray(out.result[0])
   if perturbation == 'gaussian':
     expected = dp_fedags.eq2_noise_multiplier(ds, 0.5) * 1.0   # sigma C
@@ -175,10 +176,34 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 0.5)
 
 
+def test_clip_only_control_releases_the_clipped_gradient_exactly():
+  g = np.full(400, 0.1, np.float32)        # norm 2 > C = 1: clipped to norm 1
+  factory = dp_fedags.SignificantGradientFactory(
+      1.0, 0.1, 0.005, 0.005, 0.09, rounds=10, delta_s_scale=0.0, selection='all')
+  process = factory.create(_value_type(400))
+  out = process.next(process.initialize(), _values([g], [1.0], [30.0]))
+  np.testing.assert_allclose(np.asarray(out.result[0]), g / 2.0, rtol=1e-6, atol=0)
+  assert float(out.measurements['significant_gradient']['noise_std']) == 0.0
+  # DP-FedAGS itself: the SVT noise is 0 too, so the test compares |g'_j| with lambda_t
+  svt = dp_fedags.SignificantGradientFactory(
+      1.0, 0.1, 0.005, 0.005, 0.09, rounds=10, delta_s_scale=0.0).create(_value_type(400))
+  out = svt.next(svt.initialize(), _values([g], [1.0], [30.0]))
+  np.testing.assert_allclose(np.asarray(out.result[0]), g / 2.0, rtol=1e-6, atol=0)
+
+
+def test_clip_only_control_is_not_a_guarantee(tmp_path):
+  summary, _ = _run(tmp_path, 'clip_only', epsilon=0.2, delta_s_scale=0.0, perturb_all=True,
+                    weighting='size')
+  assert summary['epsilon_guaranteed'] == 'inf'
+  assert dp_fedags.NO_NOISE_REASON in summary['epsilon_reasons']
+
+
 @pytest.mark.parametrize('kw,match', [
     (dict(epsilon_1_fraction=0.6, epsilon_2_fraction=0.5), 'sum below 1'),
     (dict(epsilon=0.0), 'epsilon must be positive'),
-    (dict(delta_s='both'), 'delta_s must be one of')])
+    (dict(delta_s='both'), 'delta_s must be one of'),
+    (dict(delta_s_scale=-1.0), 'delta_s_scale must be finite and >= 0'),
+    (dict(delta_s='clip', delta_s_scale=3.0), 'scales delta_s=scaled only')])
 def test_bad_options_are_named(kw, match):
   with pytest.raises(ValueError, match=match):
     dp_fedags.DPFedAGSHparams(**kw)

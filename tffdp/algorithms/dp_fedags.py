@@ -24,6 +24,9 @@ Algorithm 1, Sec. V); spec `dp_fedags.md`, whose Amendments override its body. R
 `Delta_S` (Amendment 1): `delta_s='scaled'` (default, tffdp's reading) `2 eta C / n_k`,
 the sensitivity of a clipped gradient sum scaled by `eta / n_k`; `delta_s='clip'`: `C`
 (the paper's "global sensitivity", with which eq. 2's noise buries every gradient).
+`delta_s_scale` (`kappa`, default 1) multiplies the `scaled` reading, `Delta_S = kappa 2
+eta C / n_k`: the calibration knob between the two readings (`kappa = n_k / (2 eta)` is
+`C`), and `kappa = 0` is the clip-only control (no noise, no SVT noise).
 
 Privacy (client-level): `epsilon_claimed` is the paper's `epsilon` (Theorem 2, per round;
 the paper does not compose over rounds): every client is charged one epsilon-DP release
@@ -65,6 +68,7 @@ BINOMIAL_REASON = ('cpSGD\'s Theorem 1 (Agarwal et al. 2018) gives each upload a
                    'delta) pair, which the RDP ledger cannot compose (dp_accounting has no '
                    'Binomial event); the per-upload value at the true sensitivity is in the '
                    'config notes')
+NO_NOISE_REASON = 'delta_s_scale = 0: the clip-only control adds no noise'
 TOP_REASON = ('the top coordinates of |g\'| are chosen without noise and the others '
               'uploaded without noise (DP-FedSNLC as reconstructed)')
 
@@ -219,6 +223,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     rounds: `T` of eq. 35.
     delta_s: `scaled` (`Delta_S = 2 eta C / n_k`, Amendment 1) or `clip` (`C`).
     learning_rate: `eta` of `scaled`.
+    delta_s_scale: `kappa >= 0` multiplying `scaled`'s `Delta_S` (0: no noise at all).
     perturbation: `gaussian` (Alg. 1 line 26, std `sigma C`), `laplace`
       (`Lap(Delta_S / epsilon_3)`) or `binomial` (cpSGD, Agarwal et al. 2018: `g'`
       quantised stochastically to `quantization_levels` levels on `[-C, C]`, step
@@ -247,7 +252,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def __init__(self, clip_norm: float, epsilon: float, epsilon_1: float, epsilon_2: float,
                epsilon_3: float, rounds: int, *, delta_s: str = 'scaled',
-               learning_rate: float = 0.1, perturbation: str = 'gaussian',
+               delta_s_scale: float = 1.0, learning_rate: float = 0.1, perturbation: str = 'gaussian',
                perturb_all: bool = False, selection: str = 'svt', top_fraction: float = 0.1,
                delta: float = 1e-3, quantization_levels: int = 2 ** 16,
                inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
@@ -258,6 +263,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         raise ValueError(f'{name} must be positive. Found {name}={v!r}.')
     if delta_s not in DELTA_S_MODES:
       raise ValueError(f'delta_s must be one of {", ".join(DELTA_S_MODES)}. Found {delta_s!r}.')
+    _check_delta_s_scale(delta_s, delta_s_scale)
     if selection not in SELECTIONS:
       raise ValueError(f'selection must be one of {", ".join(SELECTIONS)}. '
                        f'Found {selection!r}.')
@@ -276,6 +282,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     self._kw = dict(clip_norm=float(clip_norm), epsilon=float(epsilon),
                     epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
                     epsilon_3=float(epsilon_3), rounds=int(rounds), delta_s=delta_s,
+                    delta_s_scale=float(delta_s_scale),
                     learning_rate=float(learning_rate), perturbation=perturbation,
                     perturb_all=bool(perturb_all), selection=selection,
                     top_fraction=float(top_fraction), delta=float(delta),
@@ -298,9 +305,10 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       flat = tf.concat([tf.reshape(v, [-1]) for v in leaves], 0)
       norm = tf.norm(flat)
       clipped = flat / tf.maximum(1.0, norm / c)
-      def delta_s(dtype):   # Amendment 1's `2 eta C / n_k`, or `C`
+      def delta_s(dtype):   # Amendment 1's `kappa 2 eta C / n_k`, or `C`
         if kw['delta_s'] == 'scaled':
-          return 2.0 * kw['learning_rate'] * c / tf.cast(value['num_examples'], dtype)
+          return (kw['delta_s_scale'] * 2.0 * kw['learning_rate'] * c
+                  / tf.cast(value['num_examples'], dtype))
         return tf.constant(c, dtype)
       ds = delta_s(tf.float32)
       magnitude = tf.abs(clipped)
@@ -377,6 +385,14 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
+def _check_delta_s_scale(delta_s: str, scale: float) -> None:
+  if not (scale >= 0 and math.isfinite(scale)):
+    raise ValueError(f'delta_s_scale must be finite and >= 0. Found {scale!r}.')
+  if delta_s != 'scaled' and scale != 1:
+    raise ValueError(f'delta_s_scale scales delta_s=scaled only. Found delta_s={delta_s!r} '
+                     f'with delta_s_scale={scale!r}.')
+
+
 @tff.tensorflow.computation(np.int32)
 def _increment(t):
   return t + 1
@@ -419,7 +435,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
                     epsilon_split: tuple[float, float, float] = (0.05, 0.05, 0.9),
                     clip_norm: float = 1.0, learning_rate: float = 0.1, batch_size: int = 128,
                     local_epochs: int = 1, delta_s: str = 'scaled',
-                    perturbation: str = 'gaussian', perturb_all: bool = False,
+                    delta_s_scale: float = 1.0, perturbation: str = 'gaussian', perturb_all: bool = False,
                     weighting: str = 'loss', clients_per_round: int = 10,
                     delta: float = 1e-3, seed: int = 0, selection: str = 'svt',
                     top_fraction: float = 0.1, quantization_levels: int = 2 ** 16,
@@ -438,6 +454,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
     batch_size: `B` (Sec. V-A: 128).
     local_epochs: `E` (not given: 1).
     delta_s: `scaled` (`2 eta C / n_k`, Amendment 1) or `clip` (`C`).
+    delta_s_scale: `kappa >= 0`: `scaled` reads `Delta_S = kappa 2 eta C / n_k` (the
+      calibration of fidelity pass 2; 0 is the clip-only control, no noise).
     perturbation: `gaussian`, `laplace` or `binomial` (cpSGD; `selection='all'`).
     perturb_all: Noise every coordinate.
     weighting: `loss` (eq. 37) or `size` (`n_k / n`).
@@ -459,13 +477,18 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   if weighting not in WEIGHTINGS:
     raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. Found {weighting!r}.')
   privacy.check_delta(delta)
+  _check_delta_s_scale(delta_s, delta_s_scale)
+  if perturbation == 'binomial' and delta_s_scale == 0:
+    raise ValueError('delta_s_scale = 0 (no noise) has no cpSGD: Theorem 1\'s m needs a '
+                     'positive sensitivity. Run the clip-only control as dp_fedavg_ags.')
   e1, e2, e3 = (epsilon * s for s in epsilon_split)
   batching = ShuffleBatch(batch_size, local_epochs)
   # In an audit build, canary clients' `g` is `norm * u_j` (`canaries.with_canaries`).
   client_work = canaries.wrap_client_work(gradient_client_work(
       keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs))
   factory = SignificantGradientFactory(
-      clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, learning_rate=learning_rate,
+      clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, delta_s_scale=delta_s_scale,
+      learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
       top_fraction=top_fraction, delta=delta, quantization_levels=quantization_levels,
       inner=LossWeightedMeanFactory(weighting))
@@ -485,7 +508,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   def sensitivity(clients) -> np.ndarray:
     """`Delta_S` per client (a canary client: that of the data it runs on)."""
     clients = canaries.data_clients(clients, data.num_clients)
-    return (2.0 * learning_rate * clip_norm / sizes[clients] if delta_s == 'scaled'
+    return (delta_s_scale * 2.0 * learning_rate * clip_norm / sizes[clients]
+            if delta_s == 'scaled'
             else np.full(len(clients), clip_norm))
 
   everyone = np.arange(data.num_clients)
@@ -509,6 +533,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
       return [(cohort, None, UNPERTURBED_REASON)]
     if weighting == 'loss':
       return [(cohort, None, LOSS_REASON)]
+    if delta_s_scale == 0:
+      return [(cohort, None, NO_NOISE_REASON)]
     out = []
     ds = sensitivity(cohort)
     for value in np.unique(ds):
@@ -558,7 +584,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, epsilon_1=e1, epsilon_2=e2, epsilon_3=e3,
           clip_norm=clip_norm, learning_rate=learning_rate, batch_size=batch_size,
-          local_epochs=local_epochs, delta_s=delta_s, perturbation=perturbation,
+          local_epochs=local_epochs, delta_s=delta_s, delta_s_scale=delta_s_scale,
+          perturbation=perturbation,
           perturb_all=perturb_all, weighting=weighting, clients_per_round=clients_per_round,
           selection=selection, top_fraction=top_fraction,
           eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon),
@@ -567,8 +594,11 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
           epsilon_split=not_given + 'Sec. IV-A asks epsilon_3 >> epsilon_1 + epsilon_2 and '
           'epsilon_1 : epsilon_2 = q^(2/3) : 1 with q undefined: 5% / 5% / 90%',
-          delta_s='Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
-          'buries every gradient)' if delta_s == 'scaled' else 'Delta_S = C (the paper)',
+          delta_s=('Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
+                   'buries every gradient)' if delta_s_scale == 1 else
+                   f'{delta_s_scale:g} x 2 eta C / n_k (the calibrated sensitivity of '
+                   'fidelity pass 2)' if delta_s_scale else 'kappa = 0: the clip-only '
+                   'control, no noise') if delta_s == 'scaled' else 'Delta_S = C (the paper)',
           epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
           'compose over rounds): one epsilon-DP release per client. With delta_s=scaled the '
           'noise std is sigma C with sigma from Delta_S = 2 eta C / n_k, while the noised '
@@ -641,6 +671,9 @@ class DPFedAGSHparams(registry.MethodHparams):
   delta_s: str = registry.option(
       'scaled', 'sensitivity Delta_S: scaled (2 lr C / n_k, Amendment 1) or clip (C)',
       choices=DELTA_S_MODES)
+  delta_s_scale: float = registry.option(
+      1.0, 'kappa: Delta_S = kappa 2 lr C / n_k under delta_s=scaled (the calibration '
+      'between the two readings; 0 is the clip-only control, no noise)')
   perturbation: str = registry.option(
       'gaussian', 'noise on significant coordinates: gaussian (Alg. 1 line 26) or laplace '
       '(Lap(Delta_S / epsilon_3), Theorems 1-2)', choices=('gaussian', 'laplace'))
@@ -652,6 +685,7 @@ class DPFedAGSHparams(registry.MethodHparams):
     super().__post_init__()
     if self.epsilon <= 0:
       raise ValueError(f'epsilon must be positive. Found epsilon={self.epsilon!r}.')
+    _check_delta_s_scale(self.delta_s, self.delta_s_scale)
     f1, f2 = self.epsilon_1_fraction, self.epsilon_2_fraction
     if f1 <= 0 or f2 <= 0 or f1 + f2 >= 1:
       raise ValueError('epsilon_1_fraction and epsilon_2_fraction must be positive with '
@@ -673,11 +707,15 @@ class BaselineHparams(registry.MethodHparams):
   delta_s: str = registry.option(
       'scaled', 'sensitivity Delta_S: scaled (2 lr C / n_k, Amendment 1) or clip (C)',
       choices=DELTA_S_MODES)
+  delta_s_scale: float = registry.option(
+      1.0, 'kappa: Delta_S = kappa 2 lr C / n_k under delta_s=scaled (the calibration '
+      'between the two readings; 0 is the clip-only control, no noise)')
 
   def __post_init__(self):
     super().__post_init__()
     if self.epsilon <= 0:
       raise ValueError(f'epsilon must be positive. Found epsilon={self.epsilon!r}.')
+    _check_delta_s_scale(self.delta_s, self.delta_s_scale)
 
   def check_run(self, config) -> None:
     DPFedAGSHparams.check_run(self, config)
@@ -720,7 +758,7 @@ def _builder(name: str):
         ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon,
         epsilon_split=(f1, f2, 1.0 - f1 - f2), clip_norm=c.clip_norm,
         learning_rate=c.learning_rate, batch_size=c.batch_size, local_epochs=c.local_epochs,
-        delta_s=hp.delta_s, clients_per_round=c.clients_per_round, delta=c.delta,
+        delta_s=hp.delta_s, delta_s_scale=hp.delta_s_scale, clients_per_round=c.clients_per_round, delta=c.delta,
         seed=c.seed, name=name, **kw)
   return build
 
