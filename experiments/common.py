@@ -286,6 +286,43 @@ def md_table(rows, cols) -> list[str]:
   return out
 
 
+@dataclasses.dataclass(frozen=True)
+class SeedSpread:
+  """Seeds' values of one cell: `values` in seed order, their mean, sample std (0 for
+  one seed), min and max."""
+  values: tuple[float, ...]
+
+  @property
+  def mean(self) -> float:
+    return sum(self.values) / len(self.values)
+
+  @property
+  def std(self) -> float:
+    if len(self.values) < 2:
+      return 0.0
+    m = self.mean
+    return (sum((v - m) ** 2 for v in self.values) / (len(self.values) - 1)) ** 0.5
+
+  @property
+  def low(self) -> float:
+    return min(self.values)
+
+  @property
+  def high(self) -> float:
+    return max(self.values)
+
+  def beats(self, other: 'SeedSpread') -> bool:
+    """A win: at least two seeds each and every seed of `self` above every seed of
+    `other` (the seeds' ranges separate); otherwise a tie or a loss."""
+    return len(self.values) > 1 and len(other.values) > 1 and self.low > other.high
+
+  def text(self, digits: int = 2) -> str:
+    """`mean +- std (n seeds)`, or the one value."""
+    if len(self.values) == 1:
+      return f'{self.values[0]:.{digits}f} (1 seed)'
+    return f'{self.mean:.{digits}f} +- {self.std:.{digits}f} ({len(self.values)} seeds)'
+
+
 def finished_summaries(folder: str, keep=lambda name: True) -> list[tuple[str, str, dict]]:
   """`(name, run_dir, summary)` of each finished run copied under `folder` (one with a
   `<name>/summary.json`), in name order; runs for which `keep(name)` is false left out."""

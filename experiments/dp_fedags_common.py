@@ -89,6 +89,29 @@ def config(args, dataset: str, method: str, epsilon: float | None,
   return cfg, out
 
 
+def delta_s_scale(text: str, error) -> float:
+  """`--delta-s-scale`: a kappa >= 0, or `calibrated` (`DELTA_S_SCALE`); `error(msg)`
+  reports a bad value (argparse's `error`)."""
+  if text == 'calibrated':
+    if DELTA_S_SCALE is None:
+      error('--delta-s-scale calibrated: no kappa is frozen yet (run python -m '
+            'experiments.dp_fedags_calibrate and set dp_fedags_common.DELTA_S_SCALE)')
+    return float(DELTA_S_SCALE)
+  try:
+    kappa = float(text)
+  except ValueError:
+    kappa = -1.0
+  if not kappa >= 0:
+    error(f'--delta-s-scale must be a number >= 0 or calibrated. Found {text!r}.')
+  return kappa
+
+
+def table4_cell(row: dict) -> tuple[str, float, int]:
+  """`(dataset, kappa, seed)` of a `table4.csv` row (rows written before the calibration
+  have neither column: kappa 1, seed 0)."""
+  return (row['dataset'], float(row.get('delta_s_scale') or 1.0), int(row.get('seed') or 0))
+
+
 def mean_accuracy(rows: list[dict]) -> float:
   """Table IV's metric: the mean test accuracy over the training rounds, in percent."""
   accs = [r['test_accuracy'] for r in rows if isinstance(r.get('test_accuracy'), float)]

@@ -27,6 +27,9 @@ COMMANDS = {
     'mia_cifar10': 'python -m experiments.dp_fedags_mia --datasets cifar10 --epsilons 0.5',
     'pilot': 'python -m experiments.dp_fedags_pilot',
     'reference': 'python -m experiments.dp_fedags_reference',
+    'calibrate': 'python -m experiments.dp_fedags_calibrate',
+    'table4_calibrated': 'python -m experiments.dp_fedags_table4 --datasets mnist '
+                         '--delta-s-scale calibrated --seeds 0 1 2',
 }
 _COUNT = {2: 'two', 3: 'three', 4: 'four'}
 PAPER_ORDER = ('DP-FedAGS', 'DP-FedSNLC (reconstructed)', 'DP-FedAvg (reconstructed)', 'cpSGD')
@@ -43,8 +46,14 @@ def _mean(rows, key, lo=1, hi=10 ** 9):
   return statistics.mean(vals) if vals else math.nan
 
 
+def _literal_rows(figs) -> list[dict]:
+  """`table4.csv`'s rows of Amendment 1's reading (kappa 1), seed 0."""
+  return [r for r in read_rows(os.path.join(figs, 'table4.csv')) or []
+          if dc.table4_cell(r)[1:] == (1.0, 0)]
+
+
 def _pilot(figs) -> list[str]:
-  table = read_rows(os.path.join(figs, 'table4.csv')) or []
+  table = _literal_rows(figs)
   out = []
   phases = ((1, 10), (91, 100), (191, 200))
   for r in table:
@@ -106,8 +115,7 @@ def _cpsgd_true_sensitivity(figs) -> list[str]:
   import json  # pylint: disable=g-import-not-at-top
   from tffdp import models  # pylint: disable=g-import-not-at-top
   from tffdp.algorithms import cpsgd  # pylint: disable=g-import-not-at-top
-  rows = [r for r in read_rows(os.path.join(figs, 'table4.csv')) or []
-          if r['method'] == 'cpSGD']
+  rows = [r for r in _literal_rows(figs) if r['method'] == 'cpSGD']
   out = []
   for r in rows:
     path = os.path.join(figs, 'runs', os.path.basename(r['run']), 'config.json')
@@ -136,7 +144,7 @@ def _cpsgd_true_sensitivity(figs) -> list[str]:
 
 
 def _table4(figs) -> list[str]:
-  rows = read_rows(os.path.join(figs, 'table4.csv')) or []
+  rows = _literal_rows(figs)
   out = []
   for dataset in dc.DATASETS:
     rs = [r for r in rows if r['dataset'] == dataset]
@@ -220,6 +228,155 @@ def _table4(figs) -> list[str]:
   return out
 
 
+def _calibration(figs) -> list[str]:
+  """Fidelity pass 2, item 1: the kappa sweep and the clip-only control."""
+  from experiments import dp_fedags_calibrate as cal  # pylint: disable=g-import-not-at-top
+  rows = read_rows(os.path.join(figs, 'calibration.csv')) or []
+  if not rows:
+    return [f'Not run yet. Command: `{COMMANDS["calibrate"]}`.']
+  out = [f'Command: `{COMMANDS["calibrate"]}` (DP-FedAvg (reconstructed), MNIST, epsilon '
+         f'{rows[0]["epsilon"]}, seed 0, Sec. V-A settings otherwise). `Delta_S = kappa 2 eta '
+         'C / n_k`: kappa 1 is Amendment 1\'s reading (the Table IV run above), kappa 0 the '
+         'clip-only control (the same clipping of `g` to C = 1, no noise), and kappa = '
+         '`n_k / (2 eta)` (about 3,000 here) the paper\'s `Delta_S = C`.', '']
+  out += _md_table(rows, [
+      ('kappa', lambda r: fmt(r['delta_s_scale'])),
+      ('noise std per coordinate', lambda r: fmt(r['noise_std'], 3)),
+      ('mean acc (%)', lambda r: r['mean_accuracy']),
+      ('final acc (%)', lambda r: r['final_accuracy']),
+      ('paper mean acc (%)', lambda r: r['paper_mean_accuracy']),
+      ('wall s', lambda r: r['wall_seconds'])])
+  by_kappa = {float(r['delta_s_scale']): float(r['mean_accuracy']) for r in rows}
+  ref = next((r for r in read_rows(os.path.join(figs, 'reference.csv')) or []
+              if r['dataset'] == 'mnist'), None)
+  out.append('')
+  if 0.0 in by_kappa:
+    clip = by_kappa[0.0]
+    line = f'- Clip-only control: mean accuracy {clip:.2f}%'
+    if ref:
+      line += (f', against non-private FedAvg\'s {ref["mean_accuracy"]}% at the same settings: '
+               f'clipping `g` to C = 1 alone costs {float(ref["mean_accuracy"]) - clip:.2f} '
+               'points of mean accuracy')
+    if 1.0 in by_kappa:
+      line += (f'; Amendment 1\'s noise (kappa 1) moves it by {by_kappa[1.0] - clip:+.2f} '
+               'points')
+    above = sorted(float(v) for (e, m), v in
+                   ((k, p[0]) for k, p in dc.PAPER_TABLE4.items()) if v > clip)
+    line += ('. The paper\'s MNIST means above this control (' +
+             ', '.join(f'{v:.2f}' for v in above) + ') are out of reach of any noise at this '
+             'clipping, so no kappa reproduces them.' if above else '.')
+    out.append(line)
+  noisy = [r for r in rows if float(r['delta_s_scale']) > 0 and r['paper_mean_accuracy']]
+  if noisy:
+    chosen = min(noisy, key=lambda r: abs(float(r['mean_accuracy'])
+                                          - cal.PAPER_DP_FEDAVG_EPS01))
+    kappa = float(chosen['delta_s_scale'])
+    out.append(f'- Closest to the paper\'s {cal.PAPER_DP_FEDAVG_EPS01}: kappa {kappa:g} '
+               f'(mean accuracy {chosen["mean_accuracy"]}%, '
+               f'{float(chosen["mean_accuracy"]) - cal.PAPER_DP_FEDAVG_EPS01:+.2f} points). '
+               + (f'Frozen as `dp_fedags_common.DELTA_S_SCALE = {dc.DELTA_S_SCALE:g}` for the '
+                  'calibrated Table IV below.' if dc.DELTA_S_SCALE == kappa else
+                  f'`dp_fedags_common.DELTA_S_SCALE` is {dc.DELTA_S_SCALE}: not frozen at '
+                  'the closest kappa yet.'))
+  return out
+
+
+def _table4_calibrated(figs) -> list[str]:
+  """Table IV at each kappa other than 1: seeds' mean, std and values, and the verdicts
+  on the paper's rise with epsilon and its ordering (a win only when the seeds separate)."""
+  rows = [r for r in read_rows(os.path.join(figs, 'table4.csv')) or []
+          if dc.table4_cell(r)[1] != 1.0]
+  if not rows:
+    return [f'Not run yet. Command: `{COMMANDS["table4_calibrated"]}`.']
+  out = []
+  for dataset, kappa in sorted({dc.table4_cell(r)[:2] for r in rows}):
+    rs = [r for r in rows if dc.table4_cell(r)[:2] == (dataset, kappa)]
+    cells = {}
+    for r in rs:
+      cells.setdefault((float(r['epsilon']), r['method']), []).append(r)
+    spreads = {k: common.SeedSpread(tuple(float(r['mean_accuracy']) for r in sorted(
+        v, key=lambda r: int(r['seed'])))) for k, v in cells.items()}
+    seeds = sorted({int(r['seed']) for r in rs})
+    out += [f'**{dc.LABEL[dataset]}, kappa {kappa:g}** (`Delta_S = {kappa:g} x 2 eta C / '
+            f'n_k`; seeds {", ".join(map(str, seeds))}; {len(rs)} runs):', '']
+    table = [dict(epsilon=e, method=m, spread=spreads[(e, m)], runs=v)
+             for (e, m), v in sorted(cells.items(), key=lambda kv: (
+                 kv[0][0], PAPER_ORDER.index(kv[0][1])))]
+    out += _md_table(table, [
+        ('epsilon', lambda t: f'{t["epsilon"]:g}'), ('method', lambda t: t['method']),
+        ('paper mean acc (%)', lambda t: t['runs'][0]['paper_mean_accuracy']),
+        ('tffdp mean acc (%)', lambda t: t['spread'].text()),
+        ('per seed', lambda t: ' / '.join(f'{v:.2f}' for v in t['spread'].values)),
+        ('final acc (%, mean)', lambda t: f'{statistics.mean(float(r["final_accuracy"]) for r in t["runs"]):.2f}'),
+        ('epsilon_guaranteed (max)', lambda t: fmt(max(float(r['epsilon_guaranteed'])
+                                                       for r in t['runs'])))])
+    out.append('')
+    epsilons = sorted({e for e, _ in spreads})
+    methods = [m for m in PAPER_ORDER if any((e, m) in spreads for e in epsilons)]
+    if len(epsilons) > 1:
+      lo, hi = epsilons[0], epsilons[-1]
+      rises = []
+      for m in methods:
+        if (lo, m) in spreads and (hi, m) in spreads:
+          a, b = spreads[(hi, m)], spreads[(lo, m)]
+          rises.append(f'{m} {a.mean - b.mean:+.2f} ('
+                       + ('separated' if a.beats(b) or b.beats(a) else 'seeds overlap') + ')')
+      paper_rise = [f'{dc.PAPER_TABLE4[(hi, k)][0] - dc.PAPER_TABLE4[(lo, k)][0]:+.2f}'
+                    for k in dc.METHODS]
+      out.append(f'- Rise from epsilon {lo:g} to {hi:g} (mean accuracy, points): '
+                 + '; '.join(rises) + f'. Paper: {", ".join(paper_rise)} (in the order '
+                 f'{", ".join(dc.METHOD_LABEL[k] for k in dc.METHODS)}).')
+    for e in epsilons:
+      here = [m for m in methods if (e, m) in spreads]
+      ours = sorted(here, key=lambda m: spreads[(e, m)].mean, reverse=True)
+      wins = [f'{a} > {b}' for i, a in enumerate(ours) for b in ours[i + 1:]
+              if spreads[(e, a)].beats(spreads[(e, b)])]
+      paper_pairs = [(a, b) for i, a in enumerate(PAPER_ORDER) for b in PAPER_ORDER[i + 1:]
+                     if a in here and b in here]
+      agree = sum(spreads[(e, a)].beats(spreads[(e, b)]) for a, b in paper_pairs)
+      against = sum(spreads[(e, b)].beats(spreads[(e, a)]) for a, b in paper_pairs)
+      out.append(f'- epsilon {e:g}: tffdp order by mean {" > ".join(ours)}; wins (every seed '
+                 f'above every seed): {", ".join(wins) if wins else "none"}. Of the paper\'s '
+                 f'{len(paper_pairs)} pairwise orderings, {agree} reproduced, {against} '
+                 f'reversed, {len(paper_pairs) - agree - against} ties.')
+    out.append('')
+  return out
+
+
+_METHOD_KEY = {label: key for key, label in dc.METHOD_LABEL.items()}
+
+
+def _paper_mia(row: dict):
+  """Table II's attack accuracy (%) for a `mia.csv` row, or '' where the paper has none."""
+  from experiments import dp_fedags_mia  # pylint: disable=g-import-not-at-top
+  from tffdp import mia  # pylint: disable=g-import-not-at-top
+  paper = dp_fedags_mia.PAPER_MIA.get(
+      (row['dataset'], float(row['epsilon']), _METHOD_KEY.get(row['method'])))
+  attacks = list(mia.ATTACK_LABEL.values())
+  return paper[attacks.index(row['attack'])] if paper and row['attack'] in attacks else ''
+
+
+def _mia_average(rows) -> list[str]:
+  """Table III: the mean over the three attacks per run, beside the paper's."""
+  from experiments import dp_fedags_mia  # pylint: disable=g-import-not-at-top
+  runs = {}
+  for r in rows:
+    runs.setdefault((r['dataset'], float(r['epsilon']), r['method']), []).append(
+        float(r['accuracy']))
+  table = [dict(dataset=d, epsilon=e, method=m, ours=statistics.mean(v), n=len(v),
+                paper=dp_fedags_mia.PAPER_MIA_AVERAGE.get((d, e, _METHOD_KEY.get(m)), ''))
+           for (d, e, m), v in runs.items()]
+  if not table:
+    return []
+  return ['', '**Table III: the mean attack accuracy over the three attacks** (per run; the '
+          'paper\'s Table III is the mean of its Table II row):', ''] + _md_table(table, [
+              ('dataset', lambda t: dc.LABEL.get(t['dataset'], t['dataset'])),
+              ('epsilon', lambda t: f'{t["epsilon"]:g}'), ('method', lambda t: t['method']),
+              ('paper mean acc (%)', lambda t: t['paper']),
+              ('tffdp mean acc (%)', lambda t: f'{t["ours"]:.2f}'),
+              ('attacks', lambda t: t['n'])])
+
+
 def _mia(figs) -> list[str]:
   rows = read_rows(os.path.join(figs, 'mia.csv')) or []
   if not rows:
@@ -233,7 +390,7 @@ def _mia(figs) -> list[str]:
       ('dataset', lambda r: dc.LABEL.get(r['dataset'], r['dataset'])),
       ('epsilon', lambda r: r['epsilon']), ('method', lambda r: r['method']),
       ('attack', lambda r: r['attack']),
-      ('paper acc (%)', lambda r: r.get('paper_accuracy', '')),
+      ('paper acc (%)', _paper_mia),
       ('acc (%)', lambda r: r['accuracy']),
       ('in-sample best acc (%)', lambda r: r.get('best_accuracy', '')),
       ('AUC', lambda r: r.get('auc', '')),
@@ -243,13 +400,12 @@ def _mia(figs) -> list[str]:
   done = [r for r in rows if r['accuracy'] not in ('', 'not run')]
   for dataset in dc.DATASETS:
     accs = [float(r['accuracy']) for r in done if r['dataset'] == dataset]
-    paper = [float(r['paper_accuracy']) for r in done if r['dataset'] == dataset
-             and r.get('paper_accuracy', '').replace('.', '', 1).isdigit()]
+    paper = [_paper_mia(r) for r in done if r['dataset'] == dataset and _paper_mia(r) != '']
     if accs:
       out += ['', f'{dc.LABEL[dataset]}: held-out attack accuracy {min(accs):.2f}-'
               f'{max(accs):.2f}% over {len(accs)} (run, attack) pairs; paper '
-              + (f'{min(paper):.2f}-{max(paper):.2f}% on the rows it reports.' if paper
-                 else 'about 50%.')]
+              + (f'{min(paper):.2f}-{max(paper):.2f}% on the same rows.' if paper
+                 else '(no row).')]
   if done:
     accs = [float(r['accuracy']) for r in done]
     lower = max(float(r['epsilon_lower_bound']) for r in done)
@@ -264,7 +420,7 @@ def _mia(figs) -> list[str]:
             'replace-one-example change inside a client, so it contradicts a client-level '
             'epsilon only above twice that epsilon. ML-Leaks\' shadow model is trained '
             'centrally without noise, so its 0.5 cut suits a leakier model than these.']
-  return out
+  return out + _mia_average(done)
 
 
 def _fig3_images(figs) -> list[str]:
@@ -274,7 +430,7 @@ def _fig3_images(figs) -> list[str]:
 
 
 def _speed(figs) -> list[str]:
-  rows = read_rows(os.path.join(figs, 'table4.csv')) or []
+  rows = _literal_rows(figs)
   out = []
   by_method = {}
   for r in rows:
@@ -337,6 +493,9 @@ def build(figs: str) -> str:
          '## Pilot: the adaptive quantities (Amendments 1-2)', '', *_pilot(figs), '',
          '## Table IV: mean test accuracy over training (and final)', '', *_table4(figs),
          *_cpsgd_true_sensitivity(figs), '',
+         '## Calibrating Delta_S between the two readings (fidelity pass 2)', '',
+         *_calibration(figs), '',
+         '## Table IV at the calibrated Delta_S', '', *_table4_calibrated(figs), '',
          *_fig3_images(figs), '',
          '## Tables II-III: membership inference', '', *_mia(figs), '',
          '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',

@@ -591,9 +591,32 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
     (ref,) = list(csv.DictReader(f))
   assert ref['method'] == 'FedAvg (non-private)' and ref['rounds'] == '2'
   assert (tmp_path / 'runs' / 'mnist_fedavg_seed0_quick' / 'summary.json').exists()
+  from experiments import dp_fedags_calibrate
+  flags = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
+           '--figures-dir', str(figs)]
+  assert dp_fedags_calibrate.main(flags + ['--scales', '0', '2']) == 0
+  with open(figs / 'calibration.csv') as f:
+    cal = {r['delta_s_scale']: r for r in csv.DictReader(f)}
+  assert float(cal['0.0']['noise_std']) == 0.0   # the clip-only control
+  assert float(cal['2.0']['noise_std']) > 0 and cal['2.0']['closest_to_paper'] == 'True'
+  assert cal['0.0']['paper_mean_accuracy'] == '88.34'
+  assert dp_fedags_table4.main(flags + ['--epsilons', '0.5', '--methods', 'dp_fedavg_ags',
+                                        'dp_fedags', '--delta-s-scale', '2',
+                                        '--seeds', '0', '1']) == 0
+  with open(figs / 'table4.csv') as f:
+    cells = [(r['delta_s_scale'], r['seed'], r['method']) for r in csv.DictReader(f)]
+  assert ('1.0', '0', 'cpSGD') in cells   # the literal reading's rows are kept
+  assert ('2.0', '1', 'DP-FedAGS') in cells and len(cells) == 8
+  assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed1_kappa2_quick').exists()
+  with pytest.raises(SystemExit):   # no kappa frozen yet
+    dp_fedags_table4.main(flags + ['--delta-s-scale', 'calibrated'])
   assert dp_fedags_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '| 0.5 | DP-FedAGS | 94.75 |' in report and 'CIFAR-10: not run' in report
+  assert '- Clip-only control: mean accuracy' in report
+  assert '**MNIST, kappa 2**' in report and '(2 seeds)' in report
+  assert "Of the paper's 1 pairwise orderings" in report
+  assert '| MNIST | 0.5 | DP-FedAGS | Basic MIA (Yeom et al. 2018) | 50.17 |' in report
   assert f"- Non-private FedAvg at the same settings (`python -m experiments.dp_fedags_reference`): mean accuracy {ref['mean_accuracy']}%" in report
   assert '- Not run: epsilon 0.1, 0.2 (8 runs;' in report
   assert 'ML-Leaks (Salem et al. 2019)' in report and str(tmp_path) not in report
@@ -1476,3 +1499,21 @@ def test_committed_audit_readme_is_its_runs():
   figs = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                       'figures', 'audit')
   _check_audit_folder(figs, 'python -m experiments.audit')
+
+
+def test_dp_fedags_table3_is_the_mean_of_table2_as_transcribed():
+  from experiments import dp_fedags_mia  # pylint: disable=g-import-not-at-top
+  assert len(dp_fedags_mia.PAPER_MIA) == 36 == len(dp_fedags_mia.PAPER_MIA_AVERAGE)
+  for key, accs in dp_fedags_mia.PAPER_MIA.items():
+    assert sum(accs) / 3 == pytest.approx(dp_fedags_mia.PAPER_MIA_AVERAGE[key], abs=0.006), key
+
+
+def test_seed_spread_calls_a_win_only_when_every_seed_separates():
+  from experiments.common import SeedSpread  # pylint: disable=g-import-not-at-top
+  a, b = SeedSpread((90.0, 91.0, 92.0)), SeedSpread((89.0, 89.5, 89.9))
+  assert a.beats(b) and not b.beats(a)
+  assert a.mean == 91.0 and a.std == pytest.approx(1.0) and a.text() == '91.00 +- 1.00 (3 seeds)'
+  overlap = SeedSpread((88.0, 90.5, 91.0))
+  assert not a.beats(overlap) and not overlap.beats(b)   # ranges overlap: a tie
+  one = SeedSpread((99.0,))
+  assert not one.beats(b) and one.std == 0.0 and one.text() == '99.00 (1 seed)'
