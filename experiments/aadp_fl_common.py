@@ -73,6 +73,7 @@ def model_dim(dataset: str, model: str) -> int:
 
 LABELS = {'fedavg': 'FedAvg (non-private)', 'aadp_fl': 'AADP-FL',
           'aadp_fl_l2e-4': 'AADP-FL, l = 2e-4',
+          'nadam_control': 'FedAvg with AADP-FL\'s Nadam (no clipping, no noise)',
           'dp_fedavg_theorem1': 'DP-FedAvg (sigma of AADP-FL Theorem 1)',
           'dp_fedavg_own': 'DP-FedAvg (own accountant, epsilon 4)',
           'ddgauss_theorem1': 'DDGauss (sigma of AADP-FL Theorem 1)',

@@ -5,7 +5,9 @@
 The paper's Table 2 is an image; its text claims AADP-FL is within 1 point of FedAvg on
 MNIST and within 2 on Fashion-MNIST and CIFAR-10, ahead of DP-FedAvg, DDGauss and
 DP-SCAFFOLD at epsilon = 4. Rows per dataset: FedAvg; AADP-FL (paper-literal, l = 1e-4);
-AADP-FL with l = 2e-4 (the convergence test then fires: Amendment 4); DP-FedAvg,
+AADP-FL with l = 2e-4 (the convergence test then fires: Amendment 4); the Nadam control
+(AADP-FL's own process with no noise and `S = 1e9`, which clips nothing: FedAvg's local
+work, the unweighted mean and AADP-FL's server Nadam, lr 0.01); DP-FedAvg,
 DDGauss and DP-SCAFFOLD each at the sigma of AADP-FL's Theorem 1 and at the sigma its
 own accountant needs for epsilon 4 (Amendment 6; `--baselines` picks which).
 
@@ -17,6 +19,9 @@ from __future__ import annotations
 
 from experiments import aadp_fl_common as common
 
+# The Nadam control's S: far above any update's norm, so longitudinal clipping zeroes no
+# coordinate.
+NO_CLIP = 1e9
 PAPER_CLAIM = {'mnist': 'within 1 point of FedAvg', 'fashion_mnist': 'within 2 points',
                'cifar10': 'within 2 points'}
 
@@ -28,6 +33,8 @@ def curves(dataset: str, args):
       (common.LABELS['fedavg'], *common.config(dataset, args, 'fedavg', 'fedavg'), none),
       (common.LABELS['aadp_fl'], *common.config(dataset, args, 'aadp_fl'), claim),
       (common.LABELS['aadp_fl_l2e-4'], *common.config(dataset, args, 'aadp_fl_l2e-4', l=2e-4), none),
+      (common.LABELS['nadam_control'], *common.config(
+          dataset, args, 'nadam_control', noise_scale='none', clip_norm=NO_CLIP), none),
   ] + [(common.LABELS[b], *common.config(dataset, args, b, b),
          dict(paper='behind AADP-FL' if b.endswith('theorem1') else ''))
         for b in args.baselines]

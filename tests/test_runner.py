@@ -737,3 +737,15 @@ def test_method_notes_drop_defaults_the_run_overrides():
   cfg = config_lib.RunConfig.create(method='adap_dp_fl', dataset='mnist',
                                     lot_size=lot).resolved()
   assert runner.method_notes(dict(lot_size='why'), cfg) == {}
+
+
+def test_eval_validation_off_evaluates_the_test_set_alone_and_trains_the_same(tmp_path):
+  kw = dict(method='fedavg', rounds=2)
+  runner.run(_cfg(tmp_path, 'both', **kw), log=lambda s: None)
+  runner.run(_cfg(tmp_path, 'test', eval_validation=False, **kw), log=lambda s: None)
+  both, test = read_rows(tmp_path / 'both'), read_rows(tmp_path / 'test')
+  assert all(r['validation_accuracy'] == '' and r['test_accuracy'] != '' for r in test)
+  assert all(r['validation_accuracy'] != '' for r in both)
+  assert [r['test_accuracy'] for r in test] == [r['test_accuracy'] for r in both]
+  with open(tmp_path / 'test' / 'config.json') as f:
+    assert json.load(f)['eval_validation'] is False

@@ -196,6 +196,9 @@ class RunConfig:
   cohort_sampling: Optional[str] = None
   epsilon_budget: Optional[float] = None
   eval_every: int = 1
+  # Evaluate on the validation split too (False: the test set only, for methods that never
+  # read the validation metrics; its columns are then empty). Training does not change.
+  eval_validation: bool = True
   checkpoint_every: int = 5
   log_every: int = 1
   num_validation: int = 5000

@@ -142,6 +142,9 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   g.add_argument('--num-validation', type=int, default=d.num_validation,
                  help='server-side validation examples held out of the training set')
   g.add_argument('--eval-every', type=int, default=d.eval_every)
+  g.add_argument('--no-eval-validation', dest='eval_validation', action='store_false',
+                 help='evaluate on the test set only (the validation columns stay empty; '
+                 'training is unchanged)')
   g.add_argument('--checkpoint-every', type=int, default=d.checkpoint_every)
   g.add_argument('--workers', metavar='HOST:PORT[,HOST:PORT...]',
                  help='run each round\'s cohort on these TFF workers (`python -m '
@@ -224,6 +227,7 @@ def config_from_args(args) -> config_lib.RunConfig:
       local_epochs=args.local_epochs, noise_multiplier=args.noise_multiplier,
       clip_norm=args.clip_norm, delta=args.delta, cohort_sampling=args.cohort_sampling,
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
+      eval_validation=args.eval_validation,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
       log_every=args.log_every, clients_per_slice=args.clients_per_slice,
       workers=args.workers, worker_timeout=args.worker_timeout, tls_cert=args.tls_cert,

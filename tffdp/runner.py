@@ -804,7 +804,10 @@ class Runner:
     return self.claimed.report(), self.guaranteed.report()
 
   def evaluate(self) -> dict:
-    return self.exp.evaluator(self.method.model_weights(self.state))
+    if self.config.eval_validation:
+      return self.exp.evaluator(self.method.model_weights(self.state))
+    return dict(self.exp.evaluator(self.method.model_weights(self.state), names=['test']),
+                validation_accuracy='', validation_loss='')
 
   def write_row(self, row: dict) -> None:
     self.rows.append(row)
