@@ -1517,3 +1517,28 @@ def test_seed_spread_calls_a_win_only_when_every_seed_separates():
   assert not a.beats(overlap) and not overlap.beats(b)   # ranges overlap: a tie
   one = SeedSpread((99.0,))
   assert not one.beats(b) and one.std == 0.0 and one.text() == '99.00 (1 seed)'
+
+
+def test_fidelity_counts_numbers_within_tolerance_and_names_uncaused_misses():
+  from experiments import fidelity  # pylint: disable=g-import-not-at-top
+  assert fidelity.within('accuracy', 90.0, 91.5) and not fidelity.within('accuracy', 90.0, 91.6)
+  assert fidelity.within('sigma', 2.0, 2.1) and not fidelity.within('sigma', 2.0, 2.11)
+  assert fidelity.within('rounds', 100, None) is None
+  with pytest.raises(ValueError, match='kind must be one of'):
+    fidelity.within('loss', 1.0, 1.0)
+  numbers = [
+      fidelity.PaperNumber('a', 'accuracy', 90.0, 89.0),                    # default within
+      fidelity.PaperNumber('b', 'accuracy', 90.0, 80.0, 89.9, 'kappa 30'),   # best within
+      fidelity.PaperNumber('c', 'accuracy', 90.0, 80.0, cause='clip-only control 85%'),
+      fidelity.PaperNumber('d', 'accuracy', 90.0, 80.0),                     # miss, no cause
+      fidelity.PaperNumber('e', 'budget', 4.0, None)]                        # not run
+  claims = [fidelity.Claim('x', 'reproduced', ''), fidelity.Claim('y', 'tie', '')]
+  assert fidelity.counts(numbers, claims) == dict(
+      numbers=5, default_within=1, best_within=2, claims=2, reproduced=1, uncaused=1)
+  lines = fidelity.section(numbers, claims)
+  assert lines[0].startswith('**1 of 5 paper numbers within tolerance under tffdp\'s default '
+                             'reading, 2 under the best reading run; 1 of 2 claims')
+  assert '| d | 90 | 80 | no | - | - | no | no controlled cause yet |' in lines
+  assert '| e | 4 | - | not run | - | - | not run |  |' in lines
+  with pytest.raises(ValueError, match='verdict must be one of'):
+    fidelity.Claim('z', 'maybe', '')
