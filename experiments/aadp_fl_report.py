@@ -17,7 +17,10 @@ import statistics
 from experiments import aadp_fl_cnn_pilot
 from experiments import aadp_fl_common as common
 from experiments import aadp_fl_fig3
+from experiments import aadp_fl_fig5
 from experiments import aadp_fl_fig7
+from experiments import aadp_fl_table2
+from experiments import fidelity
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
 from experiments.common import parked_runs_section, untrained_rounds_section
 
@@ -308,8 +311,41 @@ def _l_ablation(figs, table2, opts) -> str:
           ' against the paper-literal run above).')
 
 
+def _fig5_main(rows) -> list[dict]:
+  """Fig. 5's sweep rows (rows written before the control have no `series`)."""
+  return [r for r in rows or [] if (r.get('series') or aadp_fl_fig5.SERIES)
+          == aadp_fl_fig5.SERIES]
+
+
+def _fig5_control(rows) -> tuple[list[str], bool]:
+  """The Nadam-epsilon control beside each S it ran at: peak and final against the run
+  without it. Returns the lines and whether the control removes every fall-back (final
+  within 1.5 points of its peak where the run without it fell further)."""
+  out, removed = [], None
+  main = {(r['dataset'], float(r['clip_norm'])): r for r in _fig5_main(rows)}
+  for r in rows:
+    if r.get('series') != aadp_fl_fig5.CONTROL_SERIES:
+      continue
+    base = main.get((r['dataset'], float(r['clip_norm'])))
+    if base is None:
+      continue
+    fell = float(base['best_test_accuracy']) - float(base['final_test_accuracy'])
+    now = float(r['best_test_accuracy']) - float(r['final_test_accuracy'])
+    if fell > 1.5:
+      removed = (removed is not False) and now <= 1.5
+    out.append(f"- Control, {common.LABEL[r['dataset']]}, S = {float(r['clip_norm']):g}: with "
+               f'Nadam epsilon {aadp_fl_fig5.CONTROL_EPSILON:g} the run peaks at '
+               f"{_f(r['best_test_accuracy'])}% and ends at {_f(r['final_test_accuracy'])}% "
+               f'(falls {now:.2f} points); with epsilon 1e-7 it peaks at '
+               f"{_f(base['best_test_accuracy'])}% and ends at {_f(base['final_test_accuracy'])}% "
+               f'(falls {fell:.2f}).')
+  return out, bool(removed)
+
+
 def _fig5_notes(figs, rows) -> list[str]:
   out = []
+  control, removed = _fig5_control(rows)
+  rows = _fig5_main(rows)
   for r in rows:
     metrics = _metrics(figs, r)
     if not metrics:
@@ -322,13 +358,23 @@ def _fig5_notes(figs, rows) -> list[str]:
                'rounds longitudinal clipping kept under 1% of the coordinates (mean over '
                'clients).')
   if out:
+    cause = ('The control isolates it: with Nadam\'s epsilon at '
+             f'{aadp_fl_fig5.CONTROL_EPSILON:g}, which floors each coordinate\'s step divisor '
+             'near where Table 2\'s noise floors the second moment, no run falls back by '
+             'more than 1.5 points: Nadam divides each coordinate by the root of its second '
+             'moment, which sparse updates leave small, so the few surviving coordinates '
+             'take large steps.' if removed else
+             'A likely cause: Nadam divides each coordinate by the root of its second '
+             'moment, which sparse updates leave small, so the few surviving coordinates '
+             'take large steps; with noise (Table 2, S = 0.25) the second moment is floored '
+             'by the noise variance. '
+             + ('The control (Nadam epsilon '
+                f'{aadp_fl_fig5.CONTROL_EPSILON:g}) does not remove the fall-back, so this '
+                'cause is not confirmed.' if control else 'Not isolated yet (the control '
+                'with a larger Nadam epsilon has not run).'))
     out.insert(0, 'Without noise, runs whose clipping keeps only a few coordinates for '
-               'many rounds fall back after their peak. A likely cause, not isolated in '
-               'this pass: Nadam divides each coordinate by the root of its second moment, '
-               'which sparse updates leave small, so the few surviving coordinates take '
-               'large steps; with noise (Table 2, S = 0.25) the second moment is floored by '
-               'the noise variance. Per S:')
-  return out + _best_clip_verdicts(rows)
+               f'many rounds fall back after their peak. {cause} Per S:')
+  return out + control + _best_clip_verdicts(rows)
 
 
 def _best_clip_verdicts(rows) -> list[str]:
@@ -365,6 +411,21 @@ def _same_schedule_notes(figs, table2) -> list[str]:
   run-to-run spread of one configuration, not an effect of l.
   """
   out = []
+  for dataset, accs in _same_schedule_pairs(figs, table2):
+    out.append(f'- {common.LABEL[dataset]}: the convergence test fires in the same rounds at '
+               f'l = 1e-4 and l = 2e-4 (the rms moment changes stay below both), so the two '
+               f'AADP-FL rows use the same budget in every round and differ only in the noise '
+               f'draw, which TF draws unseeded: {_f(accs[0])}% and {_f(accs[1])}%, '
+               f'{abs(accs[0] - accs[1]):.2f} points apart, is the run-to-run spread of one '
+               'configuration, not an effect of l.')
+  return out
+
+
+def _same_schedule_pairs(figs, table2) -> list[tuple[str, list[float]]]:
+  """`(dataset, [final accuracy at l = 1e-4, at l = 2e-4])` for each dataset whose two
+  AADP-FL rows used the same budget every round (their run copies' metrics): two runs of
+  one configuration, apart only by the unseeded noise draw."""
+  out = []
   for dataset in ('mnist', 'fashion_mnist', 'cifar10'):
     rows = {r['curve']: r for r in table2 if r['dataset'] == dataset}
     pair = [rows.get(common.LABELS['aadp_fl']), rows.get(common.LABELS['aadp_fl_l2e-4'])]
@@ -373,13 +434,7 @@ def _same_schedule_notes(figs, table2) -> list[str]:
     budgets = [[m['epsilon_budget_max'] for m in _metrics(figs, r)] for r in pair]
     if not budgets[0] or budgets[0] != budgets[1]:
       continue
-    accs = [float(r['final_test_accuracy']) for r in pair]
-    out.append(f'- {common.LABEL[dataset]}: the convergence test fires in the same rounds at '
-               f'l = 1e-4 and l = 2e-4 (the rms moment changes stay below both), so the two '
-               f'AADP-FL rows use the same budget in every round and differ only in the noise '
-               f'draw, which TF draws unseeded: {_f(accs[0])}% and {_f(accs[1])}%, '
-               f'{abs(accs[0] - accs[1]):.2f} points apart, is the run-to-run spread of one '
-               'configuration, not an effect of l.')
+    out.append((dataset, [float(r['final_test_accuracy']) for r in pair]))
   return out
 
 
@@ -391,7 +446,7 @@ def _verdicts(table2) -> list[str]:
       continue
     a, f = rows[common.LABELS['aadp_fl']], rows[common.LABELS['fedavg']]
     gap = float(f['final_test_accuracy']) - float(a['final_test_accuracy'])
-    allowed = 1.0 if dataset == 'mnist' else 2.0
+    allowed = aadp_fl_table2.PAPER_BOUND[dataset]
     # The paper bounds the discrepancy, so a gap beyond it either way breaks the claim as
     # stated; AADP-FL above FedAvg still gives up no accuracy, and the verdict says so.
     verdict = ('holds' if abs(gap) <= allowed else
@@ -436,6 +491,179 @@ def _verdicts(table2) -> list[str]:
   return out or ['Not regenerated yet.']
 
 
+def _order_verdict(margins, spread) -> str:
+  """A claim's verdict from its margins (points by which the side the paper puts ahead is
+  ahead: one per comparison the claim makes), each run once: `reproduced` when every
+  margin exceeds the run-to-run spread measured in this folder, `not reproduced` when one
+  falls below minus it, `tie` otherwise and whenever no spread is measured (one seed)."""
+  if spread is None:
+    return 'tie'
+  if any(m < -spread for m in margins):
+    return 'not reproduced'
+  return 'reproduced' if all(m > spread for m in margins) else 'tie'
+
+
+def _accs(rows, dataset) -> dict[str, dict]:
+  return {r['curve']: r for r in rows or [] if r['dataset'] == dataset}
+
+
+def _pct(row) -> str:
+  stop = f" (stopped after round {row['rounds']})" if row.get('stop_reason') else ''
+  return f"{_f(row['final_test_accuracy'])}%{stop}"
+
+
+def _table2_claims(table2, spread) -> list:
+  claims = []
+  baselines = ('dp_fedavg_theorem1', 'ddgauss_theorem1', 'dp_scaffold_theorem1')
+  for dataset, bound in aadp_fl_table2.PAPER_BOUND.items():
+    rows = _accs(table2, dataset)
+    acc = {k: float(rows[common.LABELS[k]]['final_test_accuracy'])
+           for k in common.LABELS if common.LABELS[k] in rows}
+    name = common.LABEL[dataset]
+    command = f'`python -m experiments.aadp_fl_table2 --datasets {dataset}`'
+    text = (f'Table 2, {name}: AADP-FL within {bound:g} point{"s" * (bound != 1)} of '
+            'FedAvg (final test accuracy)')
+    if 'aadp_fl' not in acc or 'fedavg' not in acc:
+      claims.append(fidelity.Claim(text, 'not run', f'not run yet: {command}'))
+      claims.append(fidelity.Claim(
+          f'Table 2, {name}: AADP-FL ahead of DP-FedAvg, DDGauss and DP-SCAFFOLD at '
+          'epsilon = 4', 'not run', f'not run yet: {command}'))
+      continue
+    a, f = acc['aadp_fl'], acc['fedavg']
+    evidence = f'AADP-FL {_f(a)}% vs FedAvg {_f(f)}% ({a - f:+.2f} points), seed 0 each.'
+    if 'nadam_control' in acc:
+      n = acc['nadam_control']
+      rest = a - n
+      within = _order_verdict([bound - abs(rest)], spread)
+      evidence += (
+          f' Control: {common.LABELS["nadam_control"]} {_f(n)}% ({n - f:+.2f} against '
+          f'FedAvg, `{COMMANDS["table2"]}`): against the same server optimiser AADP-FL\'s '
+          f'clipping and noise cost {rest:+.2f} points, ' +
+          {'reproduced': f'within the {bound:g}-point bound: its distance from FedAvg is '
+                         'the server Nadam\'s',
+           'not reproduced': f'beyond the {bound:g}-point bound as well',
+           'tie': f'at the {bound:g}-point bound (within the run-to-run spread)'}[within]
+          + '.')
+    else:
+      evidence += f' {common.LABELS["nadam_control"]}: not run yet ({command}).'
+    claims.append(fidelity.Claim(text, _order_verdict([bound - abs(a - f)], spread),
+                                 evidence))
+    present = [k for k in baselines if k in acc]
+    missing = [common.LABELS[k] for k in baselines if k not in acc]
+    verdict = _order_verdict([a - acc[k] for k in present], spread) if present else 'not run'
+    if missing and verdict != 'not reproduced':
+      verdict = 'not run'
+    own = [k.replace('theorem1', 'own') for k in baselines]
+    claims.append(fidelity.Claim(
+        f'Table 2, {name}: AADP-FL ahead of DP-FedAvg, DDGauss and DP-SCAFFOLD at '
+        'epsilon = 4', verdict,
+        f'AADP-FL {_f(a)}%; at the sigma of AADP-FL\'s Theorem 1 (Amendment 6): ' +
+        ', '.join(f'{common.LABELS[k].split(" (")[0]} {_pct(rows[common.LABELS[k]])}'
+                  for k in present) +
+        (f'; not run: {", ".join(missing)}' if missing else '') +
+        '; at their own accountants\' sigma: ' +
+        (', '.join(f'{common.LABELS[k].split(" (")[0]} {_pct(rows[common.LABELS[k]])}'
+                   for k in own if k in acc) or 'not run') + '.'))
+  return claims
+
+
+def _figure_claims(tables, spread) -> list:
+  claims = []
+  # Fig. 4b: the paper's falling-accuracy claim is CIFAR-10's (for MNIST it says the
+  # final results differ slightly and the optimum comes later).
+  pts = sorted((float(r['non_iid_percentage']), float(r['final_test_accuracy']))
+               for r in tables['fig4'] or [] if r['dataset'] == 'cifar10'
+               and r.get('series', 'AADP-FL') == 'AADP-FL')
+  text = 'Fig. 4b, CIFAR-10: the larger the non-IID percentage p, the lower the accuracy'
+  if len(pts) < 2:
+    claims.append(fidelity.Claim(text, 'not run', 'not run yet: `python -m '
+                                 'experiments.aadp_fl_fig4 --datasets cifar10`'))
+  else:
+    claims.append(fidelity.Claim(
+        text, _order_verdict([a[1] - b[1] for a, b in zip(pts, pts[1:])], spread),
+        'final test accuracy ' + ', '.join(f'p = {p:g}: {_f(v)}%' for p, v in pts) +
+        f' (`{COMMANDS["fig4"]}`, seed 0 each).'))
+  for dataset, best in aadp_fl_fig5.PAPER_BEST.items():
+    if best is None:
+      continue
+    rows = [r for r in _fig5_main(tables['fig5']) if r['dataset'] == dataset]
+    acc = {float(r['clip_norm']): float(r['final_test_accuracy']) for r in rows}
+    text = (f'Fig. 5, {common.LABEL[dataset]} ({common.SETTINGS[dataset]["model"]}, no '
+            f'noise): S = {best:g} gives the best accuracy of the thresholds swept')
+    if best not in acc or len(acc) < 2:
+      claims.append(fidelity.Claim(text, 'not run', 'not run yet: `python -m '
+                                   f'experiments.aadp_fl_fig5 --datasets {dataset}`'))
+      continue
+    peak = max(rows, key=lambda r: float(r['best_test_accuracy']))
+    claims.append(fidelity.Claim(
+        text, _order_verdict([acc[best] - v for s, v in acc.items() if s != best], spread),
+        'final test accuracy ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(acc.items()))
+        + f'; by peak accuracy S = {float(peak["clip_norm"]):g} '
+        f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).'))
+  mlp = _budget_stats(tables['fig6'])
+  cnn = {name: _budget_stats(tables[name]) for name in ('fig6_mcmahan_cnn', 'fig6_fl_mnist_cnn')}
+  text = ('Fig. 6: the CNN\'s accuracy is less affected than the MLP\'s when the budget '
+          'changes (epsilon 1-8)')
+  if not mlp or not cnn['fig6_mcmahan_cnn']:
+    claims.append(fidelity.Claim(text, 'not run', f'not run yet: `{COMMANDS["fig6"]}` and '
+                                 f'`{COMMANDS["fig6_mcmahan_cnn"]}`'))
+  else:
+    other = cnn['fig6_fl_mnist_cnn']
+    claims.append(fidelity.Claim(
+        text, _order_verdict([mlp[0] - cnn['fig6_mcmahan_cnn'][0]], spread),
+        f'final accuracy over the budgets spreads {mlp[0]:.2f} points for the MLP, '
+        f'{cnn["fig6_mcmahan_cnn"][0]:.2f} for the McMahan CNN (the spec\'s CNN, '
+        f'`{COMMANDS["fig6_mcmahan_cnn"]}`)' +
+        (f'; the paper code\'s CNNMnist (other reading of the widths): {other[0]:.2f}'
+         if other else '') + ' (seed 0 each).'))
+  for name, dataset, panel in (('fig7_alexnet_cnn', 'cifar10', 'Fig. 7a, CIFAR-10 '
+                                'AlexNet-style'), ('fig7', 'mnist', 'Fig. 7b, MNIST MLP')):
+    rows = [r for r in tables[name] or [] if r['dataset'] == dataset]
+    gaps = _fig7_gaps(rows).get(dataset)
+    texts = (f'{panel}: AADP-FL ahead of DP-FedAvg at every user sampling probability q',
+             f'{panel}: the gap to DP-FedAvg larger at higher q')
+    if not gaps:
+      claims += [fidelity.Claim(t, 'not run', f'not run yet: `{COMMANDS[name]}`') for t in texts]
+      continue
+    stopped = [f'q = {_f(float(r["q_user"]))} ({r["stop_reason"].split(":")[0]})'
+               for r in rows if r['series'] != 'AADP-FL' and r.get('stop_reason')]
+    evidence = ('AADP-FL minus DP-FedAvg, final test accuracy in points: ' +
+                ', '.join(f'q = {q:g}: {g:+.2f}' for q, g in gaps) +
+                (f'; DP-FedAvg stopped early at {", ".join(stopped)}' if stopped else '') +
+                f' (`{COMMANDS[name]}`, seed 0 each).')
+    claims.append(fidelity.Claim(texts[0], _order_verdict([g for _, g in gaps], spread),
+                                 evidence))
+    claims.append(fidelity.Claim(
+        texts[1], _order_verdict([b[1] - a[1] for a, b in zip(gaps, gaps[1:])], spread),
+        evidence))
+  return claims
+
+
+def _fidelity(figs, tables) -> list[str]:
+  """Issue 42's table: the paper's numbers (none in its text) and its claims."""
+  pairs = _same_schedule_pairs(figs, tables['table2'] or [])
+  spread = max((max(a) - min(a) for _, a in pairs), default=None)
+  claims = _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread)
+  measured = ('; '.join(f'{common.LABEL[d]} AADP-FL at l = 1e-4 and l = 2e-4, the same '
+                        f'budget every round: {_f(a[0])}% and {_f(a[1])}%' for d, a in pairs)
+              if pairs else 'none')
+  return [*fidelity.section([], claims), '',
+          'No paper number in the text: Table 2 is an image and Figs. 3-7 are plots, so '
+          'there is no value to hold within tolerance. The best thresholds of Fig. 5 are '
+          'the best of the grid swept, counted as claims (the tolerances have no kind for '
+          'a clipping threshold), and epsilon = 4 is the setting Theorem 1 calibrates '
+          'sigma to (`epsilon_claimed`; the mechanism\'s own guarantee is '
+          '`epsilon_guaranteed` in the tables below). Claims are read at tffdp\'s default '
+          'reading (the spec with its Amendments: noise sigma S / B, Theorem 1 with the '
+          'Def. 4 conversion, the baselines at the sigma of AADP-FL\'s Theorem 1, the '
+          'McMahan CNN), final test accuracy, seed 0, one run per configuration (the paper '
+          'reports the median of 5). An ordering is decided only when every margin '
+          'exceeds the run-to-run spread measured in this folder, '
+          + (f'{_f(spread, 3)} points ({measured})' if pairs else
+             'and none is measured here, so each is a tie') +
+          '; within it, a tie.']
+
+
 def build(figs: str) -> str:
   tables = {name: read_rows(os.path.join(figs, f'{name}.csv')) for name in COMMANDS}
   out = ['# AADP-FL: regenerated results', '',
@@ -463,6 +691,7 @@ def build(figs: str) -> str:
          'clipping and per-client noise add about 0.26 s a round for the MLP, 0.6 s for the '
          'AlexNet-style network on MNIST and 0.8 s on CIFAR-10, against 0.04-0.1 s for the '
          'mean alone.', '',
+         '## Fidelity: every paper number attempted', '', *_fidelity(figs, tables), '',
          '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '',
          '## Pilot: the MNIST CNN panel (Fig. 6b)', '', *_cnn_pilot(figs), '']
   sections = [('table2', 'Table 2 and Fig. 3 (MLP): accuracy at epsilon = 4', (), 'paper'),
@@ -704,9 +933,11 @@ SLOW_START_ACCURACY = 0.9
 
 
 def _fig4_verdicts(rows) -> list[str]:
-  """Markdown lines: per dataset, whether the final accuracy falls at every step of the
-  non-IID percentage (Fig. 4's claim), with the steps where it does not."""
+  """Markdown lines: per dataset, whether AADP-FL's final accuracy falls at every step of
+  the non-IID percentage (Fig. 4's claim), with the steps where it does not (the FedAvg
+  and Nadam control rows, `series` other than AADP-FL, left out)."""
   lines = []
+  all_rows, rows = rows, [r for r in rows if (r.get('series') or 'AADP-FL') == 'AADP-FL']
   for dataset in dict.fromkeys(r['dataset'] for r in rows):
     pts = sorted((float(r['non_iid_percentage']), float(r['final_test_accuracy']))
                  for r in rows if r['dataset'] == dataset)
@@ -719,8 +950,39 @@ def _fig4_verdicts(rows) -> list[str]:
     lines.append(f'- {common.LABEL.get(dataset, dataset)}: final accuracy {verdict}; '
                  f'p = {pts[0][0]:g} to p = {pts[-1][0]:g}: {pts[0][1]:g}% -> '
                  f'{pts[-1][1]:g}% ({pts[-1][1] - pts[0][1]:+.2f} points, one seed each).')
+  lines += _fig4_controls(all_rows)
   return ['Verdicts (final test accuracy against the non-IID percentage p):', ''] + lines \
       if lines else []
+
+
+def _fig4_controls(rows) -> list[str]:
+  """Per dataset with the p = 0 / p = 1 controls: how far each series falls from p = 0 to
+  p = 1, so the fall is put on the partition (FedAvg falls too), the server Nadam (the
+  Nadam control falls), or AADP-FL's clipping and noise (only AADP-FL falls)."""
+  out = []
+  for dataset in dict.fromkeys(r['dataset'] for r in rows):
+    acc = {(r.get('series') or 'AADP-FL', float(r['non_iid_percentage'])):
+           float(r['final_test_accuracy']) for r in rows if r['dataset'] == dataset}
+    series = ['AADP-FL', common.LABELS['fedavg'], common.LABELS['nadam_control']]
+    falls = {k: acc[(k, 0.0)] - acc[(k, 1.0)] for k in series
+             if (k, 0.0) in acc and (k, 1.0) in acc}
+    if len(falls) < 3:
+      continue
+    a, f, n = (falls[k] for k in series)
+    verdict = ('the partition itself takes most of it: non-private FedAvg falls too'
+               if f >= a / 2 else
+               'the server Nadam takes most of it: the Nadam control falls too'
+               if n >= a / 2 else
+               'AADP-FL\'s clipping and noise take most of it: neither control falls by '
+               'half as much')
+    out.append(f'- {common.LABEL.get(dataset, dataset)}, controls (final test accuracy, '
+               f'p = 0 -> p = 1): AADP-FL {acc[(series[0], 0.0)]:g}% -> '
+               f'{acc[(series[0], 1.0)]:g}% ({-a:+.2f}); non-private FedAvg '
+               f'{acc[(series[1], 0.0)]:g}% -> {acc[(series[1], 1.0)]:g}% ({-f:+.2f}); Nadam '
+               f'control (no clipping, no noise) {acc[(series[2], 0.0)]:g}% -> '
+               f'{acc[(series[2], 1.0)]:g}% ({-n:+.2f}). Of AADP-FL\'s fall, {verdict} (one '
+               'seed each).')
+  return out
 
 
 def _fig7_verdicts(rows) -> list[str]:
@@ -730,16 +992,7 @@ def _fig7_verdicts(rows) -> list[str]:
   superior outcomes", "when the user sampling rate is high, the performance comparison
   ... is more pronounced")."""
   lines = []
-  for dataset in dict.fromkeys(r['dataset'] for r in rows):
-    acc = {}
-    for r in rows:
-      if r['dataset'] == dataset:
-        key = 'aadp' if r['series'] == 'AADP-FL' else 'dp_fedavg'
-        acc.setdefault(float(r['q_user']), {})[key] = float(r['final_test_accuracy'])
-    gaps = sorted((q, a['aadp'] - a['dp_fedavg']) for q, a in acc.items()
-                  if {'aadp', 'dp_fedavg'} <= set(a))
-    if len(gaps) < 2:
-      continue
+  for dataset, gaps in _fig7_gaps(rows).items():
     behind = [f'{q:g}' for q, g in gaps if g <= 0]
     ahead = ('ahead at every q' if not behind else
              'not ahead at q = ' + ', '.join(behind))
@@ -753,6 +1006,23 @@ def _fig7_verdicts(rows) -> list[str]:
                  f'. AADP-FL is {ahead}; the gap {widens}. One seed each.')
   return ['Verdicts (the paper: AADP-FL ahead at every q, the gap larger at high q):',
           ''] + lines + [''] if lines else []
+
+
+def _fig7_gaps(rows) -> dict[str, list[tuple[float, float]]]:
+  """Per dataset with two q or more: `(q_user, AADP-FL minus DP-FedAvg final test
+  accuracy in points)`, in q order."""
+  out = {}
+  for dataset in dict.fromkeys(r['dataset'] for r in rows):
+    acc = {}
+    for r in rows:
+      if r['dataset'] == dataset:
+        key = 'aadp' if r['series'] == 'AADP-FL' else 'dp_fedavg'
+        acc.setdefault(float(r['q_user']), {})[key] = float(r['final_test_accuracy'])
+    gaps = sorted((q, a['aadp'] - a['dp_fedavg']) for q, a in acc.items()
+                  if {'aadp', 'dp_fedavg'} <= set(a))
+    if len(gaps) >= 2:
+      out[dataset] = gaps
+  return out
 
 
 def _fig7_noise_notes(figs, rows) -> list[str]:
@@ -793,21 +1063,26 @@ def _dp_fedavg_ratios(figs, rows) -> list[tuple[dict, dict, float]]:
   return out
 
 
+def _budget_stats(rows):
+  """A Fig. 6 panel's MNIST rows: `(spread of AADP-FL's final accuracy over the budgets,
+  its min, its max, FedAvg minus the max, FedAvg minus the min, private runs ending at
+  their best, private runs)`; None without FedAvg and two budgets."""
+  mnist = [r for r in rows or [] if r['dataset'] == 'mnist']
+  private = [float(r['final_test_accuracy']) for r in mnist if r['epsilon']]
+  fedavg = [float(r['final_test_accuracy']) for r in mnist if not r['epsilon']]
+  if len(private) < 2 or not fedavg:
+    return None
+  at_best = sum(r['final_test_accuracy'] == r['best_test_accuracy'] for r in mnist
+                if r['epsilon'])
+  return (max(private) - min(private), min(private), max(private),
+          fedavg[0] - max(private), fedavg[0] - min(private), at_best, len(private))
+
+
 def _budget_sensitivity(cnn_rows, mlp_rows) -> str:
   """One line: the spread of AADP-FL's final accuracy over the budgets and its gap to
   FedAvg, for a CNN panel against the MLP panel (the paper: the CNN is "less affected when
   privacy budgets fluctuate")."""
-  def stats(rows):
-    mnist = [r for r in rows or [] if r['dataset'] == 'mnist']
-    private = [float(r['final_test_accuracy']) for r in mnist if r['epsilon']]
-    fedavg = [float(r['final_test_accuracy']) for r in mnist if not r['epsilon']]
-    if len(private) < 2 or not fedavg:
-      return None
-    at_best = sum(r['final_test_accuracy'] == r['best_test_accuracy'] for r in mnist
-                  if r['epsilon'])
-    return (max(private) - min(private), min(private), max(private),
-            fedavg[0] - max(private), fedavg[0] - min(private), at_best, len(private))
-  cnn, mlp = stats(cnn_rows), stats(mlp_rows)
+  cnn, mlp = _budget_stats(cnn_rows), _budget_stats(mlp_rows)
   if not cnn or not mlp:
     return 'Budget sensitivity: needs the FedAvg run and two budgets of both panels.'
   verdict = 'holds' if cnn[0] < mlp[0] else 'does not hold'

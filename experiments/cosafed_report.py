@@ -14,6 +14,7 @@ import os
 import statistics
 
 from experiments import cosafed_common as cc
+from experiments import fidelity
 from experiments.common import fmt, md_table as _md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
 from experiments import common
@@ -25,7 +26,20 @@ COMMANDS = {
 }
 PAPER_HEADLINE = ('cosAFed spends about 14% (Equal) and 16% (Random) less total budget '
                   'than LAPFed, at a best accuracy at most 2 points lower')
-COSFED_NEEDED = 113853.81 / 105000.0  # the mean multiplier the paper's cosFed total needs
+# The headline's numbers (Sec. 5.3: "approximately 14% less than LAPFed" in the Equal
+# group, 16% in the Random group), and its accuracy bound in points (the spec's reading of
+# "the decrease is minimal": at most 2 points).
+PAPER_SAVING_PCT = {'Equal': 14.0, 'Random': 16.0}
+PAPER_ACC_GAP = 2.0
+
+
+def _paper_multiplier(group: str) -> float:
+  """The mean multiplier on epsilon the paper's cosFed total needs (its total over
+  LAPFed's, which adjusts nothing)."""
+  return cc.PAPER_TABLE3[(group, 'cosfed')][0] / cc.PAPER_TABLE3[(group, 'lapfed')][0]
+
+
+COSFED_NEEDED = _paper_multiplier('equal')
 
 
 def _f(v, digits=4):
@@ -138,9 +152,11 @@ def _table3(figs) -> list[str]:
     cos, lap = by.get((g, 'cosAFed')), by.get((g, cc.LABEL['lapfed']))
     if cos and lap:
       saving, gap = -float(cos['budget_vs_lapfed_pct']), float(cos['acc_vs_lapfed'])
-      verdict = ('both parts hold' if saving >= 14 and gap >= -2 else
-                 'the budget part holds, the accuracy part does not (more than 2 points '
-                 'lower)' if saving >= 14 else 'the budget part does not hold')
+      least = PAPER_SAVING_PCT[g]
+      verdict = ('both parts hold' if saving >= least and gap >= -PAPER_ACC_GAP else
+                 f'the budget part holds, the accuracy part does not (more than '
+                 f'{PAPER_ACC_GAP:g} points lower)' if saving >= least else
+                 'the budget part does not hold')
       out.append(f'- **{g}, headline** (paper: {PAPER_HEADLINE}): tffdp cosAFed spends '
                  f"{_f(saving, 3)}% less than LAPFed (paper "
                  f"{_f(-float(cos['paper_budget_vs_lapfed_pct']), 3)}%), at "
@@ -178,6 +194,116 @@ def _table3(figs) -> list[str]:
                  f"{_f(clipped['epsilon_guaranteed_max'], 6)}: its epsilon' depends on the "
                  "client's own data and sets the noise scale, so no clip makes it finite.")
   return out
+
+
+def _seeds(runs, group, method, key) -> common.SeedSpread | None:
+  """The seeds' values of `key` in `table3_runs.csv` for one group and method, in seed
+  order (None: no run)."""
+  vals = [float(r[key]) for r in sorted(runs, key=lambda r: int(r['seed']))
+          if r['group'] == group and r['method'] == method]
+  return common.SeedSpread(tuple(vals)) if vals else None
+
+
+def _other_readings(group, method, by, calibration, kind) -> list[tuple[str, float]]:
+  """`(reading, value)` of every reading run for a Table 3 cell other than tffdp's
+  default: the named variants of Table 3 (seed 0) and, for the best accuracy of the
+  method and group calibrated, the calibration's other `Delta_f` (seed 0)."""
+  key = 'total_budget' if kind == 'budget' else 'best_acc'
+  out = [(f'{cc.LABEL[v]} (seed 0)', float(by[(cc.GROUP_LABEL[group], cc.LABEL[v])][key]))
+         for v, (m, _) in cc.VARIANTS.items()
+         if m == method and (cc.GROUP_LABEL[group], cc.LABEL[v]) in by]
+  if kind == 'accuracy':
+    out += [(f'Delta_f = {float(r["sensitivity"]):g} (calibration, seed 0)',
+             float(r['best_test_accuracy'])) for r in calibration
+            if os.path.basename(r['run_dir']).startswith(f'{group}_{method}_')
+            and r['local_training'] == 'spec' and r['sensitivity'] not in ('', None)
+            and float(r['sensitivity']) != cc.SENSITIVITY]
+  return out
+
+
+def _fidelity(figs) -> list[str]:
+  """Issue 42's table: Table 3's sixteen numbers, both readings, the headline's claims."""
+  rows = read_rows(os.path.join(figs, 'table3.csv')) or []
+  runs = read_rows(os.path.join(figs, 'table3_runs.csv')) or []
+  calibration = read_rows(os.path.join(figs, 'calibration.csv')) or []
+  by = {(r['group'], r['method']): r for r in rows}
+  table3 = f'`{COMMANDS["table3"]}`'
+  numbers = []
+  for group in cc.GROUPS:
+    for method in cc.METHODS:
+      paper = cc.PAPER_TABLE3[(group, method)]
+      row = by.get((cc.GROUP_LABEL[group], cc.LABEL[method]))
+      for kind, key, seed_key, value in (
+          ('budget', 'total_budget', 'total_budget', paper[0]),
+          ('accuracy', 'best_acc', 'best_test_accuracy', paper[1])):
+        default = float(row[key]) if row else None
+        others = _other_readings(group, method, by, calibration, kind)
+        reading, best = min(others, key=lambda o: abs(o[1] - value)) if others else ('', None)
+        cause = fidelity.NO_CAUSE
+        seeds = _seeds(runs, group, method, seed_key)
+        near = [(r['seed'], float(r[seed_key])) for r in runs
+                if r['group'] == group and r['method'] == method
+                and fidelity.within(kind, value, float(r[seed_key]))]
+        cosfed = [by.get((cc.GROUP_LABEL[group], cc.LABEL[m]))
+                  for m in ('cosfed', 'cosfed_updates')]
+        if method == 'cosfed' and kind == 'budget' and all(cosfed):
+          cause = (f'neither cosine reading run gives the mean multiplier on epsilon the '
+                   f'paper\'s total needs ({_paper_multiplier(group):.3f}): consecutive global '
+                   f'models {cosfed[0]["mean_budget_multiplier"]}, consecutive global updates '
+                   f'{cosfed[1]["mean_budget_multiplier"]} ({table3}; Amendment 6: not '
+                   'reproducible from the description)')
+        elif near and seeds and len(seeds.values) > 1:
+          cause = (f'within the seeds\' spread: seed {near[0][0]} gives {_f(near[0][1])}, within '
+                   f'tolerance of the paper (seeds {_f(seeds.low)}-{_f(seeds.high)}, '
+                   f'{table3})')
+        what = (f'Table 3, {cc.GROUP_LABEL[group]}, {cc.LABEL[method].split(" (")[0]}, '
+                + ('total budget' if kind == 'budget' else 'best_acc'))
+        if row and int(row['seeds']) > 1:
+          what += f' (mean of {row["seeds"]} seeds)'
+        numbers.append(fidelity.PaperNumber(what, kind, value, default, best, reading, cause))
+  claims = []
+  for group in cc.GROUPS:
+    g = cc.GROUP_LABEL[group]
+    cos, lap = (_seeds(runs, group, m, 'total_budget') for m in ('cosafed', 'lapfed'))
+    cos_acc, lap_acc = (_seeds(runs, group, m, 'best_test_accuracy')
+                        for m in ('cosafed', 'lapfed'))
+    least = PAPER_SAVING_PCT[g]
+    text = f'{g}: cosAFed spends about {least:g}% less total budget than LAPFed'
+    if cos and lap:
+      cap = common.SeedSpread(tuple(v * (1 - least / 100) for v in lap.values))
+      saving = [100 * (1 - c / l) for c, l in zip(cos.values, lap.values)]
+      paper = 100 * (1 - cc.PAPER_TABLE3[(group, 'cosafed')][0]
+                     / cc.PAPER_TABLE3[(group, 'lapfed')][0])
+      claims.append(fidelity.Claim(
+          text, 'reproduced' if cap.beats(cos) else 'not reproduced' if cos.beats(cap) else 'tie',
+          f'cosAFed {cos.text(0)} against LAPFed {lap.text(0)}: '
+          f'{_f(min(saving), 3)}-{_f(max(saving), 3)}% less over the seeds (paper Table 3: '
+          f'{paper:.2f}%; {table3}); read as the least saving, as the headline verdict '
+          'under Table 3'))
+    else:
+      claims.append(fidelity.Claim(text, 'not run', f'not run yet: {table3}'))
+    text = (f'{g}: cosAFed\'s best accuracy at most {PAPER_ACC_GAP:g} points below '
+            'LAPFed\'s')
+    if cos_acc and lap_acc:
+      shifted = common.SeedSpread(tuple(v + PAPER_ACC_GAP for v in cos_acc.values))
+      paper = cc.PAPER_TABLE3[(group, 'cosafed')][1] - cc.PAPER_TABLE3[(group, 'lapfed')][1]
+      claims.append(fidelity.Claim(
+          text, 'reproduced' if shifted.beats(lap_acc) else
+          'not reproduced' if lap_acc.beats(shifted) else 'tie',
+          f'cosAFed {cos_acc.text()} against LAPFed {lap_acc.text()}: '
+          f'{cos_acc.mean - lap_acc.mean:+.2f} points (paper {paper:+.2f}); a verdict only '
+          f'where every seed separates from the bound ({table3})'))
+    else:
+      claims.append(fidelity.Claim(text, 'not run', f'not run yet: {table3}'))
+  return [*fidelity.section(numbers, claims), '',
+          'Default reading: tffdp\'s default configuration (the spec with its Amendments: '
+          f'ref. [18] partitions, `p_fixed = 0.95`, `Delta_f = {cc.SENSITIVITY:g}` '
+          'calibrated, formula 4, no clip), Table 3\'s mean over its seeds. Best reading run: '
+          'the closest of the other readings run: the named variants of Table 3 and, for '
+          'LAPFed\'s Equal best_acc, the calibration\'s other `Delta_f`. LAPFed\'s Equal '
+          'best_acc is the value `Delta_f` was calibrated against (Amendment 3), so it is '
+          'within tolerance by construction. Claims: the headline, with a verdict only '
+          'where every seed separates.']
 
 
 def _figs(figs) -> list[str]:
@@ -251,6 +377,7 @@ def build(figs: str) -> str:
          'the ledger reports the best of basic composition, dp_accounting\'s RDP and its '
          'PLD accountant (delta 1e-5). The per-round diagnostics in `metrics.csv` (cosine, '
          'L1 norm, score inputs) are the simulation\'s, not part of the mechanism.', '',
+         '## Fidelity: every paper number attempted', '', *_fidelity(figs), '',
          f'## Calibration of Delta_f and the local training (Amendments 3, 7)', '',
          f'Command: `{COMMANDS["calibration"]}`', '', *_calibration(figs), '',
          '## Pilot: the adaptive quantities', '', *_pilot(figs), '',

@@ -98,7 +98,7 @@ def _mark(m: Optional[bool]) -> str:
 
 
 def _value(v: Optional[float]) -> str:
-  return '-' if v is None else f'{v:.4g}'
+  return '-' if v is None else f'{v:.6g}'
 
 
 def counts(numbers: list[PaperNumber], claims: list[Claim]) -> dict:

@@ -197,7 +197,8 @@ def budgets_of(state) -> np.ndarray:
 
 def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 4.0,
                   delta: float = 1e-5, learning_rate: float = 0.01,
-                  server_learning_rate: float = 0.01, batch_size: int = 32,
+                  server_learning_rate: float = 0.01, nadam_epsilon: float = 1e-7,
+                  batch_size: int = 32,
                   clip_norm: float = 0.25, local_epochs: int = 1, q_user: float = 1.0,
                   rho: float = 0.1, l: float = 1e-4, epsilon_max: float = 20.0,
                   cap_at_max: bool = False, noise_scale: str = 'batch',
@@ -212,6 +213,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
     delta: Target delta (Sec. 6: 1e-5).
     learning_rate: Local SGD learning rate (Sec. 6: 0.01).
     server_learning_rate: Nadam learning rate (Sec. 6: 0.01).
+    nadam_epsilon: Nadam's epsilon, added to the root of its second moment (not given:
+      Keras' 1e-7; a larger one floors each coordinate's step divisor).
     batch_size: `B` (Sec. 6: 32 MNIST/FMNIST, 50 CIFAR-10), also the divisor of the
       noise (Amendment 1).
     clip_norm: `S` of longitudinal clipping (Fig. 5: 0.25 MNIST MLP, 0.2 CIFAR-10 CNN).
@@ -234,7 +237,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   """
   AADPFLHparams(epsilon=epsilon, q_user=q_user, rho=rho, l=l, epsilon_max=epsilon_max,
                 cap_at_max=cap_at_max, noise_scale=noise_scale, noise_on=noise_on,
-                server_learning_rate=server_learning_rate)  # one set of checks
+                server_learning_rate=server_learning_rate,
+                nadam_epsilon=nadam_epsilon)  # one set of checks
   if clip_norm <= 0:
     raise ValueError(f'clip_norm S must be positive. Found clip_norm={clip_norm!r}.')
   if rounds <= 0:
@@ -265,7 +269,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
       keras_builder,
       dp_sgd_client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
                          batching=batching),
-      aggregator, seed, server_optimizer=optimizers.build_nadam(server_learning_rate))
+      aggregator, seed, server_optimizer=optimizers.build_nadam(
+          server_learning_rate, epsilon=nadam_epsilon))
   process = with_budget_increase(inner, initial_budgets, l=l, rho=rho,
                                  epsilon_max=epsilon_max, cap_at_max=cap_at_max)
   cohort_run_round, round_computation = common.cohort_round(process, data, batching)
@@ -365,8 +370,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
       adaptive_quantities=quantities, round_metrics=round_metrics,
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, delta=delta, learning_rate=learning_rate,
-          server_learning_rate=server_learning_rate, batch_size=batch_size,
-          clip_norm=clip_norm, local_epochs=local_epochs, q_user=q_user, rho=rho, l=l,
+          server_learning_rate=server_learning_rate, nadam_epsilon=nadam_epsilon,
+          batch_size=batch_size, clip_norm=clip_norm, local_epochs=local_epochs, q_user=q_user, rho=rho, l=l,
           epsilon_max=epsilon_max, cap_at_max=cap_at_max, noise_scale=noise_scale,
           noise_on=noise_on,
           initial_budgets=[float(b) for b in client_budgets],
@@ -418,6 +423,9 @@ class AADPFLHparams(registry.MethodHparams):
       'all', 'noise on all coordinates, or only the kept ones (kept: support leaked, '
       'epsilon_guaranteed = inf)', choices=NOISE_ON)
   server_learning_rate: float = registry.option(0.01, 'Nadam learning rate (Sec. 6: 0.01)')
+  nadam_epsilon: float = registry.option(
+      1e-7, 'Nadam epsilon, added to the root of the second moment',
+      note='not given in the paper; Keras\' default')
 
   def __post_init__(self):
     super().__post_init__()
@@ -435,6 +443,8 @@ class AADPFLHparams(registry.MethodHparams):
     if self.server_learning_rate <= 0:
       raise ValueError('server_learning_rate must be positive. Found '
                        f'server_learning_rate={self.server_learning_rate!r}.')
+    if not self.nadam_epsilon >= 0:
+      raise ValueError(f'nadam_epsilon must be >= 0. Found nadam_epsilon={self.nadam_epsilon!r}.')
 
   def check_run(self, config) -> None:
     if config.clients_per_slice is not None:
@@ -448,7 +458,7 @@ def _build(ctx: registry.BuildContext, hp: AADPFLHparams) -> common.Method:
   return build_aadp_fl(
       ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon, delta=c.delta,
       learning_rate=c.learning_rate, server_learning_rate=hp.server_learning_rate,
-      batch_size=c.batch_size, clip_norm=c.clip_norm, local_epochs=c.local_epochs,
+      nadam_epsilon=hp.nadam_epsilon, batch_size=c.batch_size, clip_norm=c.clip_norm, local_epochs=c.local_epochs,
       q_user=hp.q_user, rho=hp.rho, l=hp.l, epsilon_max=hp.epsilon_max,
       cap_at_max=hp.cap_at_max, noise_scale=hp.noise_scale, noise_on=hp.noise_on,
       seed=c.seed)
