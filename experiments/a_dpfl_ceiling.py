@@ -22,8 +22,9 @@ import os
 import sys
 
 from experiments import a_dpfl_common as common
+from experiments.a_dpfl_table2 import PAPER
 
-PAPER_IID = 98.9   # Table 2, A-DPFL, MNIST, IID (private)
+PAPER_IID = 100 * PAPER[('mnist', 'IID')]   # Table 2, A-DPFL, MNIST, IID (private)
 
 
 def main(argv=None) -> int:
