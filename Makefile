@@ -65,6 +65,8 @@ a_dpfl_figures: venv
 	$(PY) -m experiments.a_dpfl_fig5 $(A_DPFL_FLAGS)
 	$(PY) -m experiments.a_dpfl_fig6 $(A_DPFL_FLAGS)
 	$(PY) -m experiments.a_dpfl_table2 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl_ceiling --learning-rates 0.1 $(DATA_FLAG) \
+	    --runs-dir $(RUNS_DIR)/a_dpfl
 	$(PY) -m experiments.a_dpfl_report
 
 a_dpfl_local_epochs: venv
@@ -79,6 +81,7 @@ adap_dp_fl_figures: venv
 	for f in 3 4 5 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/adap_dp_fl || exit 1; done
 	$(PY) -m experiments.adap_dp_fl_seeds $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
+	$(PY) -m experiments.adap_dp_fl_controls $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
 	$(PY) -m experiments.adap_dp_fl_report
 
 clean:
@@ -109,4 +112,7 @@ dp_fedags_figures: venv
 	$(PY) -m experiments.dp_fedags_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_reference $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_mia --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags_table4 --datasets mnist --delta-s-scale calibrated \
+	    --seeds 0 1 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_report
