@@ -1,6 +1,6 @@
 """DP-FedAGS: calibration of the sensitivity `Delta_S` between the two readings.
 
-    python -m experiments.dp_fedags_calibrate [--scales 10 30 0 100 1] [--epsilon 0.1]
+    python -m experiments.dp_fedags_calibrate [--scales 10 30 0 100 1 50] [--epsilon 0.1]
         [--data-dir DIR] [--runs-dir DIR] [--figures-dir DIR] [--quick]
 
 Amendment 1 leaves two readings of `Delta_S`: the paper's `C`, under which eq. 2's noise
@@ -27,7 +27,7 @@ from experiments import dp_fedags_common as dc
 from tffdp import plotting
 
 PAPER_DP_FEDAVG_EPS01 = 88.34   # Table IV, MNIST, DP-FedAvg, epsilon 0.1
-SCALES = (10.0, 30.0, 0.0, 100.0, 1.0)
+SCALES = (10.0, 30.0, 0.0, 100.0, 1.0, 50.0)
 
 
 def label(kappa: float) -> str:
