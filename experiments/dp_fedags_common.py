@@ -33,6 +33,8 @@ METHOD_LABEL = {'dp_fedavg_ags': 'DP-FedAvg (reconstructed)',
                 'dp_fedsnlc': 'DP-FedSNLC (reconstructed)', 'dp_fedags': 'DP-FedAGS',
                 'cpsgd': 'cpSGD'}
 EPSILONS = (0.1, 0.2, 0.5)
+CLIENTS = 100
+TRAIN_EXAMPLES = {'mnist': 60000, 'cifar10': 50000, 'cifar100': 50000}
 # kappa of `Delta_S = kappa 2 eta C / n_k` chosen by `experiments.dp_fedags_calibrate`
 # (DP-FedAvg, MNIST, epsilon 0.1 closest to the paper's 88.34); None until it has run.
 DELTA_S_SCALE = None
@@ -69,7 +71,7 @@ def config(args, dataset: str, method: str, epsilon: float | None,
            **overrides) -> tuple[config_lib.RunConfig, str]:
   """One run's configuration and directory (`epsilon` None: non-private `fedavg`)."""
   kw = dict(method=method, dataset=dataset, data_dir=args.data_dir, seed=args.seed,
-            clients=100, clients_per_round=10, partition='dirichlet',
+            clients=CLIENTS, clients_per_round=10, partition='dirichlet',
             partition_options={'alpha': 1.0}, model=MODELS[dataset], rounds=ROUNDS[dataset],
             batch_size=128, local_epochs=1, learning_rate=LEARNING_RATE[dataset],
             eval_every=1, checkpoint_every=10, log_every=10)
@@ -81,6 +83,10 @@ def config(args, dataset: str, method: str, epsilon: float | None,
   kw.update(overrides)
   cfg = config_lib.RunConfig.create(**kw)
   cfg.notes.update(NOT_GIVEN)
+  if kw.get('delta_s_scale', 1.0) != 1.0:
+    cfg.notes['delta_s'] = (f'fidelity pass 2: Delta_S = {kw["delta_s_scale"]:g} x 2 eta C / '
+                            'n_k (the calibration between Amendment 1\'s reading and C)'
+                            if kw['delta_s_scale'] else 'the clip-only control: no noise')
   eps = '' if epsilon is None else f'_eps{epsilon:g}'
   kappa = overrides.get('delta_s_scale', 1.0)
   out = os.path.join(args.runs_dir, f'{dataset}_{method}{eps}_seed{args.seed}' +

@@ -188,6 +188,7 @@ def test_run_writes_adaptive_quantities_and_both_epsilons(tmp_path):
     (dict(rho=1.0), 'rho must be in'), (dict(rho=0.0), 'rho must be in'),
     (dict(epsilon_max=3.0), 'epsilon_max must be >='), (dict(q_user=0.0), 'q_user'),
     (dict(noise_scale='sum'), 'noise_scale'), (dict(l=0.0), 'l must be positive'),
+    (dict(nadam_epsilon=0.0), 'nadam_epsilon must be positive'),
 ])
 def test_bad_options_are_named(kw, match):
   with pytest.raises(ValueError, match=match):

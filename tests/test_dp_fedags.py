@@ -184,11 +184,17 @@ def test_clip_only_control_releases_the_clipped_gradient_exactly():
   out = process.next(process.initialize(), _values([g], [1.0], [30.0]))
   np.testing.assert_allclose(np.asarray(out.result[0]), g / 2.0, rtol=1e-6, atol=0)
   assert float(out.measurements['significant_gradient']['noise_std']) == 0.0
-  # DP-FedAGS itself: the SVT noise is 0 too, so the test compares |g'_j| with lambda_t
+  # DP-FedAGS itself: the SVT noise is 0 too, so its test is |g'_j| >= lambda_t exactly
+  ramp = np.linspace(0.01, 0.04, 400).astype(np.float32)   # norm < 1: not clipped
   svt = dp_fedags.SignificantGradientFactory(
       1.0, 0.1, 0.005, 0.005, 0.09, rounds=10, delta_s_scale=0.0).create(_value_type(400))
-  out = svt.next(svt.initialize(), _values([g], [1.0], [30.0]))
-  np.testing.assert_allclose(np.asarray(out.result[0]), g / 2.0, rtol=1e-6, atol=0)
+  out = svt.next(svt.initialize(), _values([ramp], [1.0], [30.0]))
+  np.testing.assert_allclose(np.asarray(out.result[0]), ramp, rtol=1e-6, atol=0)
+  sig = out.measurements['significant_gradient']
+  lam = float(dp_fedags.significance_threshold(tf.constant(ramp), 1, 10))
+  assert float(sig['threshold']) == pytest.approx(lam)
+  assert float(sig['significant_fraction']) == pytest.approx(np.mean(ramp >= lam))
+  assert 0 < float(sig['significant_fraction']) < 1
 
 
 def test_clip_only_control_is_not_a_guarantee(tmp_path):
@@ -274,3 +280,9 @@ def test_reconstructed_baselines_run(tmp_path, method, finite):
     with open(tmp_path / method / 'config.json') as f:
       text = f.read()
     assert 'num_trials_median' in text and 'quantization_levels' in text
+
+
+def test_cpsgd_refuses_the_clip_only_control_before_any_run():
+  with pytest.raises(ValueError, match='no cpSGD'):
+    dp_fedags.CPSGDHparams(delta_s_scale=0.0)
+  assert dp_fedags.CPSGDHparams(delta_s_scale=3.0).delta_s_scale == 3.0

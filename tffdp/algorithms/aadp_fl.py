@@ -443,8 +443,8 @@ class AADPFLHparams(registry.MethodHparams):
     if self.server_learning_rate <= 0:
       raise ValueError('server_learning_rate must be positive. Found '
                        f'server_learning_rate={self.server_learning_rate!r}.')
-    if not self.nadam_epsilon >= 0:
-      raise ValueError(f'nadam_epsilon must be >= 0. Found nadam_epsilon={self.nadam_epsilon!r}.')
+    if not self.nadam_epsilon > 0:
+      raise ValueError(f'nadam_epsilon must be positive. Found nadam_epsilon={self.nadam_epsilon!r}.')
 
   def check_run(self, config) -> None:
     if config.clients_per_slice is not None:

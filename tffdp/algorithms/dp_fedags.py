@@ -731,6 +731,9 @@ class CPSGDHparams(BaselineHparams):
     if self.quantization_levels < 2:
       raise ValueError('quantization_levels must be at least 2. Found '
                        f'{self.quantization_levels!r}.')
+    if self.delta_s_scale == 0:
+      raise ValueError('delta_s_scale = 0 (no noise) has no cpSGD: Theorem 1\'s m needs a '
+                       'positive sensitivity. Run the clip-only control as dp_fedavg_ags.')
 
 
 @dataclasses.dataclass(frozen=True)
