@@ -275,7 +275,7 @@ def _fidelity(figs) -> list[str]:
       paper = 100 * (1 - cc.PAPER_TABLE3[(group, 'cosafed')][0]
                      / cc.PAPER_TABLE3[(group, 'lapfed')][0])
       claims.append(fidelity.Claim(
-          text, 'reproduced' if cap.beats(cos) else 'not reproduced' if cos.beats(cap) else 'tie',
+          text, fidelity.above(cap, cos),
           f'cosAFed {cos.text(0)} against LAPFed {lap.text(0)}: '
           f'{_f(min(saving), 3)}-{_f(max(saving), 3)}% less over the seeds (paper Table 3: '
           f'{paper:.2f}%; {table3}); read as the least saving, as the headline verdict '
@@ -288,8 +288,7 @@ def _fidelity(figs) -> list[str]:
       shifted = common.SeedSpread(tuple(v + PAPER_ACC_GAP for v in cos_acc.values))
       paper = cc.PAPER_TABLE3[(group, 'cosafed')][1] - cc.PAPER_TABLE3[(group, 'lapfed')][1]
       claims.append(fidelity.Claim(
-          text, 'reproduced' if shifted.beats(lap_acc) else
-          'not reproduced' if lap_acc.beats(shifted) else 'tie',
+          text, fidelity.above(shifted, lap_acc),
           f'cosAFed {cos_acc.text()} against LAPFed {lap_acc.text()}: '
           f'{cos_acc.mean - lap_acc.mean:+.2f} points (paper {paper:+.2f}); a verdict only '
           f'where every seed separates from the bound ({table3})'))

@@ -399,7 +399,6 @@ def _calibrated_spreads(figs) -> tuple[Optional[float], dict]:
 
 def _fidelity(figs) -> list[str]:
   """Issue 42's table: every paper number attempted, both readings, the claims."""
-  from experiments import dp_fedags_mia  # pylint: disable=g-import-not-at-top
   literal = {(r['dataset'], float(r['epsilon']), r['method']): float(r['mean_accuracy'])
              for r in _literal_rows(figs)}
   kappa, calibrated = _calibrated_spreads(figs)
@@ -444,20 +443,17 @@ def _fidelity(figs) -> list[str]:
   for eps in dc.EPSILONS:
     a, b = (source.get(('mnist', eps, dc.METHOD_LABEL[k])) for k in ('dp_fedags', 'dp_fedavg_ags'))
     if a and b:
-      verdict = ('reproduced' if a.beats(b) else 'not reproduced' if b.beats(a) else 'tie')
       claims.append(fidelity.Claim(
           f'MNIST, epsilon {eps:g}: DP-FedAGS above DP-FedAvg (paper '
           f'{dc.PAPER_TABLE4[(eps, "dp_fedags")][0] - dc.PAPER_TABLE4[(eps, "dp_fedavg_ags")][0]:+.2f} points)',
-          verdict, f'{reading}: {a.text()} vs {b.text()}'))
+          fidelity.above(a, b), f'{reading}: {a.text()} vs {b.text()}'))
   for key in dc.METHODS:
     lo, hi = (source.get(('mnist', e, dc.METHOD_LABEL[key])) for e in (0.1, 0.5))
     if lo and hi:
-      verdict = ('reproduced' if hi.beats(lo) else 'not reproduced' if lo.beats(hi) else 'tie')
       claims.append(fidelity.Claim(
           f'MNIST: {dc.METHOD_LABEL[key]} rises from epsilon 0.1 to 0.5 (paper '
           f'{dc.PAPER_TABLE4[(0.5, key)][0] - dc.PAPER_TABLE4[(0.1, key)][0]:+.2f} points)',
-          verdict, f'{reading}: {lo.text()} to {hi.text()}'))
-  del dp_fedags_mia
+          fidelity.above(hi, lo), f'{reading}: {lo.text()} to {hi.text()}'))
   return [*fidelity.section(numbers, claims), '',
           'Default reading: tffdp\'s default configuration (the spec with its Amendments: '
           '`Delta_S = 2 eta C / n_k`, seed 0). Best reading run: Table IV at the calibrated '

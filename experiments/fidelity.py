@@ -93,6 +93,13 @@ class Claim:
       raise ValueError(f'verdict must be one of {", ".join(VERDICTS)}. Found {self.verdict!r}.')
 
 
+def above(a, b) -> str:
+  """The verdict on a claim "`a` above `b`" from two `experiments.common.SeedSpread`s:
+  reproduced or not only when every seed of one is above every seed of the other (at
+  least two seeds each), else a tie."""
+  return 'reproduced' if a.beats(b) else 'not reproduced' if b.beats(a) else 'tie'
+
+
 def _mark(m: Optional[bool]) -> str:
   return 'not run' if m is None else 'yes' if m else 'no'
 

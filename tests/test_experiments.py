@@ -1542,3 +1542,12 @@ def test_fidelity_counts_numbers_within_tolerance_and_names_uncaused_misses():
   assert '| e | 4 | - | not run | - | - | not run |  |' in lines
   with pytest.raises(ValueError, match='verdict must be one of'):
     fidelity.Claim('z', 'maybe', '')
+
+
+def test_fidelity_above_needs_every_seed_to_separate():
+  from experiments import fidelity  # pylint: disable=g-import-not-at-top
+  from experiments.common import SeedSpread  # pylint: disable=g-import-not-at-top
+  hi, lo = SeedSpread((91.0, 92.0)), SeedSpread((89.0, 90.5))
+  assert fidelity.above(hi, lo) == 'reproduced' and fidelity.above(lo, hi) == 'not reproduced'
+  assert fidelity.above(SeedSpread((91.0, 89.5)), lo) == 'tie'
+  assert fidelity.above(SeedSpread((99.0,)), SeedSpread((1.0,))) == 'tie'   # one seed each
