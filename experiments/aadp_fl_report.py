@@ -598,11 +598,20 @@ def _figure_claims(tables, spread) -> list:
                                    f'experiments.aadp_fl_fig5 --datasets {dataset}`'))
       continue
     peak = max(rows, key=lambda r: float(r['best_test_accuracy']))
+    ctl = {float(r['clip_norm']): float(r['final_test_accuracy']) for r in tables['fig5']
+           if r['dataset'] == dataset and r.get('series') == aadp_fl_fig5.CONTROL_SERIES}
+    control = ''
+    if best in ctl and len(ctl) > 1:
+      control = (f' With Nadam epsilon {aadp_fl_fig5.CONTROL_EPSILON:g} (the control of the '
+                 'fall-back): ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(ctl.items()))
+                 + '; the claim under the control: '
+                 + _order_verdict([ctl[best] - v for s, v in ctl.items() if s != best], spread)
+                 + '.')
     claims.append(fidelity.Claim(
         text, _order_verdict([acc[best] - v for s, v in acc.items() if s != best], spread),
         'final test accuracy ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(acc.items()))
         + f'; by peak accuracy S = {float(peak["clip_norm"]):g} '
-        f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).'))
+        f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).' + control))
   mlp = _budget_stats(tables['fig6'])
   cnn = {name: _budget_stats(tables[name]) for name in ('fig6_mcmahan_cnn', 'fig6_fl_mnist_cnn')}
   text = ('Fig. 6: the CNN\'s accuracy is less affected than the MLP\'s when the budget '
