@@ -244,7 +244,8 @@ def _calibration(figs) -> list[str]:
          '2 eta C / n_k`: kappa 1 is Amendment 1\'s reading (the Table IV run above), kappa 0 '
          'the clip-only control (the same clipping of `g` to C = 1, no noise), and kappa = '
          f'`n_k / (2 eta)` ({mean_n / (2 * dc.LEARNING_RATE["mnist"]):,.0f} for the mean client '
-         'here) the paper\'s `Delta_S = C`.', '']
+         'here) the paper\'s `Delta_S = C`. Wall times include sharing the 2 cores with up to '
+         'three other runs.', '']
   out += _md_table(rows, [
       ('kappa', lambda r: fmt(r['delta_s_scale'])),
       ('noise std per coordinate', lambda r: fmt(r['noise_std'], 3)),

@@ -608,6 +608,7 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert ('1.0', '0', 'cpSGD') in cells   # the literal reading's rows are kept
   assert ('2.0', '1', 'DP-FedAGS') in cells and len(cells) == 8
   assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed1_kappa2_quick').exists()
+  monkeypatch.setattr(dp_fedags_common, 'DELTA_S_SCALE', None)
   with pytest.raises(SystemExit):   # no kappa frozen yet
     dp_fedags_table4.main(flags + ['--delta-s-scale', 'calibrated'])
   assert dp_fedags_report.main(['--figures-dir', str(figs)]) == 0
