@@ -748,8 +748,10 @@ def _ceiling_section(figs) -> list[str]:
     acc, paper = float(best['final_test_accuracy']), a_dpfl_ceiling.PAPER_IID
     gain = (f', {float(best["gain_last_10pct"]):+.2f} points over the last 10% of rounds'
             if best['gain_last_10pct'] not in ('', None) else '')
+    others = ', '.join(f'lr {r["learning_rate"]}: {r["final_test_accuracy"]}%' for r in iid
+                       if r is not best)
     out += ['', f'- The best non-private IID run ends at {acc:g}% (lr {best["learning_rate"]}'
-            f'{gain}), '
+            f'{gain}{"; at " + others if others else ""}), '
             + (f'below the paper\'s private {paper:g}% by more than the tolerance: at '
                f'{best["rounds"]} rounds this setup cannot reach '
                'the IID cell even without noise, so the setup (local work, rounds, lr) bounds '
