@@ -273,10 +273,8 @@ def _calibration(figs) -> list[str]:
              ', '.join(f'{v:.2f}' for v in above) + ') are out of reach of any noise at this '
              'clipping, so no kappa reproduces them.' if above else '.')
     out.append(line)
-  noisy = [r for r in rows if float(r['delta_s_scale']) > 0 and r['paper_mean_accuracy']]
-  if noisy:
-    chosen = min(noisy, key=lambda r: abs(float(r['mean_accuracy'])
-                                          - cal.PAPER_DP_FEDAVG_EPS01))
+  chosen = next((r for r in rows if r.get('closest_to_paper') == 'True'), None)
+  if chosen:   # marked by dp_fedags_calibrate
     kappa = float(chosen['delta_s_scale'])
     out.append(f'- Closest to the paper\'s {cal.PAPER_DP_FEDAVG_EPS01}: kappa {kappa:g} '
                f'(mean accuracy {chosen["mean_accuracy"]}%, '

@@ -371,7 +371,8 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, delta=delta, learning_rate=learning_rate,
           server_learning_rate=server_learning_rate, nadam_epsilon=nadam_epsilon,
-          batch_size=batch_size, clip_norm=clip_norm, local_epochs=local_epochs, q_user=q_user, rho=rho, l=l,
+          batch_size=batch_size, clip_norm=clip_norm, local_epochs=local_epochs,
+          q_user=q_user, rho=rho, l=l,
           epsilon_max=epsilon_max, cap_at_max=cap_at_max, noise_scale=noise_scale,
           noise_on=noise_on,
           initial_budgets=[float(b) for b in client_budgets],
@@ -444,7 +445,8 @@ class AADPFLHparams(registry.MethodHparams):
       raise ValueError('server_learning_rate must be positive. Found '
                        f'server_learning_rate={self.server_learning_rate!r}.')
     if not self.nadam_epsilon > 0:
-      raise ValueError(f'nadam_epsilon must be positive. Found nadam_epsilon={self.nadam_epsilon!r}.')
+      raise ValueError('nadam_epsilon must be positive. Found '
+                       f'nadam_epsilon={self.nadam_epsilon!r}.')
 
   def check_run(self, config) -> None:
     if config.clients_per_slice is not None:
@@ -458,7 +460,8 @@ def _build(ctx: registry.BuildContext, hp: AADPFLHparams) -> common.Method:
   return build_aadp_fl(
       ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon, delta=c.delta,
       learning_rate=c.learning_rate, server_learning_rate=hp.server_learning_rate,
-      nadam_epsilon=hp.nadam_epsilon, batch_size=c.batch_size, clip_norm=c.clip_norm, local_epochs=c.local_epochs,
+      nadam_epsilon=hp.nadam_epsilon, batch_size=c.batch_size, clip_norm=c.clip_norm,
+      local_epochs=c.local_epochs,
       q_user=hp.q_user, rho=hp.rho, l=hp.l, epsilon_max=hp.epsilon_max,
       cap_at_max=hp.cap_at_max, noise_scale=hp.noise_scale, noise_on=hp.noise_on,
       seed=c.seed)

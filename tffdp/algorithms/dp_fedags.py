@@ -252,7 +252,8 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
 
   def __init__(self, clip_norm: float, epsilon: float, epsilon_1: float, epsilon_2: float,
                epsilon_3: float, rounds: int, *, delta_s: str = 'scaled',
-               delta_s_scale: float = 1.0, learning_rate: float = 0.1, perturbation: str = 'gaussian',
+               delta_s_scale: float = 1.0, learning_rate: float = 0.1,
+               perturbation: str = 'gaussian',
                perturb_all: bool = False, selection: str = 'svt', top_fraction: float = 0.1,
                delta: float = 1e-3, quantization_levels: int = 2 ** 16,
                inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
@@ -385,12 +386,15 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def _check_delta_s_scale(delta_s: str, scale: float) -> None:
+def _check_delta_s_scale(delta_s: str, scale: float, perturbation: str = 'gaussian') -> None:
   if not (scale >= 0 and math.isfinite(scale)):
     raise ValueError(f'delta_s_scale must be finite and >= 0. Found {scale!r}.')
   if delta_s != 'scaled' and scale != 1:
     raise ValueError(f'delta_s_scale scales delta_s=scaled only. Found delta_s={delta_s!r} '
                      f'with delta_s_scale={scale!r}.')
+  if perturbation == 'binomial' and scale == 0:
+    raise ValueError('delta_s_scale = 0 (no noise) has no cpSGD: Theorem 1\'s m needs a '
+                     'positive sensitivity. Run the clip-only control as dp_fedavg_ags.')
 
 
 @tff.tensorflow.computation(np.int32)
@@ -477,10 +481,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   if weighting not in WEIGHTINGS:
     raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. Found {weighting!r}.')
   privacy.check_delta(delta)
-  _check_delta_s_scale(delta_s, delta_s_scale)
-  if perturbation == 'binomial' and delta_s_scale == 0:
-    raise ValueError('delta_s_scale = 0 (no noise) has no cpSGD: Theorem 1\'s m needs a '
-                     'positive sensitivity. Run the clip-only control as dp_fedavg_ags.')
+  _check_delta_s_scale(delta_s, delta_s_scale, perturbation)
   e1, e2, e3 = (epsilon * s for s in epsilon_split)
   batching = ShuffleBatch(batch_size, local_epochs)
   # In an audit build, canary clients' `g` is `norm * u_j` (`canaries.with_canaries`).
@@ -731,9 +732,7 @@ class CPSGDHparams(BaselineHparams):
     if self.quantization_levels < 2:
       raise ValueError('quantization_levels must be at least 2. Found '
                        f'{self.quantization_levels!r}.')
-    if self.delta_s_scale == 0:
-      raise ValueError('delta_s_scale = 0 (no noise) has no cpSGD: Theorem 1\'s m needs a '
-                       'positive sensitivity. Run the clip-only control as dp_fedavg_ags.')
+    _check_delta_s_scale(self.delta_s, self.delta_s_scale, 'binomial')
 
 
 @dataclasses.dataclass(frozen=True)
