@@ -76,7 +76,13 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
       same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
                                              ignore=REUSE_IGNORES)
       finished = os.path.exists(summary)
-      if same and not finished and os.path.exists(os.path.join(out, 'metrics.csv')):
+      stale = stale_reason(old, _read_json(summary)) if same else None
+      if stale:
+        log(f'== running {out} again: {stale}')
+        _empty(out)
+        finished = False
+      if same and not stale and not finished and os.path.exists(
+          os.path.join(out, 'metrics.csv')):
         rows = plotting.read_metrics(out)
         if paused_run(old, rows):
           log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
@@ -90,6 +96,38 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
     resume = runner.has_checkpoint(out)
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)
     return plotting.read_metrics(out)
+
+
+def _read_json(path: str) -> Optional[dict]:
+  """The JSON object in `path`, or None when there is no such file."""
+  if not os.path.exists(path):
+    return None
+  with open(path) as f:
+    return json.load(f)
+
+
+def stale_reason(config: dict, summary: Optional[dict]) -> Optional[str]:
+  """Why a finished (or paused) run must not be reused although its configuration matches.
+
+  One rule today: a run of a Laplace-drawing method (`LAPLACE_METHODS`) with a segment
+  started before `FLOAT64_LAPLACE_SINCE` drew with the float32 sampler (see
+  `float32_laplace_section`), so its figure's command runs it again.
+
+  Args:
+    config: The run's `config.json`.
+    summary: Its `summary.json`, or None when it has none (a paused or interrupted run:
+      never stale here; an interrupted one resumes).
+
+  Returns:
+    A sentence giving the reason, or None when the run may be reused.
+  """
+  if summary is None or config.get('method') not in LAPLACE_METHODS:
+    return None
+  segments = summary.get('segments') or []
+  if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
+    return None
+  return (f'it drew Laplace noise before {FLOAT64_LAPLACE_SINCE} with the float32 sampler '
+          '(+-87.3 b with probability 2^-22 a coordinate)')
 
 
 def _empty(folder: str) -> None:
@@ -536,6 +574,9 @@ def untrained_rounds_section(figs: str) -> list[str]:
 # became `tiny`, so each Laplace draw was `+-87.3 b` with probability 2 * 2^-23.
 FLOAT64_LAPLACE_SINCE = '2026-11-24T13:29:00Z'
 FLOAT32_LAPLACE_ATOM = 2.0 * 2.0 ** -23
+# The methods that draw Laplace noise: the cosAFed family's uploads
+# (`aggregators.LaplaceUploadFactory`) and DP-FedAGS's sparse-vector test.
+LAPLACE_METHODS = frozenset({'cosafed', 'lapfed', 'adpfl', 'cosfed', 'dp_fedags'})
 
 
 @functools.lru_cache(maxsize=None)
@@ -565,18 +606,20 @@ def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
     when it has no `segments` record (runs made before segments were recorded) or a
     segment started before `FLOAT64_LAPLACE_SINCE`.
   """
-  found, seen = [], set()
+  found, seen, seconds = [], set(), 0.0
   for root, out, config in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
     if out in seen:
       continue
     seen.add(out)
     with open(os.path.join(root, 'summary.json')) as f:
-      segments = json.load(f).get('segments') or []
+      summary = json.load(f)
+    segments = summary.get('segments') or []
     if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
       continue
     draws = laplace_draws(config, read_rows(os.path.join(root, 'metrics.csv')) or [])
     if draws:
       found.append(draws)
+      seconds += float(summary.get('wall_seconds') or 0.0)
   if not found:
     return []
   expected = sorted(d * FLOAT32_LAPLACE_ATOM for d in found)
@@ -589,7 +632,8 @@ def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
           f'{fmt(expected[0], 3)} to {fmt(expected[-1], 3)} such coordinates per run '
           f'(median {fmt(expected[len(expected) // 2], 3)}; expected counts, not observed). '
           'The sampler now draws with `tfp.distributions.Laplace` in float64; these runs '
-          'were not rerun.', '']
+          f'were not rerun yet. Their figure\'s command runs them again (`stale_reason`), '
+          f'about {seconds / 3600:.1f} h by their recorded wall time.', '']
 
 
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:

@@ -1129,7 +1129,8 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
     run.mkdir()
     (run / 'config.json').write_text(json.dumps(dict(out=f'runs/x/{name}', model='m')))
     (run / 'metrics.csv').write_text('round,cohort_size\n1,3\n2,4\n')
-    (run / 'summary.json').write_text(json.dumps(dict(segments=segments) if segments else {}))
+    (run / 'summary.json').write_text(json.dumps(
+        dict(segments=segments, wall_seconds=3600) if segments else dict(wall_seconds=1800)))
   seen = []
   draws = lambda config, rows: seen.append(config['out']) or 2 ** 21 * common.cohort_uploads(rows)
   text = ' '.join(common.float32_laplace_section(str(tmp_path), draws))
@@ -1137,6 +1138,7 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
   assert text.startswith('2 run(s) here drew')
   assert '14,680,064 to 14,680,064 Laplace coordinates' in text   # 7 uploads * 2^21
   assert 'about 3.5 to 3.5 such coordinates' in text               # * 2^-22
+  assert text.rstrip().endswith('about 1.5 h by their recorded wall time.')  # old + resumed
   assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == []
 
 
@@ -1552,3 +1554,38 @@ def test_fidelity_above_needs_every_seed_to_separate():
   assert fidelity.above(hi, lo) == 'reproduced' and fidelity.above(lo, hi) == 'not reproduced'
   assert fidelity.above(SeedSpread((91.0, 89.5)), lo) == 'tie'
   assert fidelity.above(SeedSpread((99.0,)), SeedSpread((1.0,))) == 'tie'   # one seed each
+
+
+def test_a_run_drawn_with_the_float32_laplace_sampler_runs_again(tmp_path, monkeypatch):
+  from experiments import common
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  before, since = '2026-11-24T13:28:59Z', common.FLOAT64_LAPLACE_SINCE
+  assert common.stale_reason({'method': 'lapfed'}, {}).startswith('it drew Laplace')
+  assert common.stale_reason({'method': 'dp_fedags'}, {'segments': [
+      {'started': since}, {'started': before}]}) is not None
+  assert common.stale_reason({'method': 'cosafed'}, {'segments': [{'started': since}]}) is None
+  assert common.stale_reason({'method': 'dp_fedsnlc'}, {}) is None  # draws no Laplace
+  assert common.stale_reason({'method': 'lapfed'}, None) is None
+  # run_cached: the same configuration, finished before the fix, is emptied and run again.
+  cfg = config_lib.RunConfig(method='lapfed', dataset='synthetic', clients=4,
+                             clients_per_round=2, partition='iid', rounds=1,
+                             model='logistic_regression', num_validation=500)
+  out = str(tmp_path / 'r')
+  rows = common.run_cached(cfg, out, ['x'], log=lambda s: None)
+  lines = []
+  with monkeypatch.context() as m:
+    m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a fixed run ran again'))
+    assert common.run_cached(cfg, out, ['x'], log=lines.append) == rows
+  assert lines == [f'== reusing {out}']
+  summary = os.path.join(out, 'summary.json')
+  with open(summary) as f:
+    old = json.load(f)
+  old['segments'][0]['started'] = before
+  with open(summary, 'w') as f:
+    json.dump(old, f)
+  lines.clear()
+  again = common.run_cached(cfg, out, ['x'], log=lines.append)
+  assert lines[0].startswith(f'== running {out} again: it drew Laplace noise before')
+  assert len(again) == 1
+  with open(summary) as f:
+    assert json.load(f)['segments'][0]['started'] >= since
