@@ -258,3 +258,13 @@ def test_shuffle_batches_are_epoch_aligned(tiny, tmp_path):
           for s in range(6)]
   for got, want in zip(rows, ys):
     np.testing.assert_array_equal(got, want)
+
+
+def test_each_hyperparameter_class_has_one_name():
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  classes = {registry.get(n).hparams for n in registry.names()}
+  by_name = {}
+  for c in classes:
+    by_name.setdefault(c.__name__, []).append(c.__module__)
+  assert {k: v for k, v in by_name.items() if len(v) > 1} == {}
+  assert len(registry.names()) == 16

@@ -187,3 +187,16 @@ def test_a_non_finite_update_ends_the_run_as_diverged(tiny, tmp_path):
   assert summary['stop_reason'].startswith('diverged in round 1: a client update reached')
   assert summary['rounds_completed'] == 0
   assert summary['epsilon_guaranteed'] == 0  # the failed round released nothing
+
+
+def test_stated_event_keeps_the_context_in_use():
+  from tffdp import runtime  # pylint: disable=g-import-not-at-top
+  from tensorflow_federated.python.core.impl.context_stack import context_stack_impl  # pylint: disable=g-import-not-at-top
+  try:
+    runtime.use_local_context(default_num_clients=3)  # a context of other arguments
+    before = context_stack_impl.context_stack.current
+    event = ddgauss.stated_event(1.0, 0.5, 4, 1000)
+    assert context_stack_impl.context_stack.current is before
+    assert event.num_clients == 4 and event.dim == 1024
+  finally:
+    runtime.use_local_context()

@@ -224,13 +224,13 @@ def test_the_worker_s_socket_is_the_user_s_alone():
     ('a.example.org:1, 10.0.0.2:65535', ['a.example.org:1', '10.0.0.2:65535']),
     ('[::1]:9000', ['[::1]:9000'])])
 def test_parse_workers(spec, expected):
-  assert config_lib.parse_workers(spec) == expected
+  assert runtime.parse_workers(spec) == expected
 
 
 @pytest.mark.parametrize('spec', ['localhost', 'h:0', 'h:70000', 'h:1,h:1', '', 'h:p'])
 def test_parse_workers_rejects(spec):
   with pytest.raises(ValueError, match='workers'):
-    config_lib.parse_workers(spec)
+    runtime.parse_workers(spec)
 
 
 def test_cli_bad_workers_exit_2():
@@ -310,7 +310,7 @@ def two_workers():
 
 
 def _remote(two_workers):
-  return runtime.RemoteContext(config_lib.parse_workers(two_workers['workers']),
+  return runtime.RemoteContext(runtime.parse_workers(two_workers['workers']),
                                tls=config_lib.RunConfig(**two_workers).worker_tls)
 
 

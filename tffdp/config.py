@@ -5,10 +5,10 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
-import re
-from typing import Optional, Sequence
+from typing import Optional
 
 from tffdp import checkpoints
+from tffdp import runtime
 from tffdp.algorithms import registry
 from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
@@ -20,11 +20,6 @@ COHORT_SAMPLING = ('uniform', 'poisson', 'all')
 # `--resume` before TensorFlow is imported.
 CHECKPOINT = checkpoints.FILE
 LEGACY_CHECKPOINT = checkpoints.LEGACY_PICKLE
-
-# `TFFDP_LOCAL_WORKER`: how the local TFF worker runs (`tffdp.runtime`): `confined` (its
-# own network namespace; falls back with a warning where the kernel refuses) or `open`
-# (unconfined, as TFF starts it: a TCP port on every interface).
-LOCAL_WORKER_MODES = ('confined', 'open')
 
 # Method options that were top-level RunConfig fields before `method_options` (configs
 # and checkpoints written then carry them flat; `from_dict` moves them).
@@ -40,31 +35,6 @@ def methods() -> tuple[str, ...]:
 # Model per (method family, dataset) when --model is not given.
 DEFAULT_MODEL = {'mnist': 'deep_mnist_cnn', 'fashion_mnist': 'deep_mnist_cnn',
                  'cifar10': 'deep_mnist_cnn', 'cifar100': 'dp_fedags_cifar_cnn'}
-
-_ADDRESS = re.compile(r'^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$')
-
-
-def parse_workers(spec: str | Sequence[str]) -> list[str]:
-  """`'host:port,host:port'` (or a sequence of them) -> list of addresses.
-
-  Raises:
-    ValueError: If an entry is not `HOST:PORT` with a port in 1-65535, or an address is
-      repeated.
-  """
-  items = spec.split(',') if isinstance(spec, str) else list(spec)
-  out = []
-  for item in (i.strip() for i in items):
-    m = _ADDRESS.match(item)
-    if not m or not 0 < int(m['port']) < 65536:
-      raise ValueError(f'workers must be HOST:PORT[,HOST:PORT...] with ports in 1-65535. '
-                       f'Found {item!r}.')
-    if item in out:
-      raise ValueError(f'workers lists {item!r} twice.')
-    out.append(item)
-  if not out:
-    raise ValueError('workers is empty.')
-  return out
-
 
 def method_defaults(method: str, dataset: str) -> dict:
   """The options of `method` as it resolves them with none given, on `dataset`.
@@ -340,7 +310,7 @@ class RunConfig:
       bad('audit_canary_norm', self.audit_canary_norm, 'must be positive (or None: clip_norm)')
     tls = [self.tls_cert, self.tls_key, self.tls_ca]
     if self.workers is not None:
-      parse_workers(self.workers)
+      runtime.parse_workers(self.workers)
       if self.insecure_workers and any(tls):
         bad('insecure_workers', True, 'excludes tls_cert, tls_key and tls_ca')
       if not self.insecure_workers and not all(tls):

@@ -25,6 +25,7 @@ import typing
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '0' if '--verbose' in sys.argv[1:] else '3')
 
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+from tffdp import runtime  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
 from tffdp.data.loaders import DATASETS  # pylint: disable=g-import-not-at-top
 from tffdp.data.partitioners import PARTITIONERS  # pylint: disable=g-import-not-at-top
@@ -258,16 +259,16 @@ def main(argv=None, prog: str = 'python -m tffdp.run') -> int:
   except ValueError as e:
     parser.exit(2, f'error: {e}\n')
   mode = os.environ.get('TFFDP_LOCAL_WORKER', 'confined')
-  if mode not in config_lib.LOCAL_WORKER_MODES:
+  if mode not in runtime.LOCAL_WORKER_MODES:
     parser.exit(2, f'error: TFFDP_LOCAL_WORKER must be one of '
-                f'{", ".join(config_lib.LOCAL_WORKER_MODES)}. Found {mode!r}.\n')
+                f'{", ".join(runtime.LOCAL_WORKER_MODES)}. Found {mode!r}.\n')
   if args.resume and not any(os.path.exists(os.path.join(cfg.out, f)) for f in (
       config_lib.CHECKPOINT, config_lib.LEGACY_CHECKPOINT)):
     parser.exit(2, f'error: nothing to resume: {cfg.out} holds no {config_lib.CHECKPOINT} '
                 '(leave out --resume to start a new run there).\n')
 
   # Heavy imports only once the arguments are known to be good.
-  from tffdp import runner, runtime  # pylint: disable=g-import-not-at-top
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
   from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
   runtime.use_local_context()
   try:

@@ -44,6 +44,7 @@ import atexit
 import contextlib
 import gc
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -56,11 +57,12 @@ from typing import Optional, Sequence
 import grpc
 import tensorflow_federated as tff
 
-from tffdp import config as config_lib
-
 _WORKER_NAME = 'worker_binary'
 _HELPER_MODULE = 'tffdp.confined_worker'
-LOCAL_WORKER_MODES = config_lib.LOCAL_WORKER_MODES  # TFFDP_LOCAL_WORKER's values
+# `TFFDP_LOCAL_WORKER`: how the local TFF worker runs: `confined` (its own network
+# namespace; falls back with a warning where the kernel refuses) or `open` (unconfined,
+# as TFF starts it: a TCP port on every interface).
+LOCAL_WORKER_MODES = ('confined', 'open')
 _managers: list = []  # the _LocalServiceManagers of this process
 _confinement: Optional[str] = None  # None until probed: '' works, else why not
 _lock = threading.Lock()
@@ -461,7 +463,29 @@ class WorkerError(RuntimeError):
   """A remote TFF worker cannot be reached (not started, ended, or network down)."""
 
 
-parse_workers = config_lib.parse_workers
+_ADDRESS = re.compile(r'^(?P<host>\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9_.-]+):(?P<port>\d{1,5})$')
+
+
+def parse_workers(spec: str | Sequence[str]) -> list[str]:
+  """`'host:port,host:port'` (or a sequence of them) -> list of addresses.
+
+  Raises:
+    ValueError: If an entry is not `HOST:PORT` with a port in 1-65535, or an address is
+      repeated.
+  """
+  items = spec.split(',') if isinstance(spec, str) else list(spec)
+  out = []
+  for item in (i.strip() for i in items):
+    m = _ADDRESS.match(item)
+    if not m or not 0 < int(m['port']) < 65536:
+      raise ValueError(f'workers must be HOST:PORT[,HOST:PORT...] with ports in 1-65535. '
+                       f'Found {item!r}.')
+    if item in out:
+      raise ValueError(f'workers lists {item!r} twice.')
+    out.append(item)
+  if not out:
+    raise ValueError('workers is empty.')
+  return out
 
 
 def worker_channel(address: str, tls=None) -> grpc.Channel:

@@ -590,7 +590,9 @@ class CosAFedHparams(ScoredHparams):
 
 
 @dataclasses.dataclass(frozen=True)
-class ADPFLHparams(ScoredHparams):
+class ADPFLUploadHparams(ScoredHparams):
+  """Options of `adpfl`, the cosAFed paper's reconstructed ADPFL (Laplace uploads; A-DPFL
+  itself, `a_dpfl`, takes `a_dpfl.ADPFLHparams`)."""
   p_fixed: float = registry.option(
       0.95, 'ADPFL\'s fixed coefficient p (Amendment 2: 0.95)')
 
@@ -631,7 +633,7 @@ METHODS = (
     registry.MethodSpec('lapfed', _builder('lapfed'), LaplaceUploadHparams,
                         'LAPFed (reconstructed, baselines.md): Laplace uploads with a '
                         'constant budget', shared_meanings=_SHARED),
-    registry.MethodSpec('adpfl', _builder('adpfl'), ADPFLHparams,
+    registry.MethodSpec('adpfl', _builder('adpfl'), ADPFLUploadHparams,
                         'ADPFL (Tang 2023, reconstructed, baselines.md; not A-DPFL): '
                         'score-gated fixed coefficient', shared_meanings=_SHARED),
     registry.MethodSpec('cosfed', _builder('cosfed'), CosFedHparams,

@@ -107,9 +107,11 @@ def stated_event(noise_multiplier: float, clip_norm: float, clients_per_round: i
   TFF's factory derives its DP query in Python when it is created (scale factor from the
   bit-width, rounding-inflated L2 bound, scaled local std): this creates it on a float32
   `[dim]` vector (the factory flattens any structure to one vector first) and reads the
-  query from the initial state (in `runtime.use_local_context()`'s context).
+  query from the initial state, computed in the current TFF context (tffdp's local one,
+  `runtime.ensure_local_context()`, only when this process has installed none: the
+  context in use is never switched).
   """
-  runtime.use_local_context()
+  runtime.ensure_local_context()
   proc = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
                          rotation_type, beta, modclip_prob).create(
       tff.TensorType(np.float32, [dim]))
