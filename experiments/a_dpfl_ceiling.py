@@ -21,6 +21,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 from experiments.a_dpfl_table2 import PAPER
 
@@ -28,8 +29,8 @@ PAPER_IID = 100 * PAPER[('mnist', 'IID')]   # Table 2, A-DPFL, MNIST, IID (priva
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_ceiling', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_ceiling', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p, settings=False)
   p.add_argument('--local-epochs', type=int, default=5)
   p.add_argument('--learning-rates', type=float, nargs='+', default=[0.1, 0.2])

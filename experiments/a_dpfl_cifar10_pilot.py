@@ -26,6 +26,7 @@ import math
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 
 SETTINGS = ('5:0.1', '5:0.05', '1:0.1')
@@ -56,9 +57,9 @@ def _setting(text: str) -> tuple[int, float]:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_cifar10_pilot',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_cifar10_pilot',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p, settings=False)
   p.add_argument('--settings', nargs='+', default=list(SETTINGS), type=str,
                  help='E:lr pairs (local epochs, client learning rate)')

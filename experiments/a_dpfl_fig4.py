@@ -20,6 +20,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 from tffdp import plotting
 
@@ -27,8 +28,8 @@ METHODS = ('fedavg', 'dpfl', 'cl_fl', 'a_dpfl')
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_fig4', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_fig4', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--dataset', choices=('mnist', 'cifar10'), default='mnist')
   common.add_common_flags(p)
   p.add_argument('--variants', nargs='*', choices=tuple(common.VARIANTS),

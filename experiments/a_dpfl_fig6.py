@@ -14,6 +14,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 from tffdp import plotting
 
@@ -23,8 +24,8 @@ REUSED_K = 0.7  # Table 1's k: the Fig. 4a run
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_fig6', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_fig6', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.add_argument('--k', type=float, nargs='+', default=list(K_VALUES))
   args = p.parse_args(argv)

@@ -29,6 +29,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 
 TARGET = {'mnist': 0.98, 'cifar10': 0.641}
@@ -86,9 +87,9 @@ def closest(rows: list[dict], target: float, tolerance: float,
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_local_epochs',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_local_epochs',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p, settings=False)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'), default=['mnist'])
   p.add_argument('--epochs', type=int, nargs='+', default=list(EPOCHS))

@@ -19,6 +19,7 @@ import itertools
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import a_dpfl_common as common
 
 PAPER = {('mnist', 'non-IID'): 0.942, ('mnist', 'IID'): 0.989,
@@ -26,8 +27,8 @@ PAPER = {('mnist', 'non-IID'): 0.942, ('mnist', 'IID'): 0.989,
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl_table2', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.a_dpfl_table2', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'),
                  default=['mnist', 'cifar10'])

@@ -28,6 +28,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import aadp_fl_common as common
 
 EPSILON = 1.0
@@ -60,9 +61,9 @@ def rows_of(model: str, reading: str, dim: int, metrics: list[dict], out: str,
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.aadp_fl_cnn_pilot',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.aadp_fl_cnn_pilot',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.add_argument('--models', nargs='+', default=list(MODELS), choices=MODELS + OTHER_MODELS)
   p.add_argument('--readings', nargs='+', default=list(READINGS), choices=list(READINGS))

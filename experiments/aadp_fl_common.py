@@ -25,6 +25,7 @@ import os
 import sys
 from typing import Callable, Optional
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.common import entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import models, plotting, privacy
@@ -248,8 +249,8 @@ def run_figure(name: str, doc: str, curves: Callable[[str, argparse.Namespace], 
   under `--figures-dir/runs/`.
   """
   module = f'experiments.aadp_fl_{name}'
-  p = argparse.ArgumentParser(prog=f'python -m {module}', description=doc,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog=f'python -m {module}', description=doc,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   add_common_flags(p, default_datasets)
   if extra_flags:
     extra_flags(p)

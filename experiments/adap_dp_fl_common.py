@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import csv
 import dataclasses
+import functools
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import sys
 
 import numpy as np
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import common
 from experiments.common import copy_config, entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
@@ -236,8 +238,7 @@ def run_all_or_reuse(items: list[tuple[config_lib.RunConfig, str]], command: lis
   Returns:
     `(rows, from_copy)` of each item (`run_or_reuse`), in the order of `items`.
   """
-  return run_all(items, command, run_fn=lambda cfg, out, command, log: run_or_reuse(
-      cfg, out, command, args, log=log))
+  return run_all(items, command, run_fn=functools.partial(run_or_reuse, args=args))
 
 
 def run_figure(fig: int, doc: str, curves, argv=None) -> int:
@@ -255,8 +256,8 @@ def run_figure(fig: int, doc: str, curves, argv=None) -> int:
   run's config, summary and evaluated rows into `--figures-dir/runs/` (`publish`).
   """
   name = f'experiments.adap_dp_fl_fig{fig}'
-  p = argparse.ArgumentParser(prog=f'python -m {name}', description=doc,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog=f'python -m {name}', description=doc,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   add_common_flags(p)
   args = p.parse_args(argv)
   command = ['python', '-m', name] + list(argv if argv is not None else sys.argv[1:])

@@ -26,6 +26,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import adap_dp_fl_common as common
 from tffdp import plotting
 
@@ -60,9 +61,9 @@ def curves(dataset: str, args, rounds: int) -> list:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.adap_dp_fl_controls',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.adap_dp_fl_controls',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.set_defaults(datasets=['fashion_mnist'])
   args = p.parse_args(argv)

@@ -15,13 +15,14 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import adap_dp_fl_common as common
 from tffdp import plotting
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.adap_dp_fl_fig6', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.adap_dp_fl_fig6', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.adap_dp_fl_fig6'] + list(

@@ -19,6 +19,7 @@ import os
 import statistics
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import adap_dp_fl_common as common
 
 SIGMA = 3.0
@@ -33,8 +34,8 @@ def spread(rows: list[dict], dataset: str):
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.adap_dp_fl_seeds', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.adap_dp_fl_seeds', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   common.add_common_flags(p)
   p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   args = p.parse_args(argv)

@@ -57,6 +57,7 @@ os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
 import numpy as np  # pylint: disable=g-import-not-at-top
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import common  # pylint: disable=g-import-not-at-top
 from tffdp import canaries  # pylint: disable=g-import-not-at-top
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
@@ -385,8 +386,8 @@ def readme(rows, methods, command, seconds, quick) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.audit', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.audit', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--data-dir', default=None)
   p.add_argument('--runs-dir', default='runs/audit')
   p.add_argument('--figures-dir', default=os.path.join('figures', 'audit'))

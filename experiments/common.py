@@ -6,10 +6,13 @@ at its `stop_after_round` (`paused_run`); an interrupted run resumes from its ch
 
 from __future__ import annotations
 
+import argparse
+import concurrent.futures
 import csv
 import dataclasses
 import functools
 import json
+import multiprocessing
 import os
 import re
 import shutil
@@ -140,11 +143,61 @@ def _empty(folder: str) -> None:
       os.remove(path)
 
 
+# How many runs `run_all` runs at once unless told: the command's `--jobs`
+# (`ArgumentParser` sets it when it parses the command line).
+JOBS = 1
+
+
+def _positive_int(text: str) -> int:
+  value = int(text)
+  if value < 1:
+    raise argparse.ArgumentTypeError(f'must be at least 1. Found {text!r}.')
+  return value
+
+
+class ArgumentParser(argparse.ArgumentParser):
+  """`argparse.ArgumentParser` with `--jobs N`, for every module that runs experiments.
+
+  `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs`.
+  """
+
+  def __init__(self, *args, **kwargs):
+    super().__init__(*args, **kwargs)
+    self.add_argument(
+        '--jobs', type=_positive_int, default=1,
+        help='runs at once, each in its own process (default 1: on 2 cores one run '
+             'already uses both; finished runs are reused and interrupted ones resume '
+             'either way)')
+
+  def parse_args(self, args=None, namespace=None):  # pylint: disable=signature-differs
+    global JOBS
+    parsed = super().parse_args(args, namespace)
+    JOBS = parsed.jobs
+    return parsed
+
+
+def _print_as(name: str, line: str) -> None:
+  print(f'[{name}] {line}', flush=True)
+
+
+def _job_run(run_fn, cfg, out: str, command: list[str]) -> list[dict]:
+  """One item of `run_all` in a fresh pool process (its own local TFF context and
+  worker, ended with it), its progress lines prefixed with its run's name."""
+  runtime.use_local_context()
+  try:
+    return run_fn(cfg, out, command,
+                  log=functools.partial(_print_as, os.path.basename(out)))
+  finally:
+    runtime.shutdown_workers()
+
+
 def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], log=print,
             run_fn=None, poll_seconds: float = 60.0, on_done=None,
             publish_to: Optional[str] = None,
-            publish_as: Optional[Sequence[str]] = None) -> list[list[dict]]:
-  """`run_cached` on each `(config, out)`, letting several processes share the work.
+            publish_as: Optional[Sequence[str]] = None,
+            jobs: Optional[int] = None) -> list[list[dict]]:
+  """`run_cached` on each `(config, out)`, `jobs` at once, sharing the work with other
+  processes.
 
   A run that another process is running (`runner.RunInProgressError`: it holds
   `runner.run_lock` on `out`) is put off: the next runs go first, then this process waits
@@ -152,6 +205,10 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
   its checkpoint if that process ended before the run did. So launching one figure's
   command two or three times, each in its own process, runs its configurations side by
   side, and every copy of the command ends with all the rows.
+
+  With `jobs` > 1 the runs go to a pool of `jobs` processes (spawned, a fresh one per
+  run with its own TFF context), which print their progress lines prefixed with `[<run directory name>]`;
+  publishing and `on_done` happen here, as each run ends.
 
   Args:
     items: `(RunConfig, run directory)` pairs, in the figure's order.
@@ -165,27 +222,41 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
       it to `publish_to/<name>`, so the figures folder has it even if the command stops
       before the last run.
     publish_as: The copies' names, one per item (default: each run directory's name).
+    jobs: Runs at once (default `JOBS`, the command's `--jobs`). With more than one,
+      `run_fn` must be picklable (a module-level function) and runs in the pool, where
+      it logs to stdout instead of `log`.
 
   Returns:
     The metrics rows of each item, in the order of `items`.
 
   Raises:
-    ValueError: `publish_as` without `publish_to`, or not one name per item.
+    ValueError: `publish_as` without `publish_to`, or not one name per item, or `jobs`
+      below 1.
   """
   run_fn = run_fn or run_cached
+  jobs = JOBS if jobs is None else jobs
   if publish_as is not None and (publish_to is None or len(publish_as) != len(items)):
     raise ValueError(f'publish_as needs publish_to and one name per item ({len(items)}); '
                      f'got publish_to={publish_to!r} and {len(publish_as)} name(s)')
+  if jobs < 1:
+    raise ValueError(f'jobs must be at least 1. Found {jobs!r}.')
   results: dict[int, list[dict]] = {}
+
+  def finish(i, rows):
+    results[i] = rows
+    if publish_to is not None:
+      name = publish_as[i] if publish_as is not None else os.path.basename(items[i][1])
+      copy_results(items[i][1], os.path.join(publish_to, name))
+    if on_done:
+      on_done(i, rows)
+
+  if jobs > 1 and len(items) > 1:
+    _run_pooled(items, command, log, run_fn, poll_seconds, finish, jobs)
+    return [results[i] for i in range(len(items))]
 
   def attempt(i):
     cfg, out = items[i]
-    results[i] = run_fn(cfg, out, command, log=log)
-    if publish_to is not None:
-      name = publish_as[i] if publish_as is not None else os.path.basename(out)
-      copy_results(out, os.path.join(publish_to, name))
-    if on_done:
-      on_done(i, results[i])
+    finish(i, run_fn(cfg, out, command, log=log))
 
   put_off = []
   for i, (_, out) in enumerate(items):
@@ -206,6 +277,40 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
           waited = True
         time.sleep(poll_seconds)
   return [results[i] for i in range(len(items))]
+
+
+def _run_pooled(items, command, log, run_fn, poll_seconds: float, finish, jobs: int) -> None:
+  """`run_all`'s pool: `jobs` spawned processes; a run another process holds is put off
+  and tried again once nothing else is left (every `poll_seconds`)."""
+  pending, put_off, waited = list(range(len(items))), [], set()
+  context = multiprocessing.get_context('spawn')
+  with concurrent.futures.ProcessPoolExecutor(min(jobs, len(items)), mp_context=context,
+                                              max_tasks_per_child=1) as pool:
+    running = {}
+    while pending or running or put_off:
+      if not pending and not running:
+        time.sleep(poll_seconds)
+        pending, put_off = put_off, []
+      while pending and len(running) < jobs:
+        i = pending.pop(0)
+        cfg, out = items[i]
+        if i not in waited:
+          log(f'== {out}: started in the pool')
+        running[pool.submit(_job_run, run_fn, cfg, out, command)] = i
+      done, _ = concurrent.futures.wait(running,
+                                        return_when=concurrent.futures.FIRST_COMPLETED)
+      for future in done:
+        i = running.pop(future)
+        try:
+          rows = future.result()
+        except runner.RunInProgressError:
+          if i not in waited:
+            log(f'== waiting for {items[i][1]} (run by another process)')
+            waited.add(i)
+          put_off.append(i)
+          continue
+        log(f'== {items[i][1]}: done')
+        finish(i, rows)
 
 
 def runs_root(runs_dir: str) -> str:

@@ -19,6 +19,7 @@ import math
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import cosafed_common as cc
 from tffdp import plotting
 
@@ -28,9 +29,9 @@ REF18_LOCAL = dict(learning_rate=0.1, batch_size=64, local_epochs=5)
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.cosafed_calibrate',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.cosafed_calibrate',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   cc.add_common_flags(p)
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.cosafed_calibrate'] + list(

@@ -21,6 +21,7 @@ import sys
 
 import matplotlib.pyplot as plt
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import cosafed_common as cc
 from tffdp import plotting
 
@@ -55,8 +56,8 @@ def _panels(runs, values, key_of, y, ylabel, title, path, label_of, smooth: int 
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.cosafed_figs', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.cosafed_figs', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   cc.add_common_flags(p)
   p.add_argument('--groups', nargs='+', choices=tuple(cc.GROUPS), default=list(cc.GROUPS))
   args = p.parse_args(argv)

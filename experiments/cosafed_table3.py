@@ -26,6 +26,7 @@ import sys
 
 import numpy as np
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import cosafed_common as cc
 from tffdp import plotting
 
@@ -39,8 +40,8 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.cosafed_table3', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.cosafed_table3', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   cc.add_common_flags(p)
   p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   p.add_argument('--groups', nargs='+', choices=tuple(cc.GROUPS), default=list(cc.GROUPS))

@@ -23,6 +23,7 @@ import os
 import statistics
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import dp_fedags_common as dc
 from tffdp import plotting
 
@@ -35,9 +36,9 @@ def label(kappa: float) -> str:
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.dp_fedags_calibrate',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.dp_fedags_calibrate',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   dc.add_common_flags(p)
   p.add_argument('--scales', type=float, nargs='+', default=list(SCALES),
                  help='kappa values (Delta_S = kappa 2 eta C / n_k; 0: clip only)')

@@ -18,6 +18,7 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import dp_fedags_common as dc
 
 COLUMNS = ('test_accuracy', 'threshold', 'significant_fraction', 'noise_std',
@@ -25,8 +26,8 @@ COLUMNS = ('test_accuracy', 'threshold', 'significant_fraction', 'noise_std',
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.dp_fedags_pilot', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.dp_fedags_pilot', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   dc.add_common_flags(p)
   p.add_argument('--rounds', type=int, default=20)
   p.add_argument('--epsilons', type=float, nargs='+', default=[0.1, 0.5])

@@ -18,13 +18,14 @@ import argparse
 import os
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import dp_fedags_common as dc
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.dp_fedags_reference',
-                              description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.dp_fedags_reference',
+                     description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   dc.add_common_flags(p)
   args = p.parse_args(argv)
   command = ['python', '-m', 'experiments.dp_fedags_reference'] + list(

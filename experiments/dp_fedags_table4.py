@@ -28,13 +28,14 @@ import os
 import statistics
 import sys
 
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments import dp_fedags_common as dc
 from tffdp import plotting
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.dp_fedags_table4', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(prog='python -m experiments.dp_fedags_table4', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
   dc.add_common_flags(p)
   p.add_argument('--epsilons', type=float, nargs='+', default=list(dc.EPSILONS))
   p.add_argument('--methods', nargs='+', choices=dc.METHODS, default=list(dc.METHODS))

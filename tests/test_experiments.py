@@ -1589,3 +1589,32 @@ def test_a_run_drawn_with_the_float32_laplace_sampler_runs_again(tmp_path, monke
   assert len(again) == 1
   with open(summary) as f:
     assert json.load(f)['segments'][0]['started'] >= since
+
+
+def test_jobs_runs_the_items_in_a_pool_with_the_same_rows(tmp_path, capfd):
+  from experiments import common
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  p = common.ArgumentParser(prog='x')
+  assert p.parse_args(['--jobs', '3']).jobs == 3 and common.JOBS == 3
+  assert p.parse_args([]).jobs == 1 and common.JOBS == 1
+  with pytest.raises(SystemExit):
+    p.parse_args(['--jobs', '0'])
+  base = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
+                              clients_per_round=2, partition='iid', rounds=2,
+                              model='logistic_regression', num_validation=500)
+  cfgs = [dataclasses.replace(base, seed=s) for s in (0, 1, 2)]
+  serial = common.run_all([(c, str(tmp_path / 'serial' / f's{c.seed}')) for c in cfgs],
+                          ['x'], log=lambda s: None)
+  lines, done = [], []
+  pooled = common.run_all([(c, str(tmp_path / 'pool' / f's{c.seed}')) for c in cfgs], ['x'],
+                          log=lines.append, jobs=2, on_done=lambda i, r: done.append(i),
+                          publish_to=str(tmp_path / 'figs'))
+  key = lambda rows: [(r['round'], r['test_accuracy'], r['train_loss']) for r in rows]
+  assert [key(r) for r in pooled] == [key(r) for r in serial]
+  assert sorted(done) == [0, 1, 2]
+  assert sorted(os.listdir(tmp_path / 'figs')) == ['s0', 's1', 's2']
+  assert sum(line.endswith(': done') for line in lines) == 3
+  out = capfd.readouterr().out
+  assert '[s0] ' in out and '[s2] ' in out   # the pool's progress lines name their run
+  with pytest.raises(ValueError, match='jobs must be at least 1'):
+    common.run_all([], ['x'], jobs=0)
