@@ -17,6 +17,9 @@
 #               ones resumed)
 #   make dp_fedags_figures   DP-FedAGS pilot, Table IV / Fig. 3 (MNIST), Tables II-III
 #               (membership inference) + report (about 3 h on 2 cores; resumable)
+#   make seed_checks         seeds 1 and 2 of the cheapest cell of each claim the reports
+#               call a tie on one seed, then the three reports (about 27 h of runs; see
+#               python -m experiments.seed_checks --list)
 # Data: DATA_DIR (default $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets with download).
 
 PYTHON ?= $(shell command -v python3.11 || command -v python3)
@@ -26,7 +29,7 @@ DATA_DIR ?= $(TFFDP_DATA_DIR)
 DATA_FLAG := $(if $(DATA_DIR),--data-dir $(DATA_DIR),)
 
 .PHONY: venv demo test bench clean a_dpfl_figures adap_dp_fl_figures aadp_fl_figures \
-	cosafed_figures dp_fedags_figures a_dpfl_local_epochs
+	cosafed_figures dp_fedags_figures a_dpfl_local_epochs seed_checks
 
 RUNS_DIR ?= runs
 A_DPFL_E ?= 1
@@ -116,3 +119,9 @@ dp_fedags_figures: venv
 	$(PY) -m experiments.dp_fedags_table4 --datasets mnist --delta-s-scale calibrated \
 	    --seeds 0 1 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
 	$(PY) -m experiments.dp_fedags_report
+
+seed_checks: venv
+	$(PY) -m experiments.seed_checks $(DATA_FLAG) --runs-dir $(RUNS_DIR)
+	$(PY) -m experiments.a_dpfl_report
+	$(PY) -m experiments.aadp_fl_report
+	$(PY) -m experiments.adap_dp_fl_report

@@ -21,6 +21,7 @@ import statistics
 
 from experiments import a_dpfl_common as common
 from experiments import fidelity
+from experiments import seed_checks
 from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
@@ -670,11 +671,12 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     acc = {float(r['k']): 100 * float(r['final_test_accuracy']) for r in fig6(s)}
     low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
     high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
-    claims.append(fidelity.Claim(
+    claims.append(seed_checks.restate(fidelity.Claim(
         text, _gap_verdict([min(low) - max(high)]),
         f'{_fallback_note(s, default)}: {min(low):.2f}-{max(low):.2f}% at k <= '
         f'{PAPER_K_KNEE:g}, {min(high):.2f}-{max(high):.2f}% at k > {PAPER_K_KNEE:g}; all k '
-        f'within {max(acc.values()) - min(acc.values()):.2f} points.'))
+        f'within {max(acc.values()) - min(acc.values()):.2f} points.'), figs,
+        'a_dpfl_fig6_mnist'))
   for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
     paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
     text = f'Table 2 ({name}): IID above non-IID (paper {paper:+.1f} points)'
@@ -693,12 +695,14 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     others = [f'{sel} {iid[_reading(s, sel)] - non[_reading(s, sel)]:+.2f}'
               for sel in common.SELECTIONS[1:]
               if _reading(s, sel) in iid and _reading(s, sel) in non]
-    claims.append(fidelity.Claim(
+    claim = fidelity.Claim(
         text, _gap_verdict([gap]),
         f'{_fallback_note(s, default)}, top_k: IID {top_k(s, "IID"):.2f}%, non-IID '
         f'{top_k(s, "non-IID"):.2f}% ({gap:+.2f} points'
         + (f'; {split_note}' if split_note else '') + ')'
-        + (f'; other selections: {", ".join(others)} points' if others else '') + '.'))
+        + (f'; other selections: {", ".join(others)} points' if others else '') + '.')
+    claims.append(seed_checks.restate(claim, figs, 'a_dpfl_table2_mnist')
+                  if dataset == 'mnist' else claim)
   return claims
 
 

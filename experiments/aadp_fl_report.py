@@ -21,6 +21,7 @@ from experiments import aadp_fl_fig5
 from experiments import aadp_fl_fig7
 from experiments import aadp_fl_table2
 from experiments import fidelity
+from experiments import seed_checks
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
 from experiments.common import parked_runs_section, untrained_rounds_section
 
@@ -570,7 +571,7 @@ def _table2_claims(table2, spread) -> list:
   return claims
 
 
-def _figure_claims(tables, spread) -> list:
+def _figure_claims(tables, spread, figs) -> list:
   claims = []
   # Fig. 4b: the paper's falling-accuracy claim is CIFAR-10's (for MNIST it says the
   # final results differ slightly and the optimum comes later).
@@ -607,11 +608,14 @@ def _figure_claims(tables, spread) -> list:
                  + '; the claim under the control: '
                  + _order_verdict([ctl[best] - v for s, v in ctl.items() if s != best], spread)
                  + '.')
-    claims.append(fidelity.Claim(
+    claim = fidelity.Claim(
         text, _order_verdict([acc[best] - v for s, v in acc.items() if s != best], spread),
         'final test accuracy ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(acc.items()))
         + f'; by peak accuracy S = {float(peak["clip_norm"]):g} '
-        f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).' + control))
+        f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).' + control)
+    check = f'aadp_fl_fig5_{dataset}'
+    claims.append(seed_checks.restate(claim, figs, check)
+                  if check in seed_checks.CHECKS else claim)
   mlp = _budget_stats(tables['fig6'])
   cnn = {name: _budget_stats(tables[name]) for name in ('fig6_mcmahan_cnn', 'fig6_fl_mnist_cnn')}
   text = ('Fig. 6: the CNN\'s accuracy is less affected than the MLP\'s when the budget '
@@ -655,7 +659,7 @@ def _fidelity(figs, tables) -> list[str]:
   """Issue 42's table: the paper's numbers (none in its text) and its claims."""
   pairs = _same_schedule_pairs(figs, tables['table2'] or [])
   spread = max((max(a) - min(a) for _, a in pairs), default=None)
-  claims = _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread)
+  claims = _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread, figs)
   measured = ('; '.join(f'{common.LABEL[d]} AADP-FL at l = 1e-4 and l = 2e-4, the same '
                         f'budget every round: {_f(a[0])}% and {_f(a[1])}%' for d, a in pairs)
               if pairs else 'none')

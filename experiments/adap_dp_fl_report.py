@@ -14,6 +14,7 @@ import os
 
 from experiments import adap_dp_fl_common as common
 from experiments import fidelity
+from experiments import seed_checks
 from experiments.common import fmt, report_main
 from experiments.common import read_rows as _rows
 from tffdp import runner
@@ -358,11 +359,14 @@ def _fidelity_claims(figs: str) -> list:
     if decay is None or None in const.values():
       claims[4].append(fidelity.Claim(text, 'not run', 'Not every Fig. 4 curve is run.'))
     else:
-      claims[4].append(fidelity.Claim(
+      claim = fidelity.Claim(
           text, _verdict([decay - v for v in const.values()], spread),
           f'noise decay {decay:.2f}% vs ' + ', '.join(
               f'sigma {s:g} {v:.2f}% ({decay - v:+.2f})' for s, v in const.items())
-          + f' ({spread_text}).'))
+          + f' ({spread_text}).')
+      check = f'adap_dp_fl_fig4_{d}'
+      claims[4].append(seed_checks.restate(claim, figs, check)
+                       if check in seed_checks.CHECKS else claim)
     # Fig. 5: Adap DP-FL above DP-FL.
     text = f'Fig. 5 ({label}): Adap DP-FL above DP-FL'
     a = acc['fig5'].get(DEFAULT_CURVE['fig5'])

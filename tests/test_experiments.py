@@ -1618,3 +1618,54 @@ def test_jobs_runs_the_items_in_a_pool_with_the_same_rows(tmp_path, capfd):
   assert '[s0] ' in out and '[s2] ' in out   # the pool's progress lines name their run
   with pytest.raises(ValueError, match='jobs must be at least 1'):
     common.run_all([], ['x'], jobs=0)
+
+
+def test_seed_checks_quick_and_their_verdicts(tmp_path, data_dir, capsys):
+  from experiments import common as exp_common, seed_checks  # pylint: disable=g-multiple-import
+  runs, figs = tmp_path / 'runs', tmp_path / 'figs'
+  argv = ['--quick', '--data-dir', data_dir, '--runs-dir', str(runs), '--figures-dir',
+          str(figs), '--checks', 'a_dpfl_table2_mnist', '--seeds', '0', '1']
+  assert seed_checks.main(argv) == 0
+  # Seed 0 is the figure's own run folder (Table 2's names), the other seeds beside it.
+  assert sorted(os.listdir(runs / 'a_dpfl')) == [
+      'mnist_a_dpfl_iid_E5_lr0.1_seed0_quick', 'mnist_a_dpfl_iid_E5_lr0.1_seed1_quick',
+      'mnist_a_dpfl_noniid_E5_lr0.1_seed0_quick', 'mnist_a_dpfl_noniid_E5_lr0.1_seed1_quick']
+  rows = exp_common.read_rows(str(figs / 'a_dpfl' / 'seed_checks.csv'))
+  assert [(r['curve'], r['seed']) for r in rows] == [
+      ('IID', '0'), ('IID', '1'), ('non-IID', '0'), ('non-IID', '1')]
+  assert all(0 <= float(r['final_test_accuracy']) <= 100 and r['rounds'] == '2' for r in rows)
+  assert 'a_dpfl_table2_mnist: ' in capsys.readouterr().out
+  assert seed_checks.main(argv[:-3] + ['--list']) == 0
+  assert 'a_dpfl_table2_mnist: Table 2 MNIST, top_k at E = 5, lr = 0.1: IID vs non-IID (2 ' \
+         'runs a seed; seed 0 found for 2' in capsys.readouterr().out
+  # The verdict: a pair counts only where every seed separates.
+  path = tmp_path / 'v' / 'seed_checks.csv'
+
+  def write(iid, non):
+    rows = [dict(check='a_dpfl_table2_mnist', curve=c, seed=s, final_test_accuracy=v,
+                 rounds=1, wall_seconds=1, run='r')
+            for c, vals in (('IID', iid), ('non-IID', non)) for s, v in enumerate(vals)]
+    seed_checks._write(str(path), 'a_dpfl_table2_mnist', rows)  # pylint: disable=protected-access
+    return seed_checks.verdict(str(path.parent), 'a_dpfl_table2_mnist')
+
+  assert write([94.0], [93.0]) is None   # one seed: no verdict yet
+  assert write([94.0, 94.2, 93.9], [93.0, 93.5, 93.1])[0] == 'reproduced'
+  assert write([94.0, 94.2, 93.4], [93.0, 93.5, 93.1])[0] == 'tie'
+  verdict, evidence = write([92.0, 92.2, 92.1], [93.0, 93.5, 93.1])
+  assert verdict == 'not reproduced'
+  assert 'IID 92.10 +- 0.10 (3 seeds) [92.00, 92.20, 92.10]' in evidence
+  from experiments import fidelity  # pylint: disable=g-import-not-at-top
+  restated = seed_checks.restate(fidelity.Claim('IID above', 'tie', 'one run.'),
+                                 str(path.parent), 'a_dpfl_table2_mnist')
+  assert restated.verdict == 'not reproduced'
+  assert restated.evidence.endswith('. Seed 0 alone (tie): one run.')
+  unseeded = seed_checks.restate(fidelity.Claim('IID above', 'tie', 'one run.'),
+                                 str(tmp_path), 'a_dpfl_table2_mnist')
+  assert unseeded.verdict == 'tie' and '--checks a_dpfl_table2_mnist` runs seeds 1' in \
+      unseeded.evidence
+  # Rewriting some seeds keeps the others' rows.
+  seed_checks._write(str(path), 'a_dpfl_table2_mnist', [dict(  # pylint: disable=protected-access
+      check='a_dpfl_table2_mnist', curve='IID', seed=1, final_test_accuracy=99.0, rounds=1,
+      wall_seconds=1, run='r')])
+  assert seed_checks.read(str(path.parent), 'a_dpfl_table2_mnist')['IID'].values == (
+      92.0, 99.0, 92.1)
