@@ -615,15 +615,33 @@ def _remote_async_context(stub: _FailFastStub) -> tff.framework.AsyncExecutionCo
 
 
 class _CachedMergeableCompiler:
-  """`compile_to_mergeable_comp_form`, each computation compiled once."""
+  """`compile_to_mergeable_comp_form`, each computation compiled once.
+
+  Secure-sum intrinsics are first compiled to their plain-sum bodies, as the local
+  context (`_local_context_with`) compiles them: a round runs on the workers as it runs
+  locally, and DDGauss's secure sums (whose modular wrap-around happens in the
+  aggregator around them) merge across sub-rounds as plain sums do.
+  """
 
   def __init__(self):
     self._forms: dict[int, tuple] = {}
 
   def __call__(self, comp):
+    # pylint: disable=g-import-not-at-top
+    from tensorflow_federated.python.core.backends.test import compiler as test_compiler
+    from tensorflow_federated.python.core.impl.computation import computation_impl
+    from tensorflow_federated.python.core.impl.context_stack import context_stack_impl
+    # pylint: enable=g-import-not-at-top
     hit = self._forms.get(id(comp))
     if hit is None or hit[0] is not comp:
-      hit = (comp, tff.backends.native.compile_to_mergeable_comp_form(comp))
+      plain = test_compiler.replace_secure_intrinsics_with_bodies(comp)
+      # The same computation with comp's type, whose Python containers (e.g. a
+      # LearningProcessOutput) the result is returned in.
+      plain = computation_impl.ConcreteComputation(
+          computation_proto=plain.to_building_block().proto,
+          context_stack=context_stack_impl.context_stack,
+          annotated_type=comp.type_signature)
+      hit = (comp, tff.backends.native.compile_to_mergeable_comp_form(plain))
       self._forms[id(comp)] = hit
     return hit[1]
 

@@ -230,7 +230,7 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
   run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
       name='ddgauss', process=process, batching=batching,
-      run_round=run_round, round_computation=None, check_round=check_round,
+      run_round=run_round, round_computation=round_computation, check_round=check_round,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
       round_metrics=round_metrics, round_failure=round_failure,
@@ -283,9 +283,6 @@ class DDGaussHparams(registry.MethodHparams):
       raise ValueError('clients_per_slice must be unset for ddgauss (its aggregator '
                        'clips and noises each client\'s update). Found clients_per_slice='
                        f'{config.clients_per_slice!r}.')
-    if config.workers is not None:
-      raise ValueError('ddgauss runs in the local context only: its secure sums are '
-                       'simulated there (tffdp.runtime.use_local_context). Unset workers.')
 
 
 def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
