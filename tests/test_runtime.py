@@ -332,6 +332,8 @@ def _state(out):
     # Stateful clients: their states are split with the cohort and joined back in order.
     ('adap_dp_fl', dict(noise_multiplier=1.0, clip_norm=1.0, lot_size=50,
                         learning_rate=0.01, clients_per_slice=4)),
+    # Client controls as CLIENTS-placed values, in and out with the cohort.
+    ('dp_scaffold', dict(noise_multiplier=1.0, clip_norm=1.0)),
 ])
 def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
                                          monkeypatch):

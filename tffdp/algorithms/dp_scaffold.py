@@ -218,7 +218,7 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
   return common.Method(
       name='dp_scaffold', process=None, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       cohort_sampling=cohort_sampling, initialize=initialize, run_round=run_round,
-      round_computation=None, model_weights=lambda state: state['server']['model'],
+      round_computation=round_fn, model_weights=lambda state: state['server']['model'],
       check_round=common.dp_sgd_step_check(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                                executed_sigma, True),
@@ -252,9 +252,9 @@ class DPScaffoldHparams(registry.MethodHparams):
                        f'server_learning_rate={self.server_learning_rate!r}.')
 
   def check_run(self, config) -> None:
-    if config.clients_per_slice is not None or config.workers is not None:
-      raise ValueError('dp_scaffold runs per client in the local context: unset '
-                       'clients_per_slice and workers.')
+    if config.clients_per_slice is not None:
+      raise ValueError('dp_scaffold runs one TFF client per client (each with its own '
+                       'control variate): unset clients_per_slice.')
 
 
 def _build(ctx: registry.BuildContext, hp: DPScaffoldHparams) -> common.Method:
