@@ -521,7 +521,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
                         "the claimed ledger counts epsilon' as the paper does")
   return common.Method(
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
-      cohort_sampling='uniform', run_round=run_round, round_computation=None,
+      cohort_sampling='uniform', run_round=run_round, round_computation=round_fn,
       claimed_releases=lambda cohort, state: [], guaranteed_releases=lambda cohort, state: [],
       releases_from_round=releases, ledger='laplace', check_round=check_round,
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
@@ -569,11 +569,10 @@ class LaplaceUploadHparams(registry.MethodHparams):
     if config.cohort_sampling != 'uniform':
       raise ValueError('cohort_sampling must be uniform (N of M clients, Alg. 1). Found '
                        f'cohort_sampling={config.cohort_sampling!r}.')
-    for name in ('clients_per_slice', 'workers'):
-      if getattr(config, name, None):
-        raise ValueError(f'{name} must be unset for the Laplace-upload methods (each '
-                         f'client\'s upload is perturbed). Found {name}='
-                         f'{getattr(config, name)!r}.')
+    if config.clients_per_slice:
+      raise ValueError('clients_per_slice must be unset for the Laplace-upload methods '
+                       '(each client\'s upload is perturbed). Found clients_per_slice='
+                       f'{config.clients_per_slice!r}.')
 
 
 @dataclasses.dataclass(frozen=True)
