@@ -1,6 +1,7 @@
 """TFF runtime: a context that never hangs, TFF workers, rounds spread over loopback workers."""
 
 import csv
+import dataclasses
 import functools
 import os
 import signal
@@ -285,6 +286,18 @@ def test_mergeable_reason_names_a_dependent_second_aggregation():
 
   assert runtime.mergeable_reason(one_round) is None
   assert 'aggregat' in runtime.mergeable_reason(two_rounds).lower()
+
+
+def test_dp_fedags_two_dependent_aggregations_refused_before_training(tmp_path,
+                                                                     monkeypatch):
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  cfg = config_lib.RunConfig.create(**dict(TOY, method='dp_fedags', rounds=2,
+                                           out=str(tmp_path / 'r')))
+  exp = runner.build_experiment(cfg, log=lambda s: None)
+  with pytest.raises(ValueError, match='dp_fedags cannot run on remote TFF workers.*'
+                     'one aggregate dependent on another'):
+    runner.connect_workers(dataclasses.replace(cfg, workers='localhost:1'), exp,
+                           log=lambda s: None)
 
 
 def test_method_without_round_computation_refused_before_training(tmp_path):
