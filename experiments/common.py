@@ -57,7 +57,9 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
 
   Reused: a run in `out` with a `summary.json`, or paused at `cfg.stop_after_round`
   (`paused_run`; such a folder restored from `figures/` has no checkpoint), whose
-  `config.json` matches `cfg`. A finished run of another configuration is deleted and
+  `config.json` matches `cfg`, or differs only in evaluating more than `cfg` asks
+  (`config.evaluation_covers`; its rows are then read as `cfg` writes them,
+  `as_evaluated`). A finished run of another configuration is deleted and
   run again; an interrupted one resumes from its checkpoint.
 
   `log` receives the progress lines (default `print`).
@@ -76,8 +78,12 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
     if os.path.exists(config_json):
       with open(config_json) as f:
         old = json.load(f)
-      same = not config_lib.differing_fields(old, dataclasses.asdict(cfg.resolved()),
-                                             ignore=REUSE_IGNORES)
+      asked = dataclasses.asdict(cfg.resolved())
+      same = not config_lib.differing_fields(
+          old, asked, ignore=REUSE_IGNORES + config_lib.EVALUATION_FIELDS) and \
+          config_lib.evaluation_covers(old, asked)
+      extra = same and any(old.get(f, asked[f]) != asked[f]
+                           for f in config_lib.EVALUATION_FIELDS)
       finished = os.path.exists(summary)
       stale = stale_reason(old, _read_json(summary)) if same else None
       if stale:
@@ -89,16 +95,41 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
         rows = plotting.read_metrics(out)
         if paused_run(old, rows):
           log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
-          return rows
+          return as_evaluated(rows, cfg) if extra else rows
       if finished and same:
-        log(f'== reusing {out}')
-        return plotting.read_metrics(out)
+        log(f'== reusing {out}' + (' (it evaluated more than asked: its rows are read as '
+                                   'this configuration evaluates)' if extra else ''))
+        rows = plotting.read_metrics(out)
+        return as_evaluated(rows, cfg) if extra else rows
       if finished:  # another configuration's: emptied, the locked folder kept
         _empty(out)
     log(f'== {cfg.method} on {cfg.dataset} -> {out}')
     resume = runner.has_checkpoint(out)
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)
     return plotting.read_metrics(out)
+
+
+EVALUATION_COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy',
+                      'validation_loss')
+
+
+def as_evaluated(rows: list[dict], cfg: config_lib.RunConfig) -> list[dict]:
+  """`rows` of a run that evaluated more than `cfg` asks (`config.evaluation_covers`), as
+  `cfg` would have written them (`plotting.read_metrics` rows): evaluation columns None
+  at the rounds `cfg` does not evaluate (not a multiple of `eval_every`, not the last
+  row), validation columns None without `eval_validation`. `eval_seconds` and the wall times stay as measured."""
+  if not rows:
+    return rows
+  last = rows[-1]['round']
+  out = []
+  for r in rows:
+    r = dict(r)
+    if not (int(float(r['round'])) % cfg.eval_every == 0 or r['round'] == last):
+      r.update({c: None for c in EVALUATION_COLUMNS if c in r})
+    elif not cfg.eval_validation:
+      r.update({c: None for c in EVALUATION_COLUMNS[2:] if c in r})
+    out.append(r)
+  return out
 
 
 def _read_json(path: str) -> Optional[dict]:

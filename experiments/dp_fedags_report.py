@@ -525,7 +525,8 @@ def _speed(figs) -> list[str]:
     out.append(f'- {dc.LABEL[dataset]} {method}: round {med("round_seconds"):.2f} s (median '
                f'over {len(runs)} runs): TFF round (client training, perturbation, '
                f'aggregation) {med("train_seconds"):.2f} s, accounting '
-               f'{med("accounting_seconds"):.4f} s, test + validation evaluation '
+               f'{med("accounting_seconds"):.4f} s, evaluation (test and validation '
+               'sets for runs made before fidelity pass 2, the test set since) '
                f'{med("eval_seconds"):.2f} s.')
   for dataset in dc.DATASETS:
     rs = [r for r in rows if r['dataset'] == dataset and r.get('wall_seconds')]

@@ -1669,3 +1669,57 @@ def test_seed_checks_quick_and_their_verdicts(tmp_path, data_dir, capsys):
       wall_seconds=1, run='r')])
   assert seed_checks.read(str(path.parent), 'a_dpfl_table2_mnist')['IID'].values == (
       92.0, 99.0, 92.1)
+
+
+def test_a_run_that_evaluated_more_stands_in_for_one_asking_less(tmp_path, monkeypatch):
+  from experiments import common
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  assert config_lib.evaluation_covers({'eval_every': 1}, {'eval_every': 5})
+  assert config_lib.evaluation_covers({}, {'eval_every': 4, 'eval_validation': False})
+  assert not config_lib.evaluation_covers({'eval_every': 2}, {'eval_every': 3})
+  assert not config_lib.evaluation_covers({'eval_validation': False},
+                                          {'eval_every': 1, 'eval_validation': True})
+  cfg = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
+                             clients_per_round=2, partition='iid', rounds=5,
+                             model='logistic_regression', num_validation=500)
+  out = str(tmp_path / 'r')
+  full = common.run_cached(cfg, out, ['x'], log=lambda s: None)
+  less = dataclasses.replace(cfg, eval_every=2, eval_validation=False)
+  lines = []
+  with monkeypatch.context() as m:
+    m.setattr(runner, 'run', lambda *a, **k: pytest.fail('a covering run ran again'))
+    rows = common.run_cached(less, out, ['x'], log=lines.append)
+  assert 'evaluated more than asked' in lines[0]
+  # Rounds 2, 4 and the last (5) keep their test columns; no validation anywhere.
+  assert [r['test_accuracy'] is not None for r in rows] == [False, True, False, True, True]
+  assert [r['test_accuracy'] for r in rows if r['test_accuracy'] is not None] == [
+      full[1]['test_accuracy'], full[3]['test_accuracy'], full[4]['test_accuracy']]
+  assert all(r['validation_accuracy'] is None for r in rows)
+  assert [r['train_loss'] for r in rows] == [r['train_loss'] for r in full]
+  # Asking for more than the run evaluated runs it again.
+  again = common.run_cached(dataclasses.replace(less, eval_every=1), str(tmp_path / 'r2'),
+                            ['x'], log=lambda s: None)
+  assert len(again) == 5
+  lines.clear()
+  common.run_cached(dataclasses.replace(cfg, eval_every=1), str(tmp_path / 'r2'), ['x'],
+                    log=lines.append)
+  assert lines[0] == f'== fedavg on synthetic -> {tmp_path / "r2"}'
+
+
+def test_a_checkpoint_resumes_with_less_evaluation_not_more(tmp_path, interrupt_at):
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  cfg = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
+                             clients_per_round=2, partition='iid', rounds=4,
+                             model='logistic_regression', num_validation=500,
+                             checkpoint_every=1, eval_every=2, out=str(tmp_path / 'r'))
+  with pytest.raises(KeyboardInterrupt):
+    runner.run(cfg, log=interrupt_at(3))   # the checkpoint holds round 2, evaluated
+  with pytest.raises(runner.ResumeError, match='eval_every'):
+    runner.run(dataclasses.replace(cfg, eval_every=1), resume=True, log=lambda s: None)
+  runner.run(dataclasses.replace(cfg, eval_every=4, eval_validation=False), resume=True,
+             log=lambda s: None)
+  with open(tmp_path / 'r' / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert [r['round'] for r in rows] == ['1', '2', '3', '4']
+  assert [r['test_accuracy'] != '' for r in rows] == [False, True, False, True]
+  assert rows[1]['validation_accuracy'] != '' and rows[3]['validation_accuracy'] == ''

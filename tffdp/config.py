@@ -70,6 +70,28 @@ def notes_on_defaults(notes: dict, settings: dict, defaults: dict) -> dict:
           if k not in defaults or settings.get(k, defaults[k]) == defaults[k]}
 
 
+# The settings of what a run evaluates (not how it trains): a run made with more
+# evaluation may stand in for one asking less (`evaluation_covers`).
+EVALUATION_FIELDS = ('eval_every', 'eval_validation')
+
+
+def evaluation_covers(old: dict, new: dict) -> bool:
+  """Whether a run configured as `old` evaluated everything `new` asks for.
+
+  A run evaluates the rounds that are multiples of `eval_every`, and its last; the
+  validation split too with `eval_validation`. Evaluation does not change training, so
+  such a run (or its checkpoint) is the run `new` describes, with extra evaluations.
+
+  Args:
+    old: A run's `config.json` (a field it lacks counts as its default).
+    new: The `RunConfig` asked for, as a dict.
+  """
+  old_every = int(old.get('eval_every') or 1)
+  old_validation = old.get('eval_validation', True)
+  return (int(new.get('eval_every') or 1) % old_every == 0
+          and (bool(old_validation) or not new.get('eval_validation', True)))
+
+
 def differing_fields(old: dict, new: dict, ignore=()) -> list[str]:
   """Fields of `new` (a `RunConfig` as a dict) whose value differs from `old`'s.
 

@@ -632,7 +632,13 @@ class Runner:
     """
     if ckpt is None:
       ckpt = read_checkpoint(self.config.out)
-    diff = config_lib.differing_fields(ckpt['config'], self.comparable)
+    # Less evaluation than the checkpoint's run made is the same run (its rows keep
+    # their extra evaluations).
+    diff = config_lib.differing_fields(ckpt['config'], self.comparable,
+                                       ignore=config_lib.EVALUATION_FIELDS)
+    if not config_lib.evaluation_covers(ckpt['config'], self.comparable):
+      diff += [f for f in config_lib.EVALUATION_FIELDS
+               if ckpt['config'].get(f) != self.comparable[f]]
     if diff:
       raise ResumeError(f'checkpoint in {self.config.out} was made with different '
                         f'settings: {", ".join(diff)}.')
