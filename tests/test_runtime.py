@@ -387,7 +387,7 @@ def test_unseeded_noise_methods_on_two_workers_differ_as_a_second_local_run(
   # is, and states the same epsilons (cosAFed's, data-dependent, as close as a second
   # local run's).
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig.create(**dict(TOY, method=method, rounds=2, **kw))
+  cfg = config_lib.RunConfig.create(**dict(TOY, method=method, rounds=1, **kw))
   lines = []
   runs = {}
   for name, extra in (('local', {}), ('local_again', {}), ('remote', two_workers)):
@@ -398,13 +398,15 @@ def test_unseeded_noise_methods_on_two_workers_differ_as_a_second_local_run(
     a, b, again = (runs[n][key] for n in ('local', 'remote', 'local_again'))
     if a == again:
       assert b == pytest.approx(a, rel=1e-9), key
-    else:   # cosAFed's epsilon' follow its noisy model's cosines: 0.3% apart here
+    else:   # cosAFed's epsilon' follow its noisy model's cosines
       assert b == pytest.approx(a, rel=0.05), key
   weights = {n: np.concatenate([np.ravel(np.asarray(a, np.float64))
                                 for a in _state(tmp_path / n) if np.size(a) >= 10])
              for n in runs}
+  # One round: the difference is one release's noise over thousands of weights, so the
+  # two spreads agree to about 2% (noise drawn twice remotely would make it 22% more).
   noise = np.std(weights['local_again'] - weights['local'])
-  assert 0 < np.std(weights['remote'] - weights['local']) < 2 * noise
+  assert 0.85 * noise < np.std(weights['remote'] - weights['local']) < 1.15 * noise
 
 
 def test_dp_fedavg_server_noise_added_once_across_workers(tmp_path, two_workers):
