@@ -625,13 +625,17 @@ def _figure_claims(tables, spread, figs) -> list:
                                  f'`{COMMANDS["fig6_mcmahan_cnn"]}`'))
   else:
     other = cnn['fig6_fl_mnist_cnn']
+    seed0_hours = sum(float(r['wall_seconds'] or 0) for n in ('fig6', 'fig6_mcmahan_cnn')
+                      for r in tables[n]) / 3600
     claims.append(fidelity.Claim(
         text, _order_verdict([mlp[0] - cnn['fig6_mcmahan_cnn'][0]], spread),
         f'final accuracy over the budgets spreads {mlp[0]:.2f} points for the MLP, '
         f'{cnn["fig6_mcmahan_cnn"][0]:.2f} for the McMahan CNN (the spec\'s CNN, '
         f'`{COMMANDS["fig6_mcmahan_cnn"]}`)' +
         (f'; the paper code\'s CNNMnist (other reading of the widths): {other[0]:.2f}'
-         if other else '') + ' (seed 0 each).'))
+         if other else '') + ' (seed 0 each). Not seeded: the spread needs both models '
+        f'at every budget, about {2 * seed0_hours:.1f} h for seeds 1 and 2 by the seed-0 '
+        'runs\' wall time.'))
   for name, dataset, panel in (('fig7_alexnet_cnn', 'cifar10', 'Fig. 7a, CIFAR-10 '
                                 'AlexNet-style'), ('fig7', 'mnist', 'Fig. 7b, MNIST MLP')):
     rows = [r for r in tables[name] or [] if r['dataset'] == dataset]
