@@ -24,6 +24,8 @@ from experiments import fidelity
 from experiments import seed_checks
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
 from experiments.common import parked_runs_section, untrained_rounds_section
+from experiments.common import copied_metrics, copied_run_file
+from experiments.common import dash as _f
 
 COMMANDS = {
     'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
@@ -147,23 +149,17 @@ def _not_run(tables, figs) -> list[str]:
   return missing or ['Nothing: every artefact of the issue is regenerated.']
 
 
-def _f(v, digits=4):
-  return fmt(v, digits, empty='-')
-
-
 def _span(values, digits=4) -> str:
   """`min-max` of `values`, each with `digits` significant digits."""
   return f'{_f(min(values), digits)}-{_f(max(values), digits)}'
 
 
 def _run_file(figs, row, name):
-  path = os.path.join(figs, 'runs', os.path.basename(row['run']), name)
-  return path if os.path.exists(path) else None
+  return copied_run_file(figs, row['run'], name)
 
 
 def _metrics(figs, row):
-  path = _run_file(figs, row, 'metrics.csv')
-  return read_rows(path) if path else []
+  return copied_metrics(figs, row['run'])
 
 
 def _profile(rows) -> str:

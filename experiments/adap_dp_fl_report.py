@@ -15,20 +15,18 @@ import os
 from experiments import adap_dp_fl_common as common
 from experiments import fidelity
 from experiments import seed_checks
-from experiments.common import fmt, report_main
+from experiments.common import report_main
 from experiments.common import read_rows as _rows
+from experiments.common import copied_run_file
+from experiments.common import dash as _f
 from tffdp import runner
 
 PAPER_FIG3 = 'adaptive clipping beats constant C = 1.0 on both datasets (no number given)'
 
 
-def _f(v, digits=4):
-  return fmt(v, digits, empty='-')
-
-
 def _run_doc(figs, run_dir, name):
-  path = os.path.join(figs, 'runs', os.path.basename(run_dir), name)
-  if not os.path.exists(path):
+  path = copied_run_file(figs, run_dir, name)
+  if path is None:
     return {}
   with open(path) as f:
     return json.load(f)

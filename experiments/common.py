@@ -452,6 +452,27 @@ def fmt(v, digits: int = 4, empty: str = '') -> str:
   return 'inf' if x == float('inf') else f'{x:.{digits}g}'
 
 
+def dash(v, digits: int = 4) -> str:
+  """`fmt` with `-` for a missing value: the reports' number cells."""
+  return fmt(v, digits, empty='-')
+
+
+def copied_run_file(figs: str, run: str, name: str) -> Optional[str]:
+  """Path of file `name` of the run copy `<figs>/runs/<basename of run>`, or None.
+
+  `run` is a run directory as a figure's table names it (`runs/<paper>/<name>` or
+  `$RUNS_DIR/...`); the reports read the copy published beside the figures.
+  """
+  path = os.path.join(figs, 'runs', os.path.basename(run), name)
+  return path if os.path.exists(path) else None
+
+
+def copied_metrics(figs: str, run: str) -> list[dict]:
+  """`metrics.csv` rows (strings) of a run's published copy (`copied_run_file`), or []."""
+  path = copied_run_file(figs, run, 'metrics.csv')
+  return (read_rows(path) or []) if path else []
+
+
 def md_table(rows, cols) -> list[str]:
   """Markdown table lines: `cols` is `[(header, row -> cell)]`."""
   out = ['| ' + ' | '.join(h for h, _ in cols) + ' |', '|' + '---|' * len(cols)]

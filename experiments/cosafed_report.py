@@ -8,14 +8,13 @@ copies in `runs/`; what was not regenerated is listed as such, with its command.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import statistics
 
 from experiments import cosafed_common as cc
 from experiments import fidelity
-from experiments.common import fmt, md_table as _md_table, read_rows, report_main
+from experiments.common import md_table as _md_table, read_rows, report_main
 from experiments.common import untrained_rounds_section
 from experiments import common
 
@@ -42,13 +41,10 @@ def _paper_multiplier(group: str) -> float:
 COSFED_NEEDED = _paper_multiplier('equal')
 
 
-def _f(v, digits=4):
-  return fmt(v, digits, empty='-')
+_f = common.dash
 
 
-def _metrics(figs, run):
-  path = os.path.join(figs, 'runs', os.path.basename(run), 'metrics.csv')
-  return read_rows(path) if os.path.exists(path) else []
+_metrics = common.copied_metrics
 
 
 def _calibration(figs) -> list[str]:

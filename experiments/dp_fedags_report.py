@@ -38,9 +38,7 @@ _COUNT = {2: 'two', 3: 'three', 4: 'four'}
 PAPER_ORDER = ('DP-FedAGS', 'DP-FedSNLC (reconstructed)', 'DP-FedAvg (reconstructed)', 'cpSGD')
 
 
-def _metrics(figs, run):
-  path = os.path.join(figs, 'runs', os.path.basename(run), 'metrics.csv')
-  return read_rows(path) if os.path.exists(path) else []
+_metrics = common.copied_metrics
 
 
 def _mean(rows, key, lo=1, hi=10 ** 9):
