@@ -18,7 +18,7 @@ DP-SGD steps, accounted exactly as DPFL (`common.dp_sgd_releases`): `epsilon_cla
 with the usual amplification by sampling `q = B / n_i` per step, `epsilon_guaranteed`
 one Gaussian release per shuffled epoch.
 
-As TFF pieces: a `tff.templates.IterativeProcess`-style round computation
+As TFF pieces: a `tff.templates.IterativeProcess` whose `next` is the round
 
     (server_state@SERVER, client_ids@CLIENTS, seeds@CLIENTS, controls@CLIENTS)
       -> <state@SERVER, controls@CLIENTS, metrics@SERVER>
@@ -193,6 +193,9 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
       return round_body(state, tff.federated_map(value, (client_ids, client_seeds, tables)),
                         controls)
 
+  # The round as TFF's template: next(server state, ids, seeds, controls[, tables]) ->
+  # <server state, controls@CLIENTS, metrics>, the client state CLIENTS-placed.
+  process = tff.templates.IterativeProcess(init_fn, round_fn)
   zeros = [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in control_spec]
 
   def initialize() -> dict:
@@ -204,7 +207,7 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
             [state['controls'][c] for c in cohort]]
     if insertion is not None:
       args.append(insertion.tables(round_num, cohort))
-    server, controls, metrics = round_fn(*args)
+    server, controls, metrics = process.next(*args)
     new_controls = list(state['controls'])
     for c, ci in zip(cohort, controls):
       new_controls[c] = [np.asarray(t) for t in ci]
@@ -216,9 +219,9 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
     return float(np.sqrt(sum(np.sum(np.square(t)) for t in state['server']['control'])))
 
   return common.Method(
-      name='dp_scaffold', process=None, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
+      name='dp_scaffold', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       cohort_sampling=cohort_sampling, initialize=initialize, run_round=run_round,
-      round_computation=round_fn, model_weights=lambda state: state['server']['model'],
+      round_computation=process.next, model_weights=lambda state: state['server']['model'],
       check_round=common.dp_sgd_step_check(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                                executed_sigma, True),
