@@ -14,7 +14,10 @@ reused), at the same setup otherwise, this runs:
 - `no validation hold-out`: sigma_min until epsilon = 2 with `num_validation = 0` (the
   paper's clients hold 6,000 examples, not 5,480: q = 78 / 6,000, so more rounds to the
   budget; evaluated on the test set alone);
-- `lr x 2`: sigma_min until epsilon = 2 at twice the paper's learning rate.
+- `lr x 2`: sigma_min until epsilon = 2 at twice the paper's learning rate;
+- `the author's CNN code`: sigma_min until epsilon = 2 with the CNN as the Adap DP-FL
+  author's public PyTorch code builds it (`models.adap_dp_fl_cnn_torch`: first conv padded
+  by 2, not 3, and PyTorch's default initialisation instead of Keras').
 
 Writes `controls.csv` (one row per curve: test accuracy at the stop, rounds, both
 epsilons; rows of datasets not run now are kept) and `controls_<dataset>.png`.
@@ -31,6 +34,7 @@ from experiments import adap_dp_fl_common as common
 from tffdp import plotting
 
 NO_CLIP = 1e9   # far above any per-example gradient norm: nothing is clipped
+AUTHOR_CNN = "the author's CNN code (pad 2, PyTorch init)"
 
 
 def sigma_min(dataset: str) -> float:
@@ -57,6 +61,9 @@ def curves(dataset: str, args, rounds: int) -> list:
       (f'lr x 2 ({2 * lr:g})', *common.config(
           dataset, args, f'control_sigma{sigma:g}_lr{2 * lr:g}', noise_multiplier=sigma,
           learning_rate=2 * lr, **constant)),
+      (AUTHOR_CNN, *common.config(
+          dataset, args, f'control_sigma{sigma:g}_torch_cnn', noise_multiplier=sigma,
+          model='adap_dp_fl_cnn_torch', **constant)),
   ]
 
 

@@ -1723,3 +1723,22 @@ def test_a_checkpoint_resumes_with_less_evaluation_not_more(tmp_path, interrupt_
   assert [r['round'] for r in rows] == ['1', '2', '3', '4']
   assert [r['test_accuracy'] != '' for r in rows] == [False, True, False, True]
   assert rows[1]['validation_accuracy'] != '' and rows[3]['validation_accuracy'] == ''
+
+
+def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common  # pylint: disable=g-multiple-import
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  assert adap_dp_fl_controls.main(['--quick', '--datasets', 'mnist', '--data-dir', data_dir,
+                                   '--runs-dir', str(tmp_path / 'runs'), '--figures-dir',
+                                   str(figs)]) == 0
+  rows = exp_common.read_rows(str(figs / 'controls.csv'))
+  assert [r['curve'] for r in rows] == [
+      'constant sigma = 3 (Fig. 4)', 'no noise, clipped (C = 1)', 'no noise, no clipping',
+      'no validation hold-out', 'lr x 2 (0.004)', adap_dp_fl_controls.AUTHOR_CNN]
+  with open(tmp_path / 'runs' / 'mnist_control_sigma3_torch_cnn_seed0_quick' /
+            'config.json') as f:
+    assert json.load(f)['model'] == 'adap_dp_fl_cnn_torch'
+  assert adap_dp_fl_report.main(['--figures-dir', str(figs)]) == 0
+  assert "with the author's CNN code (pad 2, PyTorch's initialisation)" in (
+      figs / 'README.md').read_text()

@@ -8,6 +8,7 @@ output is logits (`float32 [batch, num_classes]`); inputs are `float32
 |---|---|---|
 | `deep_mnist_cnn` | A-DPFL Sec. 6.1 (spec reading: TF "Deep MNIST") | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 1024, dense C |
 | `adap_dp_fl_cnn` | Adap DP-FL Sec. V-A (Opacus MNIST CNN) | conv16 k8 s2 pad3, pool2 s1, conv32 k4 s2, pool2 s1, dense 32, dense C (26,010 params) |
+| `adap_dp_fl_cnn_torch` | the same CNN as the Adap DP-FL author's public PyTorch code writes it (`JeffffffFu/Awesome-Differential-Privacy-and-Meachine-Learning`, `model/CNN.py`) | as `adap_dp_fl_cnn` with pad 2, and PyTorch's default initialisation (weights and biases `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`) |
 | `mlp` | AADP-FL Sec. 6 | dense 200, dense C |
 | `mcmahan_cnn` | AADP-FL, DP-FedAGS MNIST (McMahan et al. 2017) | conv5x5x32 same, pool2, conv5x5x64 same, pool2, dense 512, dense C |
 | `fl_mnist_cnn` | AADP-FL MNIST CNN (the `CNNMnist` of the PyTorch FL code whose MLP, MNIST CNN and CIFAR CNN match the paper's three descriptions) | conv5x5x10, pool2, conv5x5x20, pool2, dense 50, dense C (21,840 params; its dropout omitted) |
@@ -59,6 +60,31 @@ def adap_dp_fl_cnn(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
       layers.Flatten(),
       layers.Dense(32, activation='relu'),
       layers.Dense(num_classes),
+  ])
+
+
+def _torch_init(fan_in: int) -> dict:
+  """PyTorch's default `Conv2d` / `Linear` initialisation: kernel (kaiming uniform, a =
+  sqrt(5)) and bias both `U(-1/sqrt(fan_in), 1/sqrt(fan_in))`."""
+  bound = fan_in ** -0.5
+  return dict(kernel_initializer=tf.keras.initializers.VarianceScaling(
+                  1.0 / 3.0, 'fan_in', 'uniform'),
+              bias_initializer=tf.keras.initializers.RandomUniform(-bound, bound))
+
+
+def adap_dp_fl_cnn_torch(input_shape=(28, 28, 1), num_classes=10) -> tf.keras.Model:
+  """`adap_dp_fl_cnn` as the author's PyTorch code builds it: `Conv2d(1, 16, 8, 2,
+  padding=2)` (the same output shapes and 26,010 weights) and PyTorch's initialisation."""
+  channels = input_shape[-1]
+  return _seq(input_shape, [
+      layers.ZeroPadding2D(2),
+      layers.Conv2D(16, 8, strides=2, activation='relu', **_torch_init(channels * 64)),
+      layers.MaxPool2D(2, strides=1),
+      layers.Conv2D(32, 4, strides=2, activation='relu', **_torch_init(16 * 16)),
+      layers.MaxPool2D(2, strides=1),
+      layers.Flatten(),
+      layers.Dense(32, activation='relu', **_torch_init(32 * 4 * 4)),
+      layers.Dense(num_classes, **_torch_init(32)),
   ])
 
 
@@ -149,6 +175,7 @@ def dp_fedags_cifar_cnn(input_shape=(32, 32, 3), num_classes=10) -> tf.keras.Mod
 MODELS: dict[str, Callable[..., tf.keras.Model]] = {
     'deep_mnist_cnn': deep_mnist_cnn,
     'adap_dp_fl_cnn': adap_dp_fl_cnn,
+    'adap_dp_fl_cnn_torch': adap_dp_fl_cnn_torch,
     'mlp': mlp,
     'mcmahan_cnn': mcmahan_cnn,
     'lenet_cnn': lenet_cnn,
