@@ -1742,3 +1742,33 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
   assert adap_dp_fl_report.main(['--figures-dir', str(figs)]) == 0
   assert "with the author's CNN code (pad 2, PyTorch's initialisation)" in (
       figs / 'README.md').read_text()
+
+
+def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monkeypatch):
+  from experiments import a_dpfl_ceiling, a_dpfl_report, common as exp_common  # pylint: disable=g-multiple-import
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  figs = tmp_path / 'figs'
+  assert a_dpfl_ceiling.main(['--quick', '--learning-rates', '0.1', '--data-dir', data_dir,
+                              '--runs-dir', str(tmp_path / 'runs'), '--figures-dir',
+                              str(figs)]) == 0
+  rows = exp_common.read_rows(str(figs / 'ceiling.csv'))
+  assert [(r['method'], r['partition']) for r in rows] == [
+      ('FedAvg', 'iid'), ('FedAvg', 'label_skew'), ('A-DPFL, no noise', 'iid')]
+  with open(tmp_path / 'runs' / 'mnist_a_dpfl_iid_sigma0_E5_lr0.1_seed0_quick' /
+            'config.json') as f:
+    config = json.load(f)
+  assert config['method'] == 'a_dpfl' and config['noise_multiplier'] == 0.0
+  assert config['partition'] == 'iid'
+  assert a_dpfl_report.main(['--figures-dir', str(figs)]) == 0
+  assert '| A-DPFL, no noise | iid | 5 | 0.1 |' in (figs / 'README.md').read_text()
+  # The cause it gives the IID miss: the noise, or the clipping and selection before it.
+  control = dict(rows[2], final_test_accuracy='98.0')
+  exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2] + [control])
+  cause = a_dpfl_report._control_cause(str(figs), 98.9, 93.46)  # pylint: disable=protected-access
+  assert cause.endswith('the noise costs the 4.54 points to the private run')
+  exp_common.write_table(str(figs / 'ceiling.csv'),
+                         rows[:2] + [dict(control, final_test_accuracy='95.0')])
+  cause = a_dpfl_report._control_cause(str(figs), 98.9, 93.46)  # pylint: disable=protected-access
+  assert 'clipping and selection cost the gap before any noise' in cause
+  exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2])
+  assert a_dpfl_report._control_cause(str(figs), 98.9, 93.46) is None  # pylint: disable=protected-access
