@@ -704,7 +704,7 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
         f'{_fallback_note(s, default)}: {min(low):.2f}-{max(low):.2f}% at k <= '
         f'{PAPER_K_KNEE:g}, {min(high):.2f}-{max(high):.2f}% at k > {PAPER_K_KNEE:g}; all k '
         f'within {max(acc.values()) - min(acc.values()):.2f} points.'), figs,
-        'a_dpfl_fig6_mnist'))
+        'a_dpfl_fig6_mnist', s == seed_checks.A_DPFL_SETTING))
   for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
     paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
     text = f'Table 2 ({name}): IID above non-IID (paper {paper:+.1f} points)'
@@ -729,7 +729,8 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
         f'{top_k(s, "non-IID"):.2f}% ({gap:+.2f} points'
         + (f'; {split_note}' if split_note else '') + ')'
         + (f'; other selections: {", ".join(others)} points' if others else '') + '.')
-    claims.append(seed_checks.restate(claim, figs, 'a_dpfl_table2_mnist')
+    claims.append(seed_checks.restate(claim, figs, 'a_dpfl_table2_mnist',
+                                      s == seed_checks.A_DPFL_SETTING)
                   if dataset == 'mnist' else claim)
   return claims
 
@@ -766,7 +767,8 @@ def _ceiling_section(figs) -> list[str]:
   if not rows:
     return out + ['Not run yet. Command: `python -m experiments.a_dpfl_ceiling`.', '']
   out += ['Command: `python -m experiments.a_dpfl_ceiling --learning-rates '
-          + ' '.join(dict.fromkeys(f'{float(r["learning_rate"]):g}' for r in rows))
+          + ' '.join(dict.fromkeys(f'{float(r["learning_rate"]):g}'
+                                   for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG)))
           + '` (FedAvg, MNIST, Table 1\'s scale, E = '
           + ', '.join(dict.fromkeys(r['local_epochs'] for r in rows)) + ', seed 0).', '',
           '| method | partition | E | lr | final acc (%) | best (%) | gain over the last 10% '
@@ -794,8 +796,8 @@ def _ceiling_section(figs) -> list[str]:
                f'within 1.5 points of or above the paper\'s private {paper:g}%: the setup '
                'allows the IID cell, so its gap comes from A-DPFL\'s private training '
                '(noise, clipping, its cohort selection).')]
-    private = _table2_readings(figs, [_default_setting(figs)], 'mnist', 'IID')
-    private = next(iter(private.values()), None)
+    default = _default_setting(figs)
+    private = _table2_readings(figs, [default], 'mnist', 'IID').get(_reading(default))
     cause = _control_cause(figs, paper, private) if private is not None else None
     if cause:
       out += [f'- {cause[0].upper()}{cause[1:]} (the private run: {private:.2f}%).']

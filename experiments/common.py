@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import re
 import shutil
+import signal
 import sys
 import time
 from typing import Optional, Sequence
@@ -82,10 +83,13 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
       same = not config_lib.differing_fields(
           old, asked, ignore=REUSE_IGNORES + config_lib.EVALUATION_FIELDS) and \
           config_lib.evaluation_covers(old, asked)
-      extra = same and any(old.get(f, asked[f]) != asked[f]
-                           for f in config_lib.EVALUATION_FIELDS)
+      extra = same and not config_lib.evaluation_covers(asked, old)
       finished = os.path.exists(summary)
-      stale = stale_reason(old, _read_json(summary)) if same else None
+      stale = None
+      if same and finished:
+        stale = stale_reason(old, _read_json(summary))
+      elif same and runner.has_checkpoint(out):   # an interrupted run: its segments so far
+        stale = stale_reason(old, {'segments': runner.read_checkpoint(out).get('segments')})
       if stale:
         log(f'== running {out} again: {stale}')
         _empty(out)
@@ -95,18 +99,18 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
         rows = plotting.read_metrics(out)
         if paused_run(old, rows):
           log(f'== reusing {out} (paused after round {old["stop_after_round"]})')
-          return as_evaluated(rows, cfg) if extra else rows
+          return as_evaluated(rows, cfg)
       if finished and same:
         log(f'== reusing {out}' + (' (it evaluated more than asked: its rows are read as '
                                    'this configuration evaluates)' if extra else ''))
-        rows = plotting.read_metrics(out)
-        return as_evaluated(rows, cfg) if extra else rows
+        return as_evaluated(plotting.read_metrics(out), cfg)
       if finished:  # another configuration's: emptied, the locked folder kept
         _empty(out)
     log(f'== {cfg.method} on {cfg.dataset} -> {out}')
     resume = runner.has_checkpoint(out)
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)
-    return plotting.read_metrics(out)
+    # A run resumed under lighter evaluation keeps its earlier rounds' extra evaluations.
+    return as_evaluated(plotting.read_metrics(out), cfg)
 
 
 EVALUATION_COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy',
@@ -117,7 +121,8 @@ def as_evaluated(rows: list[dict], cfg: config_lib.RunConfig) -> list[dict]:
   """`rows` of a run that evaluated more than `cfg` asks (`config.evaluation_covers`), as
   `cfg` would have written them (`plotting.read_metrics` rows): evaluation columns None
   at the rounds `cfg` does not evaluate (not a multiple of `eval_every`, not the last
-  row), validation columns None without `eval_validation`. `eval_seconds` and the wall times stay as measured."""
+  row), validation columns None without `eval_validation`. Rows `cfg` itself wrote come
+  back unchanged. `eval_seconds` and the wall times stay as measured."""
   if not rows:
     return rows
   last = rows[-1]['round']
@@ -313,35 +318,51 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
 def _run_pooled(items, command, log, run_fn, poll_seconds: float, finish, jobs: int) -> None:
   """`run_all`'s pool: `jobs` spawned processes; a run another process holds is put off
   and tried again once nothing else is left (every `poll_seconds`)."""
-  pending, put_off, waited = list(range(len(items))), [], set()
   context = multiprocessing.get_context('spawn')
   with concurrent.futures.ProcessPoolExecutor(min(jobs, len(items)), mp_context=context,
                                               max_tasks_per_child=1) as pool:
-    running = {}
-    while pending or running or put_off:
-      if not pending and not running:
-        time.sleep(poll_seconds)
-        pending, put_off = put_off, []
-      while pending and len(running) < jobs:
-        i = pending.pop(0)
-        cfg, out = items[i]
-        if i not in waited:
-          log(f'== {out}: started in the pool')
-        running[pool.submit(_job_run, run_fn, cfg, out, command)] = i
-      done, _ = concurrent.futures.wait(running,
-                                        return_when=concurrent.futures.FIRST_COMPLETED)
-      for future in done:
-        i = running.pop(future)
+    try:
+      _pool_loop(pool, items, command, log, run_fn, poll_seconds, finish, jobs)
+    except BaseException:
+      # A run failed, or this process is being stopped: the other runs are stopped too
+      # (SIGTERM: each saves its checkpoint) instead of being waited for to their end.
+      for pid in list(getattr(pool, '_processes', None) or {}):
         try:
-          rows = future.result()
-        except runner.RunInProgressError:
-          if i not in waited:
-            log(f'== waiting for {items[i][1]} (run by another process)')
-            waited.add(i)
-          put_off.append(i)
-          continue
-        log(f'== {items[i][1]}: done')
-        finish(i, rows)
+          os.kill(pid, signal.SIGTERM)
+        except (ProcessLookupError, PermissionError):
+          pass
+      pool.shutdown(wait=True, cancel_futures=True)
+      raise
+
+
+def _pool_loop(pool, items, command, log, run_fn, poll_seconds: float, finish,
+               jobs: int) -> None:
+  """`_run_pooled`'s scheduling: submits up to `jobs` runs, finishes each as it ends."""
+  pending, put_off, waited, running = list(range(len(items))), [], set(), {}
+  while pending or running or put_off:
+    if not pending and not running:
+      time.sleep(poll_seconds)
+      pending, put_off = put_off, []
+    while pending and len(running) < jobs:
+      i = pending.pop(0)
+      cfg, out = items[i]
+      if i not in waited:
+        log(f'== {out}: started in the pool')
+      running[pool.submit(_job_run, run_fn, cfg, out, command)] = i
+    done, _ = concurrent.futures.wait(running,
+                                      return_when=concurrent.futures.FIRST_COMPLETED)
+    for future in done:
+      i = running.pop(future)
+      try:
+        rows = future.result()
+      except runner.RunInProgressError:
+        if i not in waited:
+          log(f'== waiting for {items[i][1]} (run by another process)')
+          waited.add(i)
+        put_off.append(i)
+        continue
+      log(f'== {items[i][1]}: done')
+      finish(i, rows)
 
 
 def runs_root(runs_dir: str) -> str:

@@ -67,11 +67,22 @@ def _paper_args(add_flags, args, seed: int, paper: str, *extra: str) -> argparse
   return p.parse_args(argv)
 
 
+# A-DPFL's checks run at tffdp's chosen local work (the local-epochs sweep's E and lr);
+# its report restates a claim only from runs at this setting.
+A_DPFL_SETTING = (5, 0.1)
+
+
+def _a_dpfl_args(args, seed: int) -> argparse.Namespace:
+  from experiments import a_dpfl_common as ac  # pylint: disable=g-import-not-at-top
+  epochs, lr = A_DPFL_SETTING
+  return _paper_args(ac.add_common_flags, args, seed, 'a_dpfl', '--local-epochs',
+                     str(epochs), '--learning-rate', str(lr))
+
+
 def _a_dpfl_table2(args, seed: int) -> list:
   """Table 2 MNIST, top_k at tffdp's default local work (E = 5, lr = 0.1): IID, non-IID."""
   from experiments import a_dpfl_common as ac  # pylint: disable=g-import-not-at-top
-  a = _paper_args(ac.add_common_flags, args, seed, 'a_dpfl', '--local-epochs', '5',
-                  '--learning-rate', '0.1')
+  a = _a_dpfl_args(args, seed)
   iid = ac.method_config('a_dpfl', 'mnist', a, **ac.iid_overrides('mnist', a))
   non = ac.method_config('a_dpfl', 'mnist', a)
   return [('IID', iid, ac.run_dir(a, iid, 'a_dpfl_iid')),
@@ -100,8 +111,7 @@ def _adap_dp_fl_fig4_mnist(args, seed: int) -> list:
 def _a_dpfl_fig6(args, seed: int) -> list:
   """Fig. 6 MNIST at E = 5, lr = 0.1: A-DPFL at k = 0.7 (Fig. 4a's run) and k = 0.9."""
   from experiments import a_dpfl_common as ac, a_dpfl_fig6  # pylint: disable=g-import-not-at-top,g-multiple-import
-  a = _paper_args(ac.add_common_flags, args, seed, 'a_dpfl', '--local-epochs', '5',
-                  '--learning-rate', '0.1')
+  a = _a_dpfl_args(args, seed)
   out = []
   for k in (0.7, 0.9):   # as a_dpfl_fig6 names them
     cfg = ac.method_config('a_dpfl', 'mnist', a, k=k)
@@ -173,17 +183,21 @@ def verdict(figs: str, name: str) -> Optional[tuple[str, str]]:
   evidence = '; '.join(
       f'{l} {spreads[l].text()} [' + ', '.join(f'{v:.2f}' for v in spreads[l].values) + ']'
       for l in labels)
-  return out, (f'seeds (final test accuracy, %, `python -m experiments.seed_checks '
-               f'--checks {name}`): {evidence}; a pair counts only where every seed '
-               'separates')
+  return out, (f'seeds of its cheapest cell, {check.cell} (final test accuracy, %, '
+               f'`python -m experiments.seed_checks --checks {name}`): {evidence}; a pair '
+               'counts only where every seed separates')
 
 
-def restate(claim, figs: str, name: str):
+def restate(claim, figs: str, name: str, same_runs: bool = True):
   """`claim` (a `fidelity.Claim`) restated from check `name`'s seeds when at least two
   are in `<figs>/seed_checks.csv`, its one-seed verdict kept in the evidence; else
-  `claim` with a note of the command that seeds it."""
+  `claim` with a note of the command that seeds it.
+
+  `same_runs`: whether the claim's one-seed evidence comes from the check's own seed-0
+  runs (False, e.g. a report fallen back to another setting: never restated).
+  """
   from experiments import fidelity  # pylint: disable=g-import-not-at-top
-  result = verdict(figs, name)
+  result = verdict(figs, name) if same_runs else None
   if result is None:
     return fidelity.Claim(claim.text, claim.verdict, claim.evidence + (
         f' One seed; `python -m experiments.seed_checks --checks {name}` runs seeds 1 '
@@ -193,17 +207,21 @@ def restate(claim, figs: str, name: str):
 
 
 def _write(path: str, name: str, new_rows: list[dict]) -> None:
-  """Replaces check `name`'s rows of the seeds in `new_rows`, keeping the others."""
+  """Replaces check `name`'s rows of the seeds in `new_rows`, keeping the others (read
+  just before, written to a temporary file and renamed: another process's rows are
+  kept, and a reader never sees half a file)."""
   seeds = {str(r['seed']) for r in new_rows}
   old = [r for r in common.read_rows(path) or []
          if not (r['check'] == name and r['seed'] in seeds)]
   rows = sorted(old + [{k: str(v) for k, v in r.items()} for r in new_rows],
                 key=lambda r: (r['check'], r['curve'], int(r['seed'])))
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  with open(path, 'w', newline='') as f:
+  tmp = f'{path}.{os.getpid()}.tmp'
+  with open(tmp, 'w', newline='') as f:
     w = csv.DictWriter(f, fieldnames=COLUMNS)
     w.writeheader()
     w.writerows(rows)
+  os.replace(tmp, path)
 
 
 def _seed0_cost(check: Check, args) -> tuple[float, int]:

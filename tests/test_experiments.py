@@ -4,6 +4,7 @@ import contextlib
 import csv
 import dataclasses
 import json
+import time
 import math
 import os
 import re
@@ -1589,6 +1590,18 @@ def test_a_run_drawn_with_the_float32_laplace_sampler_runs_again(tmp_path, monke
   assert len(again) == 1
   with open(summary) as f:
     assert json.load(f)['segments'][0]['started'] >= since
+  # An interrupted run begun before the fix is not resumed with the new sampler either.
+  os.remove(summary)
+  ran = []
+  with monkeypatch.context() as m:
+    m.setattr(runner, 'has_checkpoint', lambda out: True)
+    m.setattr(runner, 'read_checkpoint', lambda out: {'segments': [{'started': before}]})
+    m.setattr(runner, 'run', lambda cfg, **k: ran.append(k['resume']))
+    m.setattr(common.plotting, 'read_metrics', lambda out: [])
+    lines.clear()
+    common.run_cached(cfg, out, ['x'], log=lines.append)
+  assert lines[0].startswith(f'== running {out} again: it drew Laplace noise before')
+  assert os.listdir(out) == [] and ran == [True]   # emptied (the stub still says resume)
 
 
 def test_jobs_runs_the_items_in_a_pool_with_the_same_rows(tmp_path, capfd):
@@ -1659,6 +1672,10 @@ def test_seed_checks_quick_and_their_verdicts(tmp_path, data_dir, capsys):
                                  str(path.parent), 'a_dpfl_table2_mnist')
   assert restated.verdict == 'not reproduced'
   assert restated.evidence.endswith('. Seed 0 alone (tie): one run.')
+  assert 'seeds of its cheapest cell, Table 2 MNIST, top_k at E = 5' in restated.evidence
+  elsewhere = seed_checks.restate(fidelity.Claim('IID above', 'tie', 'one run.'),
+                                  str(path.parent), 'a_dpfl_table2_mnist', same_runs=False)
+  assert elsewhere.verdict == 'tie'   # another setting's runs: not restated
   unseeded = seed_checks.restate(fidelity.Claim('IID above', 'tie', 'one run.'),
                                  str(tmp_path), 'a_dpfl_table2_mnist')
   assert unseeded.verdict == 'tie' and '--checks a_dpfl_table2_mnist` runs seeds 1' in \
@@ -1772,3 +1789,21 @@ def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monke
   assert 'clipping and selection cost the gap before any noise' in cause
   exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2])
   assert a_dpfl_report._control_cause(str(figs), 98.9, 93.46) is None  # pylint: disable=protected-access
+
+
+def _fails_or_sleeps(cfg, out, command, log):
+  """A pool `run_fn` (module level, so it pickles): `fail` raises, anything else sleeps."""
+  del cfg, command, log
+  if out.endswith('fail'):
+    raise ValueError('this run failed')
+  time.sleep(600)
+  return []
+
+
+def test_a_failing_run_in_the_pool_stops_the_others_at_once(tmp_path):
+  from experiments import common
+  start = time.monotonic()
+  with pytest.raises(ValueError, match='this run failed'):
+    common.run_all([('cfg', str(tmp_path / 'sleep')), ('cfg', str(tmp_path / 'fail'))], ['x'],
+                   log=lambda s: None, run_fn=_fails_or_sleeps, jobs=2)
+  assert time.monotonic() - start < 120   # not the sleeper's 600 s
