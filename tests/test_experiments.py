@@ -7,6 +7,7 @@ import json
 import time
 import math
 import os
+import pathlib
 import re
 import shutil
 
@@ -1742,13 +1743,20 @@ def test_a_checkpoint_resumes_with_less_evaluation_not_more(tmp_path, interrupt_
   assert rows[1]['validation_accuracy'] != '' and rows[3]['validation_accuracy'] == ''
 
 
-def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common  # pylint: disable=g-multiple-import
+def _run_quick(module, tmp_path, data_dir, monkeypatch, *flags) -> pathlib.Path:
+  """`module.main` at toy size into `tmp_path` (runs, figures, client cache); returns
+  the figures folder."""
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
-  assert adap_dp_fl_controls.main(['--quick', '--datasets', 'mnist', '--data-dir', data_dir,
-                                   '--runs-dir', str(tmp_path / 'runs'), '--figures-dir',
-                                   str(figs)]) == 0
+  assert module.main(['--quick', *flags, '--data-dir', data_dir, '--runs-dir',
+                      str(tmp_path / 'runs'), '--figures-dir', str(figs)]) == 0
+  return figs
+
+
+def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
+  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common  # pylint: disable=g-multiple-import
+  figs = _run_quick(adap_dp_fl_controls, tmp_path, data_dir, monkeypatch, '--datasets',
+                    'mnist')
   rows = exp_common.read_rows(str(figs / 'controls.csv'))
   assert [r['curve'] for r in rows] == [
       'constant sigma = 3 (Fig. 4)', 'no noise, clipped (C = 1)', 'no noise, no clipping',
@@ -1763,11 +1771,8 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
 
 def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monkeypatch):
   from experiments import a_dpfl_ceiling, a_dpfl_report, common as exp_common  # pylint: disable=g-multiple-import
-  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  figs = tmp_path / 'figs'
-  assert a_dpfl_ceiling.main(['--quick', '--learning-rates', '0.1', '--data-dir', data_dir,
-                              '--runs-dir', str(tmp_path / 'runs'), '--figures-dir',
-                              str(figs)]) == 0
+  figs = _run_quick(a_dpfl_ceiling, tmp_path, data_dir, monkeypatch, '--learning-rates',
+                    '0.1')
   rows = exp_common.read_rows(str(figs / 'ceiling.csv'))
   assert [(r['method'], r['partition']) for r in rows] == [
       ('FedAvg', 'iid'), ('FedAvg', 'label_skew'), ('A-DPFL, no noise', 'iid')]
