@@ -24,6 +24,7 @@ import os
 import sys
 
 from experiments import adap_dp_fl_common as common
+from experiments import common as exp_common
 
 
 def planned_runs(args) -> list[tuple[str, object, str]]:
@@ -114,15 +115,10 @@ def print_status(runs) -> None:
 
 
 def _run_one(label: str, cfg, out: str, command: list[str]) -> tuple[str, int]:
-  """One run in this (fresh) process; returns its label and rounds."""
-  from tffdp import runtime  # pylint: disable=g-import-not-at-top
-  runtime.use_local_context()
-  try:
-    rows = common.run_cached(cfg, out, command,
-                             log=lambda line: print(f'[{label}] {line}', flush=True))
-    return label, len(rows)
-  finally:
-    runtime.shutdown_workers()
+  """One run in this (fresh) process (`experiments.common`'s pool step: its own TFF
+  context, progress lines prefixed with the run); returns its label and rounds."""
+  rows = exp_common._job_run(common.run_cached, cfg, out, command, name=label)  # pylint: disable=protected-access
+  return label, len(rows)
 
 
 def main(argv=None) -> int:

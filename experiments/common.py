@@ -145,8 +145,16 @@ def _read_json(path: str) -> Optional[dict]:
     return json.load(f)
 
 
-def stale_reason(config: dict, summary: Optional[dict]) -> Optional[str]:
-  """Why a finished (or paused) run must not be reused although its configuration matches.
+def drew_float32_laplace(segments) -> bool:
+  """Whether a run with these `segments` (its `summary.json`'s or checkpoint's; none for
+  runs made before segments were recorded) ran any part before `FLOAT64_LAPLACE_SINCE`."""
+  segments = segments or []
+  return not (segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE
+                               for g in segments))
+
+
+def stale_reason(config: dict, record: Optional[dict]) -> Optional[str]:
+  """Why a run must not be reused or resumed although its configuration matches.
 
   One rule today: a run of a Laplace-drawing method (`LAPLACE_METHODS`) with a segment
   started before `FLOAT64_LAPLACE_SINCE` drew with the float32 sampler (see
@@ -154,16 +162,14 @@ def stale_reason(config: dict, summary: Optional[dict]) -> Optional[str]:
 
   Args:
     config: The run's `config.json`.
-    summary: Its `summary.json`, or None when it has none (a paused or interrupted run:
-      never stale here; an interrupted one resumes).
+    record: Its `summary.json`, or for an interrupted run `{'segments': <its
+      checkpoint's>}`; None (a paused run restored without either) is never stale.
 
   Returns:
     A sentence giving the reason, or None when the run may be reused.
   """
-  if summary is None or config.get('method') not in LAPLACE_METHODS:
-    return None
-  segments = summary.get('segments') or []
-  if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
+  if (record is None or config.get('method') not in LAPLACE_METHODS
+      or not drew_float32_laplace(record.get('segments'))):
     return None
   return (f'it drew Laplace noise before {FLOAT64_LAPLACE_SINCE} with the float32 sampler '
           '(+-87.3 b with probability 2^-22 a coordinate)')
@@ -216,13 +222,15 @@ def _print_as(name: str, line: str) -> None:
   print(f'[{name}] {line}', flush=True)
 
 
-def _job_run(run_fn, cfg, out: str, command: list[str]) -> list[dict]:
+def _job_run(run_fn, cfg, out: str, command: list[str],
+             name: Optional[str] = None) -> list[dict]:
   """One item of `run_all` in a fresh pool process (its own local TFF context and
-  worker, ended with it), its progress lines prefixed with its run's name."""
+  worker, ended with it), its progress lines prefixed with `name` (default: the run
+  folder's name)."""
   runtime.use_local_context()
   try:
     return run_fn(cfg, out, command,
-                  log=functools.partial(_print_as, os.path.basename(out)))
+                  log=functools.partial(_print_as, name or os.path.basename(out)))
   finally:
     runtime.shutdown_workers()
 
@@ -791,8 +799,7 @@ def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
     seen.add(out)
     with open(os.path.join(root, 'summary.json')) as f:
       summary = json.load(f)
-    segments = summary.get('segments') or []
-    if segments and all((g.get('started') or '') >= FLOAT64_LAPLACE_SINCE for g in segments):
+    if not drew_float32_laplace(summary.get('segments')):
       continue
     draws = laplace_draws(config, read_rows(os.path.join(root, 'metrics.csv')) or [])
     if draws:
