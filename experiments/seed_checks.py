@@ -30,9 +30,6 @@ from typing import Callable, Optional, Sequence
 from experiments import common
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 
-# One curve of a check: (label, RunConfig, run directory).
-Curve = tuple
-
 
 @dataclasses.dataclass(frozen=True)
 class Check:
@@ -41,8 +38,8 @@ class Check:
   Attributes:
     paper: The paper's folder name (`a_dpfl`, `aadp_fl`, `adap_dp_fl`).
     cell: The runs of one seed, as the reports name them.
-    curves: `(args, seed) -> [Curve]`: the cell's runs at `seed` (`args` from this
-      module's flags).
+    curves: `(args, seed) -> [(label, RunConfig, run directory)]`: the cell's runs at
+      `seed` (`args` from this module's flags).
     order: `(better, worse)` curve labels: the paper's ordering.
     adap: Run through Adap DP-FL's `run_all_or_reuse` (which reads a run's published
       copy when its folder is gone) instead of `common.run_all`.
@@ -257,8 +254,9 @@ def run_check(name: str, seeds: Sequence[int], args, command: list[str], log=pri
         args.figures_dir, check.paper, 'runs'))
   table = []
   for (label, seed), (_, out), rows in zip(labels, items, results):
+    accuracy = final_accuracy(rows)
     table.append(dict(check=name, curve=label, seed=seed,
-                      final_test_accuracy=final_accuracy(rows) or '',
+                      final_test_accuracy='' if accuracy is None else accuracy,
                       rounds=int(float(rows[-1]['round'])) if rows else '',
                       wall_seconds=rows[-1].get('wall_seconds', '') if rows else '',
                       run=common.portable(out, args.runs_dir)))
