@@ -1,8 +1,9 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5]
-        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement]
-        [--data-dir DIR] [--figures fig3 fig6 fig7a]
+        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
+        [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
+        [--probe-rounds 3] [--fresh]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -38,7 +39,11 @@
    AlexNet-style and Fig. 6 McMahan CNN on MNIST; with `--figures fig7a`, Fig. 7a's
    AlexNet-style network on CIFAR-10): the first rounds of the figure's real
    configurations on real data, projected to the figure's wall time.
-Synthetic uint8 images (speed does not depend on pixel values) except 3's runner and 7.
+8. (`--only papers --data-dir DIR`, an hour or more; resumable) The cost table: for
+   every paper artefact, the projected hours alone on this machine from short probes of
+   its runs' real configurations (`benchmarks/costs.py`), beside the hours its runs
+   recorded; written to `benchmarks/costs.md` and `benchmarks/costs.csv`.
+Synthetic uint8 images (speed does not depend on pixel values) except 3's runner, 7 and 8.
 """
 
 from __future__ import annotations
@@ -58,6 +63,7 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
+from benchmarks import costs  # pylint: disable=g-import-not-at-top
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms import baselines, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
@@ -600,14 +606,25 @@ def main(argv=None) -> int:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
-                                      'aggregate', 'figures', 'confinement'))
+                                      'aggregate', 'figures', 'confinement', 'papers'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
                  'data)')
   p.add_argument('--figures', nargs='+', choices=sorted(FIGURE_CASES),
                  default=['fig3', 'fig6'], help='with --only figures: the figures to '
                  'project (default fig3 fig6)')
+  p.add_argument('--papers', nargs='+', choices=costs.PAPERS, default=list(costs.PAPERS),
+                 help='with --only papers: the papers to cost (default all)')
+  p.add_argument('--probe-rounds', type=int, default=3,
+                 help='with --only papers: rounds per probe (>= 2; round 1 traces)')
+  p.add_argument('--fresh', action='store_true',
+                 help='with --only papers: measure every probe again (default: reuse '
+                 'benchmarks/probes.csv and measure only what it lacks)')
+  p.add_argument('--figures-dir', default='figures',
+                 help='with --only papers: the published figures to cost')
   args = p.parse_args(argv)
+  if args.probe_rounds < 2:
+    p.error(f'--probe-rounds must be at least 2 (round 1 traces); got {args.probe_rounds}')
   print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs; tensorflow {tf.__version__}')
   runtime.use_local_context()
   if args.only in (None, 'dpsgd'):
@@ -646,6 +663,12 @@ def main(argv=None) -> int:
       p.error('--only figures needs --data-dir (real MNIST)')
     with tempfile.TemporaryDirectory() as cache:
       bench_figure_cost(args.data_dir, cache, args.figures)
+  if args.only == 'papers':  # an hour or more: only when asked for
+    if not args.data_dir:
+      p.error('--only papers needs --data-dir (the papers\' datasets)')
+    rows = costs.cost_rows(args.papers, args.data_dir, args.figures_dir, args.probe_rounds,
+                           fresh=args.fresh)
+    print(costs.write_table(rows), flush=True)
   return 0
 
 

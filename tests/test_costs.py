@@ -1,0 +1,125 @@
+"""The cost table (`benchmarks.costs`): which runs share a probe, the projection's
+arithmetic, the tables read, and one real probe at toy size (timings are not tested)."""
+
+import csv
+import dataclasses
+import json
+import math
+import os
+
+import pytest
+
+from benchmarks import costs
+from tffdp import config as config_lib
+
+TOY = dict(method='fedavg', dataset='synthetic', clients=4, clients_per_round=2,
+           partition='iid', model='logistic_regression', batch_size=100,
+           learning_rate=0.5, num_validation=500, rounds=20, eval_every=5)
+
+
+def _config(**kw) -> dict:
+  return dataclasses.asdict(config_lib.RunConfig(**dict(TOY, **kw)))
+
+
+def test_probe_key_ignores_seed_privacy_level_length_and_cohort():
+  base = costs.probe_key(_config())
+  for kw in (dict(seed=3), dict(noise_multiplier=2.0), dict(rounds=500), dict(eval_every=1),
+             dict(clients_per_round=3), dict(out='runs/x/y'), dict(learning_rate=0.1),
+             dict(partition='label_skew', partition_options={'skew': 0.5})):
+    assert costs.probe_key(_config(**kw)) == base, kw
+  # An epsilon-like option and AADP-FL's q_user (scaled as a cohort) share the probe too.
+  aadp = lambda **o: costs.probe_key(_config(method='aadp_fl', method_options={
+      'epsilon': 4.0, 'q_user': 1.0, 'noise_scale': 'batch', **o}))
+  assert aadp(epsilon=8.0, q_user=0.2) == aadp()
+
+
+def test_probe_key_separates_what_changes_a_rounds_work():
+  base = costs.probe_key(_config())
+  for kw in (dict(model='mlp'), dict(local_epochs=5), dict(batch_size=10),
+             dict(method='dpfl'), dict(dataset='mnist'), dict(num_validation=0),
+             dict(partition_options={'examples_per_client': 52})):
+    assert costs.probe_key(_config(**kw)) != base, kw
+  aadp = lambda **o: costs.probe_key(_config(method='aadp_fl', method_options=o))
+  assert aadp(noise_scale='batch') != aadp(noise_scale='none')
+
+
+def test_evaluated_rounds_and_projection():
+  assert costs.evaluated_rounds(25, 10) == 3  # 10, 20 and the last, 25
+  assert costs.evaluated_rounds(20, 10) == 2
+  assert costs.evaluated_rounds(7, 1) == 7
+  config = _config(clients_per_round=6)
+  probe = dict(setup_seconds=30.0, train_seconds=2.0, eval_seconds=4.0, expected_cohort=2)
+  # Set-up + 25 rounds at 2 s x (6 / 2 clients) + 5 evaluations (every 5th) at 4 s.
+  seconds = costs.projected_seconds(config, {'rounds_completed': 25}, probe)
+  assert seconds == pytest.approx(30 + 25 * 6.0 + 5 * 4.0)
+  # Without rounds_completed (older summaries) the configured rounds count.
+  assert costs.projected_seconds(config, {}, probe) == pytest.approx(30 + 20 * 6 + 4 * 4)
+
+
+def _publish(figs, name, config, wall):
+  folder = os.path.join(figs, 'runs', name)
+  os.makedirs(folder)
+  config = dict(config, out=f'runs/toy/{name}')
+  with open(os.path.join(folder, 'config.json'), 'w') as f:
+    json.dump(config, f)
+  with open(os.path.join(folder, 'summary.json'), 'w') as f:
+    json.dump({'rounds_completed': config['rounds'], 'wall_seconds': wall}, f)
+  with open(os.path.join(folder, 'metrics.csv'), 'w') as f:
+    f.write('round\n')
+  return config
+
+
+def _table(path, runs):
+  with open(path, 'w', newline='') as f:
+    w = csv.writer(f)
+    w.writerow(['curve', 'accuracy', 'run'])
+    for i, run in enumerate(runs):
+      w.writerow([f'c{i}', 0.5, run])
+
+
+def test_cost_rows_from_recorded_probes_count_a_shared_run_once(tmp_path):
+  figs = tmp_path / 'figures' / 'toy'
+  a = _publish(str(figs), 'a', _config(seed=0), 100.0)
+  _publish(str(figs), 'b', _config(seed=1, rounds=40), 300.0)
+  _table(figs / 'fig1.csv', ['runs/toy/a', 'runs/toy/b'])
+  _table(figs / 'fig2.csv', ['$RUNS_DIR/toy/a', 'runs/toy/gone'])
+  (figs / 'notes.csv').write_text('x,y\n1,2\n')  # no run column: not an artefact
+  probes = str(tmp_path / 'probes.csv')
+  costs._append_probe(probes, dict(key=costs.probe_key(a), run='toy/a', setup_seconds=10,
+                                   train_seconds=1.0, eval_seconds=2.0, expected_cohort=2))
+  rows = costs.cost_rows(['toy'], 'unused', str(tmp_path / 'figures'), probes_path=probes,
+                         log=lambda s: pytest.fail(f'probed: {s}'))
+  by = {r['artefact']: r for r in rows}
+  run_a = (10 + 20 * 1.0 + 4 * 2.0) / 3600
+  run_b = (10 + 40 * 1.0 + 8 * 2.0) / 3600
+  assert set(by) == {'fig1', 'fig2', '(all, each run once)'}
+  assert by['fig1']['projected_hours'] == pytest.approx(run_a + run_b)
+  assert by['fig1']['recorded_hours'] == pytest.approx(400 / 3600)
+  assert (by['fig2']['runs'], by['fig2']['missing_runs']) == (1, 1)
+  total = by['(all, each run once)']
+  assert total['runs'] == 2 and total['projected_hours'] == pytest.approx(run_a + run_b)
+  md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
+  assert '| toy | fig2 | 1 (1 not published) |' in md
+
+
+def test_a_real_probe_and_a_failed_one(tmp_path):
+  figs = tmp_path / 'figures' / 'toy'
+  _publish(str(figs), 'ok', _config(rounds=6), 50.0)
+  _publish(str(figs), 'bad', _config(model='no_such_model'), 50.0)
+  _table(figs / 'fig.csv', ['runs/toy/ok', 'runs/toy/bad'])
+  probes = str(tmp_path / 'probes.csv')
+  logs = []
+  rows = costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'),
+                         probe_rounds=2, probes_path=probes, log=logs.append)
+  assert len(logs) == 2
+  recorded = costs.read_probes(probes)
+  ok = recorded[costs.probe_key(_config(rounds=6))]
+  assert not ok['error'] and float(ok['train_seconds']) > 0
+  assert float(ok['eval_seconds']) > 0  # the last probe round evaluates
+  assert recorded[costs.probe_key(_config(model='no_such_model'))]['error']
+  assert math.isnan(rows[0]['projected_hours'])
+  md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
+  assert 'not measured' in md and 'Probes that failed' in md
+  # A second call reuses both probes.
+  costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'), probes_path=probes,
+                  log=lambda s: pytest.fail(f'probed again: {s}'))
