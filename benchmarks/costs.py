@@ -44,7 +44,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROBES = os.path.join(HERE, 'probes.csv')
 PROBE_COLUMNS = ('key', 'run', 'method', 'dataset', 'model', 'probe_rounds',
                  'setup_seconds', 'train_seconds', 'eval_seconds', 'expected_cohort',
-                 'measured', 'machine', 'error')
+                 'floor_round_seconds', 'floor_eval_seconds', 'measured', 'machine',
+                 'error')
 # Settings that do not change what a round computes (privacy levels, seeds, lengths,
 # where things are written); `q_user` scales the cohort (`expected_cohort`) instead.
 FREE_FIELDS = frozenset({
@@ -131,8 +132,24 @@ def read_probes(path: str = PROBES) -> dict[str, dict]:
   return {r['key']: r for r in rows}
 
 
+def _write_probes(path: str, rows) -> None:
+  with open(path, 'w', newline='') as f:
+    w = csv.DictWriter(f, fieldnames=PROBE_COLUMNS)
+    w.writeheader()
+    for row in rows:
+      w.writerow({k: row.get(k, '') for k in PROBE_COLUMNS})
+
+
 def _append_probe(path: str, row: dict) -> None:
+  """Appends `row` to `path`, rewriting the file first if it has other columns (a
+  `probes.csv` of an older version of this module)."""
   new = not os.path.exists(path)
+  if not new:
+    with open(path) as f:
+      header = f.readline().strip().split(',')
+    if header != list(PROBE_COLUMNS):
+      _write_probes(path, [*read_probes(path).values(), row])
+      return
   with open(path, 'a', newline='') as f:
     w = csv.DictWriter(f, fieldnames=PROBE_COLUMNS)
     if new:
@@ -156,14 +173,20 @@ def probe(config: dict, data_dir: str, cache: str, rounds: int) -> dict:
     `expected_cohort`.
   """
   from tffdp import plotting  # pylint: disable=g-import-not-at-top
-  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  from tffdp import runner, runtime, timing  # pylint: disable=g-import-not-at-top
   cfg = config_lib.from_dict(config)
   cfg.data_dir, cfg.client_cache_dir, cfg.workers = data_dir, os.path.join(cache, 'clients'), None
   cfg.out = tempfile.mkdtemp(dir=cache)
   cfg.stop_after_round, cfg.log_every = min(rounds, cfg.rounds), rounds
-  t0 = time.perf_counter()
-  runner.run(cfg, log=lambda s: None, command=['benchmarks.costs probe'])
-  wall = time.perf_counter() - t0
+  clock = timing.running_clock()  # pauses (SIGSTOP) left out, as the runner's
+  t0 = clock()
+  try:
+    runner.run(cfg, log=lambda s: None, command=['benchmarks.costs probe'])
+  finally:
+    wall = clock() - t0
+    # A fresh TFF worker per probe: one worker kept across probes holds every probe's
+    # computations (7 GB after 28 A-DPFL probes).
+    runtime.shutdown_workers()
   rows = plotting.read_metrics(cfg.out)
   cohort = expected_cohort(config)
   later = rows[1:] or rows
@@ -184,6 +207,19 @@ def projected_seconds(config: dict, summary: dict, row: dict) -> float:
           float(row['eval_seconds']))
 
 
+def floor_projected_seconds(config: dict, summary: dict, row: dict) -> float:
+  """A run's projected time at the plain-TF floor (`floor_seconds`) from its probe `row`:
+  its completed rounds at the floor round, scaled to its expected cohort, plus its
+  evaluations at the floor evaluation; NaN where the row has no floor."""
+  if row.get('floor_round_seconds') in (None, ''):
+    return float('nan')
+  rounds = int(summary.get('rounds_completed') or config['rounds'])
+  scale = expected_cohort(config) / max(float(row['expected_cohort']), 1e-12)
+  return (rounds * float(row['floor_round_seconds']) * scale +
+          evaluated_rounds(rounds, int(config.get('eval_every') or 1)) *
+          float(row['floor_eval_seconds']))
+
+
 def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
               fresh: bool = False, probes_path: str = PROBES, log=print) -> list[dict]:
   """One row per paper artefact (and a total per paper): runs, recorded and projected
@@ -199,7 +235,7 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
       artefacts = artefact_runs(figs)
       seen = {}
       for artefact, names in artefacts.items():
-        recorded = projected = 0.0
+        recorded = projected = floor = 0.0
         found, missing = 0, []
         for name in names:
           key = common.run_key(name)
@@ -221,21 +257,29 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
             _append_probe(probes_path, row)
             probes[pkey] = {k: str(v) for k, v in row.items()}
           row = probes[pkey]
+          if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
+            log(f'[papers] {paper}/{artefact}: plain-TF floor of {row["run"]}')
+            floor_round, floor_eval = floor_seconds(
+                runs[row['run']][0] if row['run'] in runs else config,
+                summary.get('dp_unit', ''), data_dir)
+            row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval))
+            _write_probes(probes_path, probes.values())
           found += 1
           recorded += float(summary.get('wall_seconds') or 0.0)
-          if row.get('error'):
-            projected = float('nan')
-          else:
-            projected += projected_seconds(config, summary, row)
-          seen[key] = (float(summary.get('wall_seconds') or 0.0),
-                       float('nan') if row.get('error') else
-                       projected_seconds(config, summary, row))
+          alone = (float('nan') if row.get('error') else
+                   projected_seconds(config, summary, row))
+          at_floor = (float('nan') if row.get('error') else
+                      floor_projected_seconds(config, summary, row))
+          projected += alone
+          floor += at_floor
+          seen[key] = (float(summary.get('wall_seconds') or 0.0), alone, at_floor)
         out.append(dict(paper=paper, artefact=artefact, runs=found,
                         missing_runs=len(missing), recorded_hours=recorded / 3600,
-                        projected_hours=projected / 3600))
+                        projected_hours=projected / 3600, floor_hours=floor / 3600))
       out.append(dict(paper=paper, artefact='(all, each run once)', runs=len(seen),
-                      missing_runs='', recorded_hours=sum(r for r, _ in seen.values()) / 3600,
-                      projected_hours=sum(p for _, p in seen.values()) / 3600))
+                      missing_runs='', recorded_hours=sum(v[0] for v in seen.values()) / 3600,
+                      projected_hours=sum(v[1] for v in seen.values()) / 3600,
+                      floor_hours=sum(v[2] for v in seen.values()) / 3600))
   return out
 
 
@@ -264,15 +308,22 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       'the median round of a short probe of a run with the same per-round work, scaled to '
       'its expected cohort, plus its evaluations (`benchmarks/costs.py`). Recorded hours '
       'sum the runs\' own `wall_seconds`, most made two or three at a time, so they '
-      'overstate the time alone. An artefact table counts every run it names; a '
-      'paper\'s total counts each run once.', '',
-      '| paper | artefact | runs | recorded h | projected h alone |', '|---|---|---|---|---|']
+      'overstate the time alone. The plain-TF floor is the same runs\' local steps '
+      '(expected cohort x mean steps of a client) at the time of one plain-TensorFlow '
+      'step of the model at their batch (a DP-SGD step for sample-level runs) plus '
+      'forward passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
+      'the ratio is projected over floor. An artefact table counts every run it names; '
+      'a paper\'s total counts each run once.', '',
+      '| paper | artefact | runs | recorded h | projected h alone | at the plain-TF floor h '
+      '| ratio |', '|---|---|---|---|---|---|---|']
   for r in rows:
     bold = r['artefact'].startswith('(')
     cell = lambda v: f'**{_hours(v)}**' if bold else _hours(v)
     missing = f' ({r["missing_runs"]} not published)' if r['missing_runs'] else ''
+    ratio = r['projected_hours'] / r['floor_hours'] if r['floor_hours'] else float('nan')
     lines.append(f'| {r["paper"]} | {r["artefact"]} | {r["runs"]}{missing} | '
-                 f'{cell(r["recorded_hours"])} | {cell(r["projected_hours"])} |')
+                 f'{cell(r["recorded_hours"])} | {cell(r["projected_hours"])} | '
+                 f'{cell(r["floor_hours"])} | {"-" if ratio != ratio else f"{ratio:.2f}x"} |')
   if errors:
     lines += ['', 'Probes that failed (their runs are "not measured"):', '']
     lines += [f'- `{p["run"]}`: {p["error"]}' for p in errors]
@@ -280,3 +331,123 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
   with open(md_path, 'w') as f:
     f.write(text)
   return text
+
+
+# Published runs whose rounds `--only jobs` times alone and packed: a heavy round (the
+# A-DPFL CNN, 3.3M parameters, DP-SGD on 10 clients), a tiny one (Adap DP-FL, 10 lots of
+# 78), and one in between (AADP-FL's MLP on 20 clients).
+JOBS_CASES = ('a_dpfl/mnist_dpfl_noniid_seed0', 'adap_dp_fl/mnist_decay_seed0',
+              'aadp_fl/mnist_aadp_fl_noniid1_seed0')
+
+
+def _probe_in_process(config, data_dir, rounds, queue) -> None:
+  with tempfile.TemporaryDirectory() as cache:
+    queue.put(probe(config, data_dir, cache, rounds)['train_seconds'])
+
+
+def packed_round_seconds(config: dict, data_dir: str, jobs: int, rounds: int) -> list[float]:
+  """Median round without evaluation of `jobs` copies of `config` run at once, each in
+  its own spawned process (as `--jobs` runs them); one number per copy.
+
+  Raises:
+    RuntimeError: If a copy ends without a result.
+  """
+  import multiprocessing  # pylint: disable=g-import-not-at-top
+  context = multiprocessing.get_context('spawn')
+  queue = context.Queue()
+  procs = [context.Process(target=_probe_in_process, args=(config, data_dir, rounds, queue))
+           for _ in range(jobs)]
+  for p in procs:
+    p.start()
+  out = [queue.get(timeout=3600) for _ in procs]
+  for p in procs:
+    p.join()
+  if len(out) != jobs:
+    raise RuntimeError(f'{jobs - len(out)} of {jobs} copies ended without a result')
+  return out
+
+
+def find_published(run: str, figures_dir: str) -> dict:
+  """The published `config.json` of `run` (`'<paper>/<name>'`).
+
+  Raises:
+    FileNotFoundError: If no finished copy of it is under `figures_dir/<paper>`.
+  """
+  paper = run.split('/')[0]
+  runs = published_runs(os.path.join(figures_dir, paper))
+  if run not in runs:
+    raise FileNotFoundError(f'no published copy of {run} under {figures_dir}/{paper}')
+  return runs[run][0]
+
+
+# ----- the plain-TF floor -----------------------------------------------------------
+
+_STEP_SECONDS: dict = {}
+
+
+def step_seconds(model: str, shape, batch: int, kind: str, repeats: int = 5) -> float:
+  """Median seconds of one plain-TF step (`benchmarks.steps.train_steps[kind]`); cached
+  per (model, shape, batch, kind) for the process."""
+  key = (model, tuple(shape), int(batch), kind)
+  if key not in _STEP_SECONDS:
+    from benchmarks import steps  # pylint: disable=g-import-not-at-top
+    fn = steps.train_steps(model, shape, batch)[kind]
+    fn()
+    fn()
+    times = []
+    for _ in range(repeats):
+      t = time.perf_counter()
+      for _ in range(10):
+        fn()
+      times.append((time.perf_counter() - t) / 10)
+    _STEP_SECONDS[key] = float(np.median(times))
+  return _STEP_SECONDS[key]
+
+
+def local_steps(config: dict, sizes: np.ndarray) -> tuple[np.ndarray, int]:
+  """Local steps per round of each client, and their batch size.
+
+  Adap DP-FL takes one step a round on one Poisson lot of expected size `lot_size`; every
+  other method `local_epochs` passes over its data in batches of `batch_size`, the last
+  batch of a pass counted as a full one (so the floor errs high).
+
+  Args:
+    config: A `config.json`.
+    sizes: Examples per client `[clients]`.
+  """
+  if config['method'] == 'adap_dp_fl':
+    lot = int(round(float((config.get('method_options') or {}).get('lot_size') or 78)))
+    return np.ones_like(sizes), lot
+  batch = int(config['batch_size'])
+  return int(config.get('local_epochs') or 1) * -(-sizes // batch), batch
+
+
+def floor_seconds(config: dict, dp_unit: str, data_dir: str) -> tuple[float, float]:
+  """The plain-TF floor of one round of `config` and of one evaluation.
+
+  A round: its expected cohort times the mean local steps of a client of its partition
+  (`local_steps`) times one plain-TF step of the model at that batch
+  (`step_seconds`), a DP-SGD step where the run is sample-level DP (`dp_unit`), a
+  non-private one otherwise. No aggregation, noise on the update or accounting is
+  counted. An evaluation: the forward pass over the test set, and the validation split
+  where the run evaluates it, at batch 1,000.
+
+  Returns:
+    `(round seconds, evaluation seconds)`.
+  """
+  from tffdp.data import load_dataset, partition, train_validation_split  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.from_dict(config)
+  ds = load_dataset(cfg.dataset, data_dir)
+  train_idx, _ = train_validation_split(ds.x_train, ds.y_train, cfg.num_validation,
+                                        seed=cfg.seed)
+  parts = partition(cfg.partition, ds.y_train[train_idx], cfg.clients, seed=cfg.seed,
+                    **cfg.partition_options)
+  sizes = np.array([len(p) for p in parts])
+  steps, batch = local_steps(config, sizes)
+  kind = 'dp' if dp_unit == 'sample-level' else 'plain'
+  round_seconds = (expected_cohort(config) * float(np.mean(steps)) *
+                   step_seconds(cfg.model, ds.input_shape, batch, kind))
+  evaluated = len(ds.y_test) + (cfg.num_validation if cfg.eval_validation else 0)
+  eval_seconds = (evaluated / 1000 *
+                  step_seconds(cfg.model, ds.input_shape, 1000, 'forward'))
+  return round_seconds, eval_seconds

@@ -43,6 +43,8 @@
    every paper artefact, the projected hours alone on this machine from short probes of
    its runs' real configurations (`benchmarks/costs.py`), beside the hours its runs
    recorded; written to `benchmarks/costs.md` and `benchmarks/costs.csv`.
+9. (`--only jobs --data-dir DIR`, minutes) How much `--jobs N` slows each run: copies of
+   published runs (`costs.JOBS_CASES`) timed alone and 2 and 3 at once.
 Synthetic uint8 images (speed does not depend on pixel values) except 3's runner, 7 and 8.
 """
 
@@ -55,7 +57,7 @@ import platform
 import sys
 import tempfile
 import time
-from typing import Optional
+from typing import NamedTuple, Optional
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -63,22 +65,81 @@ import numpy as np  # pylint: disable=g-import-not-at-top
 import tensorflow as tf  # pylint: disable=g-import-not-at-top
 import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
-from benchmarks import costs  # pylint: disable=g-import-not-at-top
+from benchmarks import costs, steps  # pylint: disable=g-import-not-at-top
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms import baselines, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
 from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
 
 
-def timeit(fn, repeats: int) -> float:
-  fn()  # warm-up (tracing, worker start)
+class Timing(NamedTuple):
+  """Median seconds of the repeats, and their spread: half the range over the median."""
+  median: float
+  spread: float
+
+
+def measure(fn, repeats: int) -> Timing:
+  """Times `fn` `repeats` times after two warm-up calls (tracing, worker start)."""
+  fn()
   fn()
   times = []
   for _ in range(repeats):
     t = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t)
-  return float(np.median(times))
+  median = float(np.median(times))
+  return Timing(median, (max(times) - min(times)) / 2 / median if median > 0 else 0.0)
+
+
+def timeit(fn, repeats: int) -> float:
+  """Median seconds of `measure`."""
+  return measure(fn, repeats).median
+
+
+# The ratios `make bench` guards: name -> (target, guard). The target is the speed
+# issue's goal; `guard` is where the check fails: the target where it is met, else the
+# ratio last measured with the machine idle (benchmarks/README.md), so a regression
+# fails while a known miss does not.
+GUARDS = {
+    'dpsgd/adap_dp_fl_cnn': (1.3, 1.6),
+    'dpsgd/deep_mnist_cnn': (1.3, 1.3),
+    'dpsgd/lenet_cnn': (1.3, 1.85),
+    'dpsgd/alexnet_cnn': (1.3, 1.8),
+    'dpsgd/mcmahan_cnn': (1.3, 1.8),
+    'tff/adap_dp_fl_cnn/one_per_client': (1.2, 5.0),
+    'tff/adap_dp_fl_cnn/slices_of_5': (1.2, 1.75),
+    'tff/adap_dp_fl_cnn/slices_of_10': (1.2, 1.8),
+    'tff/deep_mnist_cnn/one_per_client': (1.2, 2.0),
+    'tff/deep_mnist_cnn/slices_of_10': (1.2, 1.2),
+    'adap/round': (1.2, 1.65),
+}
+RESULTS: list[tuple[str, float, float]] = []  # (name, ratio, relative noise)
+
+
+def record(name: str, ratio: float, noise: float) -> None:
+  """Keeps a guarded ratio (`GUARDS`) and its noise for `guard_report`."""
+  if name not in GUARDS:
+    raise KeyError(f'no guard for {name!r}; add it to GUARDS')
+  RESULTS.append((name, ratio, noise))
+
+
+def guard_report(results=None, guards=None) -> tuple[list[str], int]:
+  """Lines of the guard table and the exit code: 1 if a ratio exceeds its guard by
+  more than its measured noise (`ratio > guard * (1 + noise)`), else 0."""
+  results = RESULTS if results is None else results
+  guards = GUARDS if guards is None else guards
+  lines, code = [], 0
+  for name, ratio, noise in results:
+    target, guard = guards[name]
+    if ratio > guard * (1 + noise):
+      verdict, code = f'REGRESSED past the guard {guard:.2f}x', 1
+    elif ratio <= target:
+      verdict = 'target met'
+    else:
+      verdict = f'target not met (guard {guard:.2f}x)'
+    lines.append(f'[guard] {name}: {ratio:.2f}x +- {100 * noise:.0f}% (target <= '
+                 f'{target:.2f}x): {verdict}')
+  return lines, code
 
 
 def random_clients(model, clients, per_client, cache):
@@ -132,55 +193,49 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
 
   floor_round = lambda: [t.numpy() for t in floor_fn()]
 
-  t_floor = timeit(floor_round, repeats)
+  floor = measure(floor_round, repeats)
+  t_floor = floor.median
   out = {}
   for per_slice, (method, round_fn, args) in processes.items():
     state['s'] = method.process.initialize()
 
     def tff_round(round_fn=round_fn, args=args):
       state['s'] = round_fn(state['s'], *args).state
-    t_tff = timeit(tff_round, repeats)
+    tff_time = measure(tff_round, repeats)
+    t_tff = tff_time.median
     how = (f'{per_slice} clients per TFF client' if per_slice else 'one TFF client per client')
     print(f'[tff] {label}, {how}: TFF {t_tff:.3f} s/round, plain-TF floor {t_floor:.3f} '
-          f's/round, ratio {t_tff / t_floor:.2f}x (target <= 1.5x)', flush=True)
+          f's/round, ratio {t_tff / t_floor:.2f}x (target <= 1.2x)', flush=True)
+    record(f'tff/{model}/' + (f'slices_of_{per_slice}' if per_slice else 'one_per_client'),
+           t_tff / t_floor, tff_time.spread + floor.spread)
     out[per_slice] = t_tff
   return out, t_floor
 
 
+# (label, model, batch, input shape): the paper models DP-SGD trains, at their batch.
+DPSGD_CASES = (
+    ('Adap DP-FL CNN, batch 78', 'adap_dp_fl_cnn', 78, (28, 28, 1)),
+    ('A-DPFL CNN, batch 20', 'deep_mnist_cnn', 20, (28, 28, 1)),
+    ('AADP-FL CIFAR-10 LeNet-5 style (DP-SCAFFOLD), batch 50', 'lenet_cnn', 50, (32, 32, 3)),
+    ('AADP-FL AlexNet-style on MNIST (DP-SCAFFOLD), batch 32', 'alexnet_cnn', 32, (28, 28, 1)),
+    ('AADP-FL Fig. 6 McMahan CNN (DP-SCAFFOLD), batch 32', 'mcmahan_cnn', 32, (28, 28, 1)),
+)
+
+
 def bench_dpsgd(label, model, batch, repeats, shape=(28, 28, 1)):
-  m = models.build_keras_model(model, shape, 10, seed=0)
-  x = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
-  y = tf.random.stateless_uniform([batch], seed=[3, 4], maxval=10, dtype=tf.int32)
-  clip, sigma, lr = tf.constant(4.0), tf.constant(1.0), tf.constant(0.05)
-  seed = tf.constant([5, 6], tf.int64)
-  bf = float(batch)
-
-  @tf.function
-  def plain():
-    with tf.GradientTape() as tape:
-      loss = tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
-          y, m(x, training=True), from_logits=True))
-    for v, g in zip(m.trainable_variables, tape.gradient(loss, m.trainable_variables)):
-      v.assign_sub(lr * g)
-
-  @tf.function
-  def clip_only():
-    s, _, _ = per_example.clipped_gradient_sum(m, x, y, clip)
-    for v, g in zip(m.trainable_variables, s):
-      v.assign_sub(lr * g / bf)
-
-  @tf.function
-  def dp():
-    s, _, _ = per_example.clipped_gradient_sum(m, x, y, clip)
-    noise = gaussian_noise_like(s, sigma * clip, seed)
-    for v, g, z in zip(m.trainable_variables, s, noise):
-      v.assign_sub(lr * (g + z) / bf)
-
+  fns = steps.train_steps(model, shape, batch)
+  plain, clip_only, dp, noise_only = (fns[k] for k in ('plain', 'clip_only', 'dp', 'noise'))
+  size = fns['size']
   run = lambda f: (lambda: [f() for _ in range(10)])
-  t_plain, t_clip, t_dp = (timeit(run(f), repeats) / 10 for f in (plain, clip_only, dp))
+  timings = [measure(run(f), repeats) for f in (plain, clip_only, dp, noise_only)]
+  t_plain, t_clip, t_dp, t_noise = (t.median / 10 for t in timings)
+  ratio = t_dp / (t_plain + t_noise)
   print(f'[dpsgd] {label}: non-private {1e3 * t_plain:.1f} ms, clip only '
         f'{1e3 * t_clip:.1f} ms ({t_clip / t_plain:.2f}x), DP-SGD (clip + noise) '
-        f'{1e3 * t_dp:.1f} ms ({t_dp / t_plain:.2f}x, target <= 1.5x)', flush=True)
+        f'{1e3 * t_dp:.1f} ms ({t_dp / t_plain:.2f}x); one Gaussian draw of the model\'s '
+        f'{int(size)} coordinates {1e3 * t_noise:.1f} ms, so DP-SGD is {ratio:.2f}x '
+        f'non-private + that draw (target <= 1.3x)', flush=True)
+  record(f'dpsgd/{model}', ratio, timings[0].spread + timings[2].spread)
   return t_plain, t_clip, t_dp
 
 
@@ -227,6 +282,71 @@ def bench_conv_grads(repeats):
         f'conv_kernel_gradients {1e3 * totals[1]:.1f} ms '
         f'({totals[0] / totals[1]:.2f}x faster)', flush=True)
   return totals
+
+
+def bench_dpsgd_profile(label, model, batch, repeats, shape=(28, 28, 1)):
+  """Where a DP-SGD step's time goes, stage by stage, against a non-private step.
+
+  Each stage is its own `tf.function` doing everything before it too, so the differences
+  are the stages' costs: the forward pass and loss; the backward pass to every layer's
+  pre-activation output (no weight gradients); the per-example factors and norms
+  (`per_example._per_example_parts`: per-example Conv2D kernel gradients, squared
+  norms); the clipped sum (`clipped_gradient_sum`); and the noise. The non-private step's
+  own backward pass computes weight gradients where DP-SGD's does not.
+
+  Returns:
+    `{stage: seconds}` (cumulative), plus `'non-private'`.
+  """
+  m = models.build_keras_model(model, shape, 10, seed=0)
+  x = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
+  y = tf.random.stateless_uniform([batch], seed=[3, 4], maxval=10, dtype=tf.int32)
+  clip, seed = tf.constant(4.0), tf.constant([5, 6], tf.int64)
+
+  def loss_of(logits):
+    return tf.reduce_sum(tf.keras.losses.sparse_categorical_crossentropy(
+        y, logits, from_logits=True))
+
+  @tf.function
+  def forward():
+    return loss_of(per_example._forward(m, x, True)[0])  # pylint: disable=protected-access
+
+  @tf.function
+  def backward():
+    with tf.GradientTape() as tape:
+      logits, records = per_example._forward(m, x, True)  # pylint: disable=protected-access
+      zs = [z for _, _, z in records]
+      tape.watch(zs)
+      total = loss_of(logits)
+    return tape.gradient(total, zs)
+
+  @tf.function
+  def norms():
+    return per_example._per_example_parts(m, x, y, True)[1]  # pylint: disable=protected-access
+
+  @tf.function
+  def clipped():
+    return per_example.clipped_gradient_sum(m, x, y, clip)[0]
+
+  @tf.function
+  def noised():
+    s = per_example.clipped_gradient_sum(m, x, y, clip)[0]
+    return [g + z for g, z in zip(s, gaussian_noise_like(s, clip, seed))]
+
+  @tf.function
+  def plain():
+    with tf.GradientTape() as tape:
+      total = loss_of(m(x, training=True))
+    return tape.gradient(total, m.trainable_variables)
+
+  stages = {'forward + loss': forward, '+ backward to pre-activations': backward,
+            '+ per-example factors and norms': norms, '+ clipped sum': clipped,
+            '+ noise (= DP-SGD gradient)': noised, 'non-private gradient': plain}
+  run = lambda f: (lambda: [f() for _ in range(10)])
+  out = {name: timeit(run(f), repeats) / 10 for name, f in stages.items()}
+  base = out['non-private gradient']
+  parts = ', '.join(f'{name} {1e3 * t:.2f} ms ({t / base:.2f}x)' for name, t in out.items())
+  print(f'[dpsgd profile] {label}: {parts}', flush=True)
+  return out
 
 
 def bench_noise(repeats, num=3_274_634):
@@ -290,11 +410,12 @@ def bench_adap_dp_fl(repeats, cache):
 
   seeds = tf.constant(np.stack([[1, i] for i in range(clients)]).astype(np.int64))
   floor_round = lambda: floor_fn(trainable, client_state[0], seeds)[2].numpy()
-  t_tff = timeit(tff_round, 6 * repeats)
-  t_floor = timeit(floor_round, 6 * repeats)
+  tff_time, floor = measure(tff_round, 6 * repeats), measure(floor_round, 6 * repeats)
+  t_tff, t_floor = tff_time.median, floor.median
   print(f'[adap_dp_fl] 10 clients x 78-example lot + validation loss: TFF {t_tff:.3f} s/round '
         f'({1 / t_tff:.1f} rounds/s), in-process floor {t_floor:.3f} s/round, ratio '
-        f'{t_tff / t_floor:.2f}x (target <= 1.5x)', flush=True)
+        f'{t_tff / t_floor:.2f}x (target <= 1.2x)', flush=True)
+  record('adap/round', t_tff / t_floor, tff_time.spread + floor.spread)
   return t_tff, t_floor
 
 
@@ -400,6 +521,30 @@ def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
     print(f'[figure_cost] {name}: projected {total / 3600:.2f} h for its {len(curves)} runs '
           f'of {cfg.rounds} rounds ({"; ".join(parts)})'
           f'{" (target < 3 h)" if dataset != "cifar10" else ""}', flush=True)
+
+
+def bench_jobs(data_dir, figures_dir, rounds, most=(1, 2, 3)):
+  """How much running runs at once (`--jobs N`) slows each, on `costs.JOBS_CASES`.
+
+  For each case, `N` copies of the published run (each in its own process, as the
+  `--jobs` pool runs them) for `rounds` rounds; the slowdown is the mean over copies of
+  their median round against one copy alone, and the throughput `N / slowdown` runs'
+  worth of rounds per unit time.
+
+  Returns:
+    `{case: {N: slowdown}}`.
+  """
+  out = {}
+  for case in costs.JOBS_CASES:
+    config = costs.find_published(case, figures_dir)
+    alone = float(np.mean(costs.packed_round_seconds(config, data_dir, 1, rounds)))
+    out[case] = {1: 1.0}
+    for n in most[1:]:
+      slowdown = float(np.mean(costs.packed_round_seconds(config, data_dir, n, rounds))) / alone
+      out[case][n] = slowdown
+      print(f'[jobs] {case}: {n} at once, each round {slowdown:.2f}x its time alone '
+            f'({alone:.3f} s), throughput {n / slowdown:.2f}x one job', flush=True)
+  return out
 
 
 def bench_workers(repeats, cache, clients=100, per_client=60, batch=20):
@@ -606,7 +751,8 @@ def main(argv=None) -> int:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
-                                      'aggregate', 'figures', 'confinement', 'papers'))
+                                      'aggregate', 'figures', 'confinement', 'papers',
+                                      'jobs'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
                  'data)')
@@ -616,25 +762,24 @@ def main(argv=None) -> int:
   p.add_argument('--papers', nargs='+', choices=costs.PAPERS, default=list(costs.PAPERS),
                  help='with --only papers: the papers to cost (default all)')
   p.add_argument('--probe-rounds', type=int, default=3,
-                 help='with --only papers: rounds per probe (>= 2; round 1 traces)')
+                 help='with --only papers or jobs: rounds per probe (>= 2; round 1 '
+                 'traces)')
   p.add_argument('--fresh', action='store_true',
                  help='with --only papers: measure every probe again (default: reuse '
                  'benchmarks/probes.csv and measure only what it lacks)')
   p.add_argument('--figures-dir', default='figures',
-                 help='with --only papers: the published figures to cost')
+                 help='with --only papers or jobs: the published figures to cost')
   args = p.parse_args(argv)
   if args.probe_rounds < 2:
     p.error(f'--probe-rounds must be at least 2 (round 1 traces); got {args.probe_rounds}')
   print(f'machine: {platform.platform()}, {os.cpu_count()} CPUs; tensorflow {tf.__version__}')
   runtime.use_local_context()
   if args.only in (None, 'dpsgd'):
-    bench_dpsgd("Adap DP-FL CNN, batch 78", 'adap_dp_fl_cnn', 78, args.repeats)
-    bench_dpsgd("A-DPFL CNN, batch 20", 'deep_mnist_cnn', 20, args.repeats)
-    bench_dpsgd("AADP-FL CIFAR-10 LeNet-5 style (DP-SCAFFOLD), batch 50", 'lenet_cnn', 50,
-                args.repeats, shape=(32, 32, 3))
-    bench_dpsgd("AADP-FL AlexNet-style on MNIST (DP-SCAFFOLD), batch 32", 'alexnet_cnn', 32,
-                args.repeats)
+    for name, model, batch, shape in DPSGD_CASES:
+      bench_dpsgd(name, model, batch, args.repeats, shape)
     bench_noise(args.repeats)
+    for name, model, batch, shape in DPSGD_CASES:
+      bench_dpsgd_profile(name, model, batch, args.repeats, shape)
   if args.only in (None, 'conv'):
     bench_conv_grads(args.repeats)
   if args.only in (None, 'kth'):
@@ -663,13 +808,20 @@ def main(argv=None) -> int:
       p.error('--only figures needs --data-dir (real MNIST)')
     with tempfile.TemporaryDirectory() as cache:
       bench_figure_cost(args.data_dir, cache, args.figures)
+  lines, code = guard_report()
+  for line in lines:
+    print(line, flush=True)
+  if args.only == 'jobs':  # minutes: only when asked for
+    if not args.data_dir:
+      p.error('--only jobs needs --data-dir (real MNIST)')
+    bench_jobs(args.data_dir, args.figures_dir, args.probe_rounds)
   if args.only == 'papers':  # an hour or more: only when asked for
     if not args.data_dir:
       p.error('--only papers needs --data-dir (the papers\' datasets)')
     rows = costs.cost_rows(args.papers, args.data_dir, args.figures_dir, args.probe_rounds,
                            fresh=args.fresh)
     print(costs.write_table(rows), flush=True)
-  return 0
+  return code
 
 
 if __name__ == '__main__':

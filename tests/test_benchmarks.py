@@ -48,3 +48,31 @@ def test_aadp_fl_aggregation_benchmark_runs():
   out = run.bench_aadp_fl_aggregation(1, clients=3, cases=run.AGGREGATION_CASES[:1])
   t_aadp, t_mean, t_clip, t_sort = out['MLP, MNIST (Fig. 3)']
   assert min(t_aadp, t_mean, t_clip, t_sort) > 0  # timings themselves are not tested
+
+
+def test_guard_fails_only_a_regression_past_its_guard_and_noise():
+  guards = {'a': (1.3, 1.3), 'b': (1.2, 1.8)}
+  lines, code = run.guard_report([('a', 1.25, 0.05), ('b', 1.7, 0.1)], guards)
+  assert code == 0
+  assert 'target met' in lines[0] and 'target not met (guard 1.80x)' in lines[1]
+  # 1.9 > 1.8 x (1 + 0.02): a regression; within the noise (1.9 <= 1.8 x 1.1) it is not.
+  assert run.guard_report([('b', 1.9, 0.02)], guards)[1] == 1
+  assert run.guard_report([('b', 1.9, 0.1)], guards)[1] == 0
+  assert 'REGRESSED' in run.guard_report([('a', 1.5, 0.0)], guards)[0][0]
+
+
+def test_dpsgd_benchmark_records_its_guarded_ratio(monkeypatch):
+  monkeypatch.setattr(run, 'RESULTS', [])
+  run.bench_dpsgd('Adap DP-FL CNN, batch 8', 'adap_dp_fl_cnn', 8, 1)
+  ((name, ratio, noise),) = run.RESULTS
+  assert name == 'dpsgd/adap_dp_fl_cnn' and ratio > 0 and noise >= 0
+  with pytest.raises(KeyError, match='no guard'):
+    run.record('dpsgd/no_such_model', 1.0, 0.0)
+
+
+def test_dpsgd_profile_times_every_stage():
+  out = run.bench_dpsgd_profile('Adap DP-FL CNN, batch 4', 'adap_dp_fl_cnn', 4, 1)
+  assert list(out) == ['forward + loss', '+ backward to pre-activations',
+                       '+ per-example factors and norms', '+ clipped sum',
+                       '+ noise (= DP-SGD gradient)', 'non-private gradient']
+  assert min(out.values()) > 0

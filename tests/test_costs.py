@@ -86,7 +86,8 @@ def test_cost_rows_from_recorded_probes_count_a_shared_run_once(tmp_path):
   (figs / 'notes.csv').write_text('x,y\n1,2\n')  # no run column: not an artefact
   probes = str(tmp_path / 'probes.csv')
   costs._append_probe(probes, dict(key=costs.probe_key(a), run='toy/a', setup_seconds=10,
-                                   train_seconds=1.0, eval_seconds=2.0, expected_cohort=2))
+                                   train_seconds=1.0, eval_seconds=2.0, expected_cohort=2,
+                                   floor_round_seconds=0.5, floor_eval_seconds=1.0))
   rows = costs.cost_rows(['toy'], 'unused', str(tmp_path / 'figures'), probes_path=probes,
                          log=lambda s: pytest.fail(f'probed: {s}'))
   by = {r['artefact']: r for r in rows}
@@ -98,6 +99,8 @@ def test_cost_rows_from_recorded_probes_count_a_shared_run_once(tmp_path):
   assert (by['fig2']['runs'], by['fig2']['missing_runs']) == (1, 1)
   total = by['(all, each run once)']
   assert total['runs'] == 2 and total['projected_hours'] == pytest.approx(run_a + run_b)
+  # The floor: 20 and 40 rounds at 0.5 s, 4 and 8 evaluations at 1 s, no set-up.
+  assert total['floor_hours'] == pytest.approx((20 * 0.5 + 4 + 40 * 0.5 + 8) / 3600)
   md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
   assert '| toy | fig2 | 1 (1 not published) |' in md
 
@@ -111,11 +114,14 @@ def test_a_real_probe_and_a_failed_one(tmp_path):
   logs = []
   rows = costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'),
                          probe_rounds=2, probes_path=probes, log=logs.append)
-  assert len(logs) == 2
+  assert [line.split(': ', 1)[1] for line in logs] == [
+      'probing toy/ok (0 probes so far)', 'plain-TF floor of toy/ok',
+      'probing toy/bad (1 probes so far)']
   recorded = costs.read_probes(probes)
   ok = recorded[costs.probe_key(_config(rounds=6))]
   assert not ok['error'] and float(ok['train_seconds']) > 0
   assert float(ok['eval_seconds']) > 0  # the last probe round evaluates
+  assert float(ok['floor_round_seconds']) > 0 and float(ok['floor_eval_seconds']) > 0
   assert recorded[costs.probe_key(_config(model='no_such_model'))]['error']
   assert math.isnan(rows[0]['projected_hours'])
   md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
@@ -123,3 +129,36 @@ def test_a_real_probe_and_a_failed_one(tmp_path):
   # A second call reuses both probes.
   costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'), probes_path=probes,
                   log=lambda s: pytest.fail(f'probed again: {s}'))
+
+
+def test_packed_copies_each_report_their_round(tmp_path):
+  seconds = costs.packed_round_seconds(_config(rounds=4), str(tmp_path), jobs=2, rounds=2)
+  assert len(seconds) == 2 and min(seconds) > 0
+
+
+def test_find_published_names_what_is_missing(tmp_path):
+  figs = tmp_path / 'figures' / 'toy'
+  _publish(str(figs), 'a', _config(), 1.0)
+  assert costs.find_published('toy/a', str(tmp_path / 'figures'))['out'] == 'runs/toy/a'
+  with pytest.raises(FileNotFoundError, match='toy/b'):
+    costs.find_published('toy/b', str(tmp_path / 'figures'))
+
+
+def test_local_steps_per_method():
+  sizes = costs.np.array([100, 101, 0])
+  steps, batch = costs.local_steps(_config(batch_size=10, local_epochs=2), sizes)
+  assert batch == 10 and list(steps) == [20, 22, 0]  # a last partial batch counts as one
+  adap = _config(method='adap_dp_fl', method_options={'lot_size': 78.0})
+  steps, batch = costs.local_steps(adap, sizes)
+  assert batch == 78 and list(steps) == [1, 1, 1]  # one Poisson lot a round
+
+
+def test_probes_of_an_older_layout_are_rewritten_not_misaligned(tmp_path):
+  path = str(tmp_path / 'probes.csv')
+  with open(path, 'w') as f:
+    f.write('key,run,train_seconds\nk1,toy/a,2.5\n')
+  costs._append_probe(path, dict(key='k2', run='toy/b', train_seconds=1.0,
+                                 floor_round_seconds=0.1))
+  rows = costs.read_probes(path)
+  assert rows['k1']['train_seconds'] == '2.5' and rows['k1']['floor_round_seconds'] == ''
+  assert rows['k2']['floor_round_seconds'] == '0.1'
