@@ -381,6 +381,9 @@ BEST_COMPOSITION = 'best'
 COMPOSITIONS = (BASIC_COMPOSITION, BEST_COMPOSITION)
 
 
+_PLD_FAILED = object()  # a client whose PLD bound dp_accounting could not compute
+
+
 class LaplaceLedger:
   """Composes per-client Laplace releases (`dp_accounting.LaplaceDpEvent`s).
 
@@ -456,16 +459,25 @@ class LaplaceLedger:
   def _pld_epsilon(self, client: int, delta: float) -> float:
     events = self._events[client]
     done, acc = self._pld.get(client, (0, None))
+    if acc is _PLD_FAILED:
+      return math.inf
     if acc is None:
       acc = dp_accounting.pld.PLDAccountant(
           value_discretization_interval=1e-4 * max(1.0, events[0]))
-    for eps in events[done:]:
-      acc.compose(dp_accounting.LaplaceDpEvent(1.0 / eps))
+    try:
+      for eps in events[done:]:
+        acc.compose(dp_accounting.LaplaceDpEvent(1.0 / eps))
+      # At large epsilons the PLD's smallest masses underflow and dp_accounting's
+      # conversion overflows to inf (no bound from PLD: the other two remain).
+      with np.errstate(over='ignore', divide='ignore', invalid='ignore'):
+        eps = float(acc.get_epsilon(delta))
+    except ValueError:
+      # dp_accounting's PLD construction rejects some Laplace parameters at this
+      # discretisation ("deltas are not in non-increasing order"): no bound from PLD
+      # for this client; the other two remain.
+      self._pld[client] = (len(events), _PLD_FAILED)
+      return math.inf
     self._pld[client] = (len(events), acc)
-    # At large epsilons the PLD's smallest masses underflow and dp_accounting's
-    # conversion overflows to inf (no bound from PLD: the other two remain).
-    with np.errstate(over='ignore', divide='ignore', invalid='ignore'):
-      eps = float(acc.get_epsilon(delta))
     return eps if not math.isnan(eps) else math.inf
 
   def epsilon(self, client: int, delta: Optional[float] = None) -> float:

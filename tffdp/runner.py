@@ -344,6 +344,25 @@ slice_inputs = common_lib.cohort_slices
 client_work_metrics = common_lib.client_work_metrics
 
 
+def new_ledgers(config: RunConfig, method: Method, num_clients: int):
+  """A fresh `(claimed, guaranteed)` pair of `method`'s ledgers over `num_clients`: pure-DP
+  basic composition for a `laplace` or `basic_claimed` claim, the best of basic, RDP and
+  PLD for a `laplace` guarantee, RDP (`privacy.PrivacyLedger`) otherwise."""
+  if method.ledger in ('laplace', 'basic_claimed'):
+    claimed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
+                                    privacy.BASIC_COMPOSITION, method.rdp_orders)
+  else:
+    claimed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
+                                    method.rdp_orders, method.claimed_conversion)
+  if method.ledger == 'laplace':
+    guaranteed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
+                                       privacy.BEST_COMPOSITION, method.rdp_orders)
+  else:
+    guaranteed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
+                                       method.rdp_orders)
+  return claimed, guaranteed
+
+
 def _apply(ledger: privacy.PrivacyLedger, releases) -> None:
   for clients, event, reason in releases:
     if event is None:
@@ -607,20 +626,7 @@ class Runner:
 
   def ledgers(self, num_clients: int):
     """A fresh `(claimed, guaranteed)` pair of the method's ledgers over `num_clients`."""
-    config, method = self.config, self.method
-    if method.ledger in ('laplace', 'basic_claimed'):
-      claimed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
-                                      privacy.BASIC_COMPOSITION, method.rdp_orders)
-    else:
-      claimed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
-                                      method.rdp_orders, method.claimed_conversion)
-    if method.ledger == 'laplace':
-      guaranteed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
-                                         privacy.BEST_COMPOSITION, method.rdp_orders)
-    else:
-      guaranteed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
-                                         method.rdp_orders)
-    return claimed, guaranteed
+    return new_ledgers(self.config, self.method, num_clients)
 
   # ----- checkpoints ------------------------------------------------------------------
 

@@ -283,6 +283,11 @@ class Method:
       runner then calls it instead of `claimed_releases` / `guaranteed_releases`, and
       such a method cannot run with an `--epsilon-budget` (the cost of a round is not
       known before it).
+    fixed_round_metrics: For such a method whose events nevertheless do not depend on
+      training (LapFed: every upload at the constant `epsilon'`): `cohort -> metrics`,
+      the metrics `releases_from_round` reads, as every round produces them. Lets a dry
+      run (`tffdp.calibration.DryRun`) state the events without training; None where
+      they depend on the round.
     round_failure: `exception -> None or a message`: whether an exception raised by
       `run_round` is the method's known sign of a diverged model (e.g. a non-finite
       client update tripping a secure aggregator's norm check). On a message the runner
@@ -324,6 +329,7 @@ class Method:
   ledger: str = 'rdp'
   releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
                                          tuple[Releases, Releases]]] = None
+  fixed_round_metrics: Optional[Callable[[np.ndarray], Any]] = None
   round_failure: Callable[[BaseException], Optional[str]] = lambda exc: None
   audit_insertion: Optional[canaries.Insertion] = None
   participation_rate: Optional[float] = None

@@ -524,6 +524,9 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       cohort_sampling='uniform', run_round=run_round, round_computation=round_fn,
       claimed_releases=lambda cohort, state: [], guaranteed_releases=lambda cohort, state: [],
       releases_from_round=releases, ledger='laplace', check_round=check_round,
+      # LapFed's budget is constant: every upload at epsilon', whatever the round did.
+      fixed_round_metrics=((lambda cohort: {'client_epsilons': np.full(len(cohort), epsilon)})
+                           if method == 'lapfed' else None),
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
       hyperparameters=dict(
           method=method, rounds=rounds, cohort_size=cohort_size, epsilon=epsilon,

@@ -1,0 +1,601 @@
+"""One yardstick (issue 41): every method on the same federated tasks at matched
+guaranteed epsilon, tuned alike, three seeds.
+
+    python -m experiments.benchmark [--track client sample] [--datasets mnist fashion_mnist]
+        [--epsilons 1 4 16] [--seeds 0 1 2] [--stage pilot|all] [--jobs N] [--quick]
+        [--data-dir DIR] [--runs-dir runs/benchmark] [--figures-dir figures/benchmark]
+
+Protocol (every choice below is a constant of this module, named in the report):
+
+1. Tasks. The client-level track: 1,000 clients, Dirichlet(0.5) label split (55 training
+   examples a client on average), Poisson cohorts of expected size 50 (DP-FedAGS's and
+   cosAFed's families draw uniform cohorts of 50: they take no other), the 26k CNN
+   (`adap_dp_fl_cnn`), delta 1e-5. The sample-level track: 100 clients, Dirichlet(0.5),
+   uniform cohorts of 10, the same CNN, delta 1e-5, epsilon per client (the largest over
+   clients). Each method runs in the track of its DP unit.
+2. Privacy. Matched `epsilon_guaranteed` in {1, 4, 16} after `T` rounds: the noise knob
+   (`noise_multiplier`, or the per-round `epsilon` option) is calibrated by a dry run of
+   the method's own guaranteed ledger (`tffdp.calibration`) to within 2% below the
+   target. Methods whose noise adapts during training (A-DPFL, AADP-FL, Adap DP-FL with
+   decaying noise) run with `--epsilon-budget` at the target instead and stop there.
+   Methods whose `epsilon_guaranteed` is `inf` run at their paper's claimed budget in a
+   separate table; their DP-safe variants (LapFed with L1 clipping, DP-FedAGS with every
+   coordinate noised) run in the main table.
+3. Tuning, equal for all. `TRIALS` hyperparameter settings per method (its learning rate
+   and clipping norm, `GRIDS`), each run at epsilon 4, seed 0; the one with the best
+   final validation accuracy is frozen for every epsilon and seed. Tuning itself is not
+   accounted (Papernot and Steinke 2022).
+4. Seeds. Three per cell; a difference is a win only when the seeds' ranges separate.
+
+Stages: `pilot` runs one method per track at epsilon 4 for `PILOT_ROUNDS` rounds and
+projects the cost of the whole grid from its round time; `all` tunes, runs and writes
+`--figures-dir` (README.md, results.csv, tuning.csv, accuracy-vs-epsilon plots), reusing
+finished runs and resuming interrupted ones.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import platform
+import shutil
+import sys
+import time
+from typing import Optional
+
+os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
+
+import numpy as np  # pylint: disable=g-import-not-at-top
+
+from experiments import common  # pylint: disable=g-import-not-at-top
+from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
+from tffdp import calibration  # pylint: disable=g-import-not-at-top
+from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
+
+DELTA = 1e-5
+EPSILONS = (1.0, 4.0, 16.0)
+SEEDS = (0, 1, 2)
+DATASETS = ('mnist', 'fashion_mnist')
+TUNING_EPSILON = 4.0
+RTOL = 0.02
+# The tracks. `rounds` is T; the pilot measures what a round costs.
+CLIENT = dict(clients=1000, clients_per_round=50, partition='dirichlet',
+              partition_options={'alpha': 0.5}, cohort_sampling='poisson',
+              model='adap_dp_fl_cnn', rounds=100, batch_size=20, local_epochs=1,
+              delta=DELTA, eval_every=10, checkpoint_every=10, log_every=10)
+CLIENT_UNIFORM = dict(CLIENT, cohort_sampling='uniform')
+SAMPLE = dict(CLIENT, clients=100, clients_per_round=10, cohort_sampling='uniform',
+              rounds=50, eval_every=5)
+TRACKS = {'client': CLIENT, 'client_uniform': CLIENT_UNIFORM, 'sample': SAMPLE}
+TRACK_OF = {'client': 'client', 'client_uniform': 'client', 'sample': 'sample'}
+
+
+@dataclasses.dataclass(frozen=True)
+class Entry:
+  """One row of the benchmark.
+
+  Attributes:
+    name: Row name.
+    settings: Which `TRACKS` entry it runs on.
+    method: Registered method.
+    knob: How its privacy level is set: `noise_multiplier` or `epsilon` (calibrated dry
+      to the target), `claimed` (its paper's own budget: `epsilon_guaranteed` is `inf`),
+      or `none` (non-private ceiling).
+    adaptive: Its noise (or budget) adapts during training, so the dry run calibrates
+      only its start (the events of the initial state over `T` rounds) and the run also
+      stops at `--epsilon-budget` = the target.
+    baseline: The plain method it is compared against (`what the numbers say`), if any.
+    options: Settings beyond the track (`RunConfig` fields or method options).
+  """
+  name: str
+  settings: str
+  method: str
+  knob: str
+  baseline: Optional[str] = None
+  options: dict = dataclasses.field(default_factory=dict)
+  adaptive: bool = False
+
+  @property
+  def track(self) -> str:
+    return TRACK_OF[self.settings]
+
+  @property
+  def table(self) -> str:
+    return {'claimed': 'inf', 'none': 'ceiling'}.get(self.knob, 'main')
+
+
+ENTRIES = (
+    Entry('fedavg', 'client', 'fedavg', 'none'),
+    Entry('dp_fedavg', 'client', 'dp_fedavg', 'noise_multiplier', options=dict(
+        noise_multiplier=1.0)),
+    Entry('ddgauss', 'client', 'ddgauss', 'noise_multiplier', 'dp_fedavg',
+          dict(noise_multiplier=1.0)),
+    # AADP-FL draws its own Poisson cohorts: q_user = 50 / 1,000. As printed (noise std
+    # sigma_i S / B on an update of sensitivity S) its guaranteed epsilon is about 1e4 x
+    # its claim, and its Theorem 1 cannot calibrate a claim small enough (integer orders
+    # up to 256 give no epsilon below about 0.05): it runs at its claim, and its noise on
+    # the update's own scale (noise_scale='update', z = sigma_i) in the main table.
+    Entry('aadp_fl_update_noise', 'client', 'aadp_fl', 'epsilon', 'dp_fedavg',
+          dict(q_user=0.05, noise_scale='update'), adaptive=True),
+    Entry('dp_fedavg_ags', 'client_uniform', 'dp_fedavg_ags', 'epsilon'),
+    Entry('dp_fedags_perturb_all', 'client_uniform', 'dp_fedags', 'epsilon',
+          'dp_fedavg_ags', dict(perturb_all=True, weighting='size')),
+    Entry('lapfed_l1_clip', 'client_uniform', 'lapfed', 'epsilon', options=dict(l1_clip=1.0)),
+    Entry('dpfl', 'sample', 'dpfl', 'noise_multiplier', options=dict(noise_multiplier=1.0)),
+    Entry('dp_scaffold', 'sample', 'dp_scaffold', 'noise_multiplier', 'dpfl',
+          dict(noise_multiplier=1.0)),
+    Entry('a_dpfl', 'sample', 'a_dpfl', 'noise_multiplier', 'dpfl',
+          dict(noise_multiplier=1.0), adaptive=True),
+    Entry('adap_dp_fl_constant', 'sample', 'adap_dp_fl', 'noise_multiplier', 'dpfl', dict(
+        noise_multiplier=1.0, noise_schedule='constant')),
+    Entry('adap_dp_fl', 'sample', 'adap_dp_fl', 'noise_multiplier', 'dpfl',
+          dict(noise_multiplier=6.0), adaptive=True),
+    # At their paper's claimed budgets: `epsilon_guaranteed` inf, or (AADP-FL) far above.
+    Entry('aadp_fl', 'client', 'aadp_fl', 'claimed', 'aadp_fl_update_noise',
+          dict(q_user=0.05)),
+    Entry('dp_fedags', 'client_uniform', 'dp_fedags', 'claimed', 'dp_fedavg_ags'),
+    Entry('dp_fedsnlc', 'client_uniform', 'dp_fedsnlc', 'claimed', 'dp_fedavg_ags'),
+    Entry('cpsgd', 'client_uniform', 'cpsgd', 'claimed', 'dp_fedavg_ags'),
+    Entry('cosafed', 'client_uniform', 'cosafed', 'claimed', 'lapfed_l1_clip'),
+    Entry('lapfed', 'client_uniform', 'lapfed', 'claimed', 'lapfed_l1_clip'),
+    Entry('adpfl', 'client_uniform', 'adpfl', 'claimed', 'lapfed_l1_clip'),
+    Entry('cosfed', 'client_uniform', 'cosfed', 'claimed', 'lapfed_l1_clip'),
+)
+# Tuning grids: (learning rate, clipping norm) pairs, the same number for every method.
+# Adam (Adap DP-FL) takes smaller rates; LapFed's clip is its L1 bound.
+SGD_GRID = tuple((lr, c) for lr in (0.05, 0.1, 0.2, 0.5) for c in (0.5, 1.0))
+ADAM_GRID = tuple((lr, c) for lr in (0.0005, 0.001, 0.002, 0.005) for c in (0.5, 1.0))
+GRIDS = {'adap_dp_fl': ADAM_GRID}
+TRIALS = len(SGD_GRID)
+PILOT_ROUNDS = 12
+PILOT = ('dp_fedavg', 'dpfl')
+QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
+             num_validation=500, eval_every=1, log_every=1)
+QUICK_SAMPLE = dict(QUICK, clients=8, clients_per_round=4)
+
+
+def grid(entry: Entry, quick: bool = False) -> tuple:
+  g = GRIDS.get(entry.method, SGD_GRID)
+  return g[:1] if quick else g
+
+
+def hyperparameters(entry: Entry, trial: tuple, dataset: str) -> dict:
+  """`RunConfig.create` settings of one tuning trial `(learning rate, clip)`.
+
+  The clip is the method's clipping norm: `clip_norm` (per-example `C`, per-update `S`,
+  DP-FedAGS's `C`); for the Laplace family its L1 bound `Delta_f` (`sensitivity`, and
+  `l1_clip` where the entry clips); for Adap DP-FL, whose threshold adapts, a multiple of
+  its paper's clipping factor `alpha` (1.0 MNIST, 0.01 Fashion-MNIST).
+  """
+  lr, clip = trial
+  if entry.method in ('lapfed', 'cosafed', 'adpfl', 'cosfed'):
+    laplace = dict(learning_rate=lr, sensitivity=clip)
+    return dict(laplace, l1_clip=clip) if 'l1_clip' in entry.options else laplace
+  if entry.method == 'adap_dp_fl':
+    alpha = config_lib.method_defaults('adap_dp_fl', dataset)['clipping_factor']
+    return dict(learning_rate=lr, clipping_factor=alpha * clip)
+  return dict(learning_rate=lr, clip_norm=clip)
+
+
+def base_config(entry: Entry, dataset: str, seed: int, trial: tuple, data_dir,
+                quick: bool) -> config_lib.RunConfig:
+  """The entry's run at one trial and seed, before calibration (knob at its start)."""
+  track = dict(TRACKS[entry.settings])
+  if quick:
+    track.update(QUICK_SAMPLE if entry.track == 'sample' else QUICK)
+  return config_lib.RunConfig.create(**dict(
+      track, **dict(entry.options, **hyperparameters(entry, trial, dataset)),
+      method=entry.method, dataset=dataset, seed=seed, data_dir=data_dir))
+
+
+def run_name(entry: Entry, dataset: str, epsilon: Optional[float], seed: int,
+             trial: tuple) -> str:
+  eps = 'claimed' if entry.knob == 'claimed' else (
+      'inf' if epsilon is None else f'{epsilon:g}')
+  return f'{dataset}_{entry.name}_eps{eps}_lr{trial[0]:g}_c{trial[1]:g}_seed{seed}'
+
+
+def _cache_key(cfg: config_lib.RunConfig, target: float) -> str:
+  d = dataclasses.asdict(cfg)
+  for k in ('out', 'notes', 'data_dir', 'log_every', 'checkpoint_every', 'eval_every'):
+    d.pop(k, None)
+  return hashlib.sha1(json.dumps([d, target], sort_keys=True, default=str).encode()
+                      ).hexdigest()[:16]
+
+
+def calibrated(entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
+               cache: dict, log=print) -> config_lib.RunConfig:
+  """`cfg` at `epsilon`: its knob calibrated dry (cached in `cache`), with the budget set
+  for an adaptive entry, or as it is (`claimed`, `none`)."""
+  if entry.knob in ('claimed', 'none') or epsilon is None:
+    return cfg
+  if entry.adaptive:
+    cfg = dataclasses.replace(cfg, epsilon_budget=float(epsilon))
+  key = _cache_key(cfg, epsilon)
+  if key not in cache:
+    result = calibration.calibrate(cfg, epsilon, knob=entry.knob, rtol=RTOL)
+    log(f'[benchmark] {entry.name} {cfg.dataset} seed {cfg.seed}: {entry.knob} '
+        f'{result.value:.6g} gives epsilon_guaranteed {result.epsilon:.4g} (target '
+        f'{epsilon:g}; {result.trials} dry trials)')
+    cache[key] = dict(value=result.value, epsilon=result.epsilon, trials=result.trials)
+  return calibration.with_knob(cfg, entry.knob, cache[key]['value'])
+
+
+def _load_cache(path: str) -> dict:
+  if os.path.exists(path):
+    with open(path) as f:
+      return json.load(f)
+  return {}
+
+
+def _save_cache(path: str, cache: dict) -> None:
+  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
+  with open(path + '.tmp', 'w') as f:
+    json.dump(cache, f, indent=1, sort_keys=True)
+  os.replace(path + '.tmp', path)
+
+
+def entries_of(tracks) -> list[Entry]:
+  return [e for e in ENTRIES if e.track in tracks]
+
+
+def _blank(x):
+  return '' if x is None else x
+
+
+def result_row(entry: Entry, dataset: str, epsilon, seed: int, trial: tuple, rows: list,
+               out: str) -> dict:
+  """One finished run as a row of `results.csv` / `tuning.csv`."""
+  with open(os.path.join(out, 'summary.json')) as f:
+    summary = json.load(f)
+  with open(os.path.join(out, 'config.json')) as f:
+    config = json.load(f)
+  last = rows[-1] if rows else {}
+  g = float(summary.get('epsilon_guaranteed', float('nan')))
+  within = ('' if epsilon is None or entry.knob in ('claimed', 'none') else
+            'yes' if (1 - RTOL) * epsilon <= g <= epsilon else 'no')
+  return dict(track=entry.track, dataset=dataset, entry=entry.name, method=entry.method,
+              table=entry.table, knob=entry.knob,
+              target_epsilon='' if epsilon is None else epsilon, seed=seed,
+              learning_rate=trial[0], clip=trial[1],
+              noise_multiplier=config['method_hyperparameters'].get('noise_multiplier', ''),
+              epsilon_option=(config.get('method_options') or {}).get('epsilon', ''),
+              epsilon_guaranteed=g, epsilon_claimed=summary.get('epsilon_claimed', ''),
+              within_2pct=within, rounds=summary.get('rounds_completed', ''),
+              stop_reason=summary.get('stop_reason') or '',
+              final_test_accuracy=_blank(summary.get('final_test_accuracy')),
+              final_validation_accuracy=last.get('validation_accuracy', ''),
+              wall_seconds=summary.get('wall_seconds', ''), run=out)
+
+
+def main(argv=None) -> int:
+  p = ArgumentParser(prog='python -m experiments.benchmark', description=__doc__,
+                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p.add_argument('--track', nargs='+', choices=('client', 'sample'),
+                 default=['client', 'sample'])
+  p.add_argument('--datasets', nargs='+', choices=DATASETS, default=list(DATASETS))
+  p.add_argument('--epsilons', nargs='+', type=float, default=list(EPSILONS))
+  p.add_argument('--seeds', nargs='+', type=int, default=list(SEEDS))
+  p.add_argument('--stage', choices=('pilot', 'all'), default='all')
+  p.add_argument('--data-dir', default=None)
+  p.add_argument('--runs-dir', default=os.path.join('runs', 'benchmark'))
+  p.add_argument('--figures-dir', default=os.path.join('figures', 'benchmark'))
+  p.add_argument('--quick', action='store_true', help='toy sizes (tests)')
+  args = p.parse_args(argv)
+  command = ['python', '-m', 'experiments.benchmark'] + list(
+      argv if argv is not None else sys.argv[1:])
+  cache_path = os.path.join(args.runs_dir, 'calibrations.json')
+  cache = _load_cache(cache_path)
+  try:
+    if args.stage == 'pilot':
+      return pilot(args, command, cache, cache_path)
+    tuned = tune(args, command, cache, cache_path)
+    rows = run_main(args, command, cache, cache_path, tuned)
+  except DataError as e:
+    print(f'error: {e}', file=sys.stderr)
+    return 2
+  report(args, command, rows, tuned)
+  return 0
+
+
+def _items(specs, args, cache, cache_path):
+  """`(config, out)` pairs of `specs` = [(entry, dataset, epsilon, seed, trial)]."""
+  items = []
+  for entry, dataset, epsilon, seed, trial in specs:
+    cfg = base_config(entry, dataset, seed, trial, args.data_dir, args.quick)
+    cfg = calibrated(entry, cfg, epsilon, cache)
+    _save_cache(cache_path, cache)
+    items.append((cfg, os.path.join(args.runs_dir, run_name(entry, dataset, epsilon, seed,
+                                                             trial))))
+  return items
+
+
+def pilot(args, command, cache, cache_path) -> int:
+  """One method per track at epsilon 4 for `PILOT_ROUNDS` rounds; the grid's projected
+  cost from their median round."""
+  specs = [(e, args.datasets[0], TUNING_EPSILON, 0, grid(e, args.quick)[0])
+           for e in ENTRIES if e.name in PILOT and e.track in args.track]
+  items = _items(specs, args, cache, cache_path)
+  items = [(dataclasses.replace(cfg, stop_after_round=min(PILOT_ROUNDS, cfg.rounds)),
+            out + '_pilot') for cfg, out in items]
+  t0 = time.time()
+  rows = common.run_all(items, command)
+  lines = []
+  for (entry, *_), (cfg, _), metrics in zip(specs, items, rows):
+    seconds = float(np.median([float(r['round_seconds']) for r in metrics[1:]]))
+    n = len([e for e in entries_of([entry.track])]) * len(args.datasets) * (
+        TRIALS + len(args.epsilons) * len(args.seeds))
+    hours = n * TRACKS[entry.settings]['rounds'] * seconds / 3600
+    lines.append(f'[benchmark pilot] {entry.track} track ({entry.name}): median round '
+                 f'{seconds:.3f} s; {n} runs of {TRACKS[entry.settings]["rounds"]} rounds '
+                 f'would take about {hours:.1f} h alone at that rate')
+  for line in lines:
+    print(line, flush=True)
+  print(f'[benchmark pilot] wall {time.time() - t0:.0f} s', flush=True)
+  return 0
+
+
+def tune(args, command, cache, cache_path) -> dict:
+  """Runs every trial at epsilon 4, seed 0; `{(entry, dataset): (best trial, rows)}`."""
+  specs = []
+  for entry in entries_of(args.track):
+    for dataset in args.datasets:
+      for trial in grid(entry, args.quick):
+        eps = None if entry.knob in ('none', 'claimed') else TUNING_EPSILON
+        specs.append((entry, dataset, eps, 0, trial))
+  items = _items(specs, args, cache, cache_path)
+  results = common.run_all(items, command)
+  tuned = {}
+  for spec, (_, out), metrics in zip(specs, items, results):
+    entry, dataset, eps, seed, trial = spec
+    row = result_row(entry, dataset, eps, seed, trial, metrics, out)
+    tuned.setdefault((entry.name, dataset), []).append(row)
+  best = {}
+  for key, rows in tuned.items():
+    score = lambda r: float(r['final_validation_accuracy'] or 'nan')
+    finite = [r for r in rows if np.isfinite(score(r))]
+    chosen = max(finite, key=score) if finite else rows[0]
+    best[key] = ((float(chosen['learning_rate']), float(chosen['clip'])), rows)
+  return best
+
+
+def run_main(args, command, cache, cache_path, tuned) -> list[dict]:
+  """Every entry at every epsilon and seed with its tuned trial."""
+  specs = []
+  for entry in entries_of(args.track):
+    for dataset in args.datasets:
+      trial = tuned[(entry.name, dataset)][0]
+      epsilons = [None] if entry.knob in ('none', 'claimed') else args.epsilons
+      for eps in epsilons:
+        for seed in args.seeds:
+          specs.append((entry, dataset, eps, seed, trial))
+  items = _items(specs, args, cache, cache_path)
+  results = common.run_all(items, command)
+  return [result_row(*spec, metrics, out)
+          for spec, (_, out), metrics in zip(specs, items, results)]
+
+
+def report(args, command, rows, tuned) -> None:
+  """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
+  figs = args.figures_dir
+  shutil.rmtree(figs, ignore_errors=True)
+  os.makedirs(figs)
+  for r in rows:
+    common.copy_results(r['run'], os.path.join(figs, 'runs', os.path.basename(r['run'])))
+  common.write_table(os.path.join(figs, 'results.csv'), rows)
+  tuning = [r for _, trial_rows in tuned.values() for r in trial_rows]
+  common.write_table(os.path.join(figs, 'tuning.csv'), tuning)
+  plot(rows, figs)
+  with open(os.path.join(figs, 'README.md'), 'w') as f:
+    f.write(readme(rows, tuned, command, args))
+
+
+def _float(x) -> float:
+  """A CSV or summary value as a float: NaN for blank or None (a run that stopped
+  before its first round has no accuracy)."""
+  return float('nan') if x in (None, '') else float(x)
+
+
+def _spread(values) -> tuple[float, float, float, float]:
+  """Mean, std, min and max of the finite values (NaN if none)."""
+  v = np.asarray([_float(x) for x in values], dtype=float)
+  v = v[np.isfinite(v)]
+  if not v.size:
+    return (float('nan'),) * 4
+  return float(np.mean(v)), float(np.std(v)), float(np.min(v)), float(np.max(v))
+
+
+def cells(rows: list[dict]) -> dict:
+  """`{(track, dataset, entry, target): [row per seed]}`."""
+  out = {}
+  for r in rows:
+    out.setdefault((r['track'], r['dataset'], r['entry'], r['target_epsilon']), []).append(r)
+  return out
+
+
+def separates(a: list[dict], b: list[dict]) -> int:
+  """+1 if every seed of `a` beats every seed of `b` (final test accuracy), -1 the other
+  way, 0 a tie (the seeds' ranges overlap)."""
+  acc = lambda rows: [_float(r['final_test_accuracy']) for r in rows]
+  if not all(np.isfinite(acc(a) + acc(b))):
+    return 0
+  if min(acc(a)) > max(acc(b)):
+    return 1
+  if min(acc(b)) > max(acc(a)):
+    return -1
+  return 0
+
+
+MIN_SEEDS = 3  # a difference between fewer seeds is a tie (the brief's rule)
+
+
+def what_the_numbers_say(rows: list[dict]) -> list[str]:
+  """Each entry with a baseline against it, per track, dataset and epsilon: a win or loss
+  only where both have `MIN_SEEDS` seeds whose ranges separate; an `inf` entry (at its
+  paper's claimed budget) is set beside its DP-safe baseline at epsilon 4 without a
+  verdict, the two not being at the same privacy."""
+  by = cells(rows)
+  lines = []
+  for (track, dataset, name, target), cell in sorted(by.items(), key=str):
+    entry = next(e for e in ENTRIES if e.name == name)
+    if entry.baseline is None:
+      continue
+    base_target = target if entry.table == 'main' else TUNING_EPSILON
+    base = by.get((track, dataset, entry.baseline, base_target))
+    if not base:
+      continue
+    (ma, _, _, _), (mb, _, _, _) = (_spread(r['final_test_accuracy'] for r in c)
+                                    for c in (cell, base))
+    if entry.table != 'main':
+      lines.append(f'- {track}, {dataset}: **{name}** at its claimed budget (no finite '
+                   f'guarantee) reaches {100 * ma:.2f}%; its DP-safe counterpart '
+                   f'{entry.baseline} at epsilon_guaranteed {base_target:g} reaches '
+                   f'{100 * mb:.2f}% (not the same privacy: no verdict).')
+      continue
+    if not np.isfinite(ma):
+      lines.append(f'- {track}, {dataset}, epsilon {target}: **{name}** has no accuracy '
+                   f'({cell[0]["stop_reason"] or "not evaluated"}).')
+      continue
+    seeds = min(len(cell), len(base))
+    if seeds < MIN_SEEDS:
+      verdict = f'ties ({seeds} seed{"s" * (seeds > 1)}: a tie until {MIN_SEEDS} separate)'
+    else:
+      verdict = {1: 'wins', -1: 'loses', 0: 'ties (seed ranges overlap)'}[
+          separates(cell, base)]
+    lines.append(f'- {track}, {dataset}, epsilon {target}: **{name}** {verdict} against '
+                 f'{entry.baseline}: {100 * ma:.2f}% vs {100 * mb:.2f}% '
+                 f'({100 * (ma - mb):+.2f} points).')
+  return lines
+
+
+def leaderboard(rows: list[dict], track: str, dataset: str, epsilons) -> list[str]:
+  by = cells(rows)
+  names = [e.name for e in ENTRIES if e.track == track and e.table in ('main', 'ceiling')]
+  header = '| entry | ' + ' | '.join(f'epsilon {e:g}' for e in epsilons) + \
+      ' | rank at epsilon 4 | wall s/run |'
+  lines = [header, '|' + '---|' * (len(epsilons) + 3)]
+  at4 = {}
+  for n in names:
+    cell = by.get((track, dataset, n, TUNING_EPSILON)) or by.get((track, dataset, n, ''))
+    if cell and np.isfinite(_spread(r['final_test_accuracy'] for r in cell)[0]):
+      at4[n] = _spread(r['final_test_accuracy'] for r in cell)[0]
+  ranks = {n: i + 1 for i, n in enumerate(sorted(at4, key=at4.get, reverse=True))}
+  for n in names:
+    cols = []
+    walls = []
+    for e in epsilons:
+      cell = by.get((track, dataset, n, e)) or by.get((track, dataset, n, ''))
+      if not cell:
+        cols.append('-')
+        continue
+      mean, std, _, _ = _spread(r['final_test_accuracy'] for r in cell)
+      if not np.isfinite(mean):
+        cols.append('no accuracy (' + (cell[0]['stop_reason'] or 'not evaluated') + ')')
+        continue
+      seeds = ', '.join(f'{100 * _float(r["final_test_accuracy"]):.1f}' for r in cell)
+      within = all(r['within_2pct'] in ('yes', '') for r in cell)
+      cols.append(f'{100 * mean:.2f} +- {100 * std:.2f} ({seeds})'
+                  + ('' if within else ' [epsilon off target]'))
+      walls += [float(r['wall_seconds']) for r in cell]
+    lines.append(f'| {n} | ' + ' | '.join(cols) + f' | {ranks.get(n, "-")} | '
+                 f'{np.mean(walls):.0f} |' if walls else f'| {n} | ' + ' | '.join(cols)
+                 + ' | - | - |')
+  return lines
+
+
+def plot(rows: list[dict], figs: str) -> None:
+  import matplotlib  # pylint: disable=g-import-not-at-top
+  matplotlib.use('Agg')
+  import matplotlib.pyplot as plt  # pylint: disable=g-import-not-at-top
+  by = cells(rows)
+  for track in sorted({r['track'] for r in rows}):
+    for dataset in sorted({r['dataset'] for r in rows if r['track'] == track}):
+      fig, ax = plt.subplots(figsize=(6, 4))
+      for e in ENTRIES:
+        if e.track != track or e.table != 'main':
+          continue
+        pts = sorted((float(t), _spread(r['final_test_accuracy'] for r in c))
+                     for (tr, ds, n, t), c in by.items()
+                     if tr == track and ds == dataset and n == e.name and t != '')
+        if pts:
+          ax.errorbar([p[0] for p in pts], [100 * p[1][0] for p in pts],
+                      yerr=[100 * p[1][1] for p in pts], marker='o', capsize=3,
+                      label=e.name)
+      ceiling = by.get((track, dataset, 'fedavg', ''))
+      if ceiling:
+        ax.axhline(100 * _spread(r['final_test_accuracy'] for r in ceiling)[0],
+                   color='gray', ls='--', label='FedAvg (no privacy)')
+      ax.set_xscale('log', base=2)
+      ax.set_xlabel('epsilon_guaranteed (delta 1e-5)')
+      ax.set_ylabel('final test accuracy (%)')
+      ax.set_title(f'{track}-level track, {dataset}')
+      ax.legend(fontsize=7)
+      fig.tight_layout()
+      fig.savefig(os.path.join(figs, f'{track}_{dataset}.png'), dpi=110)
+      plt.close(fig)
+
+
+def readme(rows, tuned, command, args) -> str:
+  f = common.fmt
+  off = [r for r in rows if r['within_2pct'] == 'no']
+  lines = [
+      '# One yardstick: every method at matched guaranteed epsilon (generated; do not '
+      'edit)', '',
+      f'Command: `{" ".join(command)}`' + (' (toy sizes: `--quick`)' if args.quick else ''),
+      f'Machine: {platform.platform()}, {os.cpu_count()} CPUs. Runs: {len(rows)} main, '
+      f'{sum(len(v[1]) for v in tuned.values())} tuning; their summed wall time '
+      f'{sum(float(r["wall_seconds"] or 0) for r in rows) / 3600:.2f} h (main).', '',
+      '## Protocol', '', *[f'- {line}' for line in (
+          'Client-level track: ' + ', '.join(f'{k}={v}' for k, v in CLIENT.items()) +
+          ' (uniform cohorts of 50 for the methods that take no other).',
+          'Sample-level track: ' + ', '.join(f'{k}={v}' for k, v in SAMPLE.items()) + '.',
+          f'Targets: epsilon_guaranteed in {", ".join(f"{e:g}" for e in args.epsilons)} at '
+          f'delta {DELTA:g}, the noise knob calibrated dry to within {RTOL:.0%} below '
+          '(`tffdp.calibration`: the guaranteed ledger\'s events over T rounds, without '
+          'training). Adaptive methods (' + ', '.join(e.name for e in ENTRIES if e.adaptive)
+          + ') have their starting noise calibrated so and also stop at `--epsilon-budget`'
+          ' = the target, as their noise or budget moves.',
+          f'Tuning: {TRIALS} (learning rate, clip) settings per method (`GRIDS`), at epsilon '
+          f'{TUNING_EPSILON:g}, seed 0, best final validation accuracy, frozen for every '
+          'epsilon and seed. Tuning is not accounted (Papernot and Steinke 2022); every '
+          'method gets the same number of trials.',
+          f'Seeds: {", ".join(map(str, args.seeds))}. A difference is a win only where the '
+          'seeds\' ranges separate.')], '']
+  epsilons = [float(e) for e in args.epsilons]
+  for track in ('client', 'sample'):
+    for dataset in args.datasets:
+      if not any(r['track'] == track and r['dataset'] == dataset for r in rows):
+        continue
+      lines += [f'## {track}-level track, {dataset}: final test accuracy (%)', '',
+                *leaderboard(rows, track, dataset, epsilons), '',
+                f'![{track} {dataset}]({track}_{dataset}.png)', '']
+  inf = [r for r in rows if r['table'] == 'inf']
+  if inf:
+    lines += ['## Methods at their paper\'s claimed budget', '',
+              'Their `epsilon_guaranteed` is `inf`, or (AADP-FL as printed) finite but far '
+              'above the claim; the audit (`figures/audit/README.md`) measures how much of '
+              'that shows.', '']
+    lines += common.md_table(inf, [
+        ('track', lambda r: r['track']), ('dataset', lambda r: r['dataset']),
+        ('entry', lambda r: r['entry']), ('seed', lambda r: r['seed']),
+        ('epsilon_claimed', lambda r: f(r['epsilon_claimed'])),
+        ('epsilon_guaranteed', lambda r: f(r['epsilon_guaranteed'])),
+        ('final test accuracy', lambda r: f(100 * _float(r['final_test_accuracy']), 2)),
+        ('stop', lambda r: r['stop_reason'])])
+    lines.append('')
+  lines += ['## What the numbers say', '', *(what_the_numbers_say(rows) or ['- nothing to '
+                                                                           'compare yet']),
+            '']
+  lines += [f'Cells off their epsilon target (more than {RTOL:.0%} below it: an adaptive '
+            f'method stopped by its budget before the last round\'s cost filled it, or one '
+            f'whose noise rose): {len(off)}'
+            + (': ' + ', '.join(sorted({r["entry"] for r in off})) if off else '') + '.', '']
+  return '\n'.join(lines)
+
+
+if __name__ == '__main__':
+  common.entry(main)

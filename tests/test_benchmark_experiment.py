@@ -1,0 +1,91 @@
+"""The cross-method benchmark (`experiments.benchmark`, issue 41) at toy size, and the
+protocol's pieces: entries per track, run names, tuning settings, seed verdicts."""
+
+import csv
+import os
+
+import pytest
+
+from experiments import benchmark
+from tffdp import config as config_lib
+
+
+def test_every_registered_method_has_an_entry_in_its_track():
+  methods = {e.method for e in benchmark.ENTRIES}
+  assert methods == set(config_lib.methods())
+  for e in benchmark.ENTRIES:
+    assert e.knob in ('noise_multiplier', 'epsilon', 'claimed', 'none'), e
+    assert not e.adaptive or e.knob in ('noise_multiplier', 'epsilon'), e
+    assert e.baseline is None or e.baseline in {x.name for x in benchmark.ENTRIES}, e
+  # The sample-level methods run in the sample-level track, the rest in the client one.
+  sample = {e.method for e in benchmark.ENTRIES if e.track == 'sample'}
+  assert sample == {'dpfl', 'dp_scaffold', 'a_dpfl', 'adap_dp_fl'}
+  assert len({len(benchmark.grid(e)) for e in benchmark.ENTRIES}) == 1  # equal tuning
+
+
+def test_trials_set_each_methods_own_clip():
+  by = {e.name: e for e in benchmark.ENTRIES}
+  assert benchmark.hyperparameters(by['dp_fedavg'], (0.1, 0.5), 'mnist') == dict(
+      learning_rate=0.1, clip_norm=0.5)
+  assert benchmark.hyperparameters(by['lapfed_l1_clip'], (0.1, 0.5), 'mnist') == dict(
+      learning_rate=0.1, sensitivity=0.5, l1_clip=0.5)
+  assert benchmark.hyperparameters(by['cosafed'], (0.1, 0.5), 'mnist') == dict(
+      learning_rate=0.1, sensitivity=0.5)
+  fmnist = benchmark.hyperparameters(by['adap_dp_fl'], (0.002, 0.5), 'fashion_mnist')
+  assert fmnist['clipping_factor'] == pytest.approx(
+      0.5 * config_lib.method_defaults('adap_dp_fl', 'fashion_mnist')['clipping_factor'])
+  cfg = benchmark.base_config(by['dp_fedags_perturb_all'], 'mnist', 1, (0.1, 1.0), 'd',
+                              quick=False)
+  assert (cfg.clients, cfg.clients_per_round, cfg.cohort_sampling) == (1000, 50, 'uniform')
+  assert cfg.method_options['perturb_all'] is True and cfg.seed == 1
+  assert cfg.partition == 'dirichlet' and cfg.partition_options == {'alpha': 0.5}
+
+
+def test_one_seed_is_a_tie_and_inf_entries_get_no_verdict():
+  row = lambda entry, acc, seed=0, target=4.0, table='main': dict(
+      track='client', dataset='mnist', entry=entry, target_epsilon=target, seed=seed,
+      final_test_accuracy=acc, stop_reason='', table=table)
+  one = [row('ddgauss', 0.9), row('dp_fedavg', 0.5)]
+  assert 'ties (1 seed: a tie until 3 separate)' in benchmark.what_the_numbers_say(one)[0]
+  three = [row('ddgauss', 0.9 + s / 100, s) for s in range(3)] + [
+      row('dp_fedavg', 0.5 + s / 100, s) for s in range(3)]
+  assert '**ddgauss** wins against dp_fedavg' in benchmark.what_the_numbers_say(three)[0]
+  inf = [row('cosafed', 0.8, target='', table='inf'), row('lapfed_l1_clip', 0.1)]
+  assert 'no verdict' in benchmark.what_the_numbers_say(inf)[0]
+
+
+def test_seed_ranges_decide_a_win():
+  rows = lambda *accs: [dict(final_test_accuracy=a) for a in accs]
+  assert benchmark.separates(rows(0.9, 0.91), rows(0.85, 0.89)) == 1
+  assert benchmark.separates(rows(0.85, 0.89), rows(0.9, 0.91)) == -1
+  assert benchmark.separates(rows(0.85, 0.92), rows(0.9, 0.91)) == 0
+
+
+def test_benchmark_quick_end_to_end(tmp_path, data_dir):
+  figs = tmp_path / 'figs'
+  argv = ['--quick', '--datasets', 'mnist', '--epsilons', '4', '--seeds', '0',
+          '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
+          '--figures-dir', str(figs)]
+  assert benchmark.main(argv) == 0
+  with open(figs / 'results.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert {r['entry'] for r in rows} == {e.name for e in benchmark.ENTRIES}
+  adaptive = {e.name for e in benchmark.ENTRIES if e.adaptive}
+  for r in rows:
+    if r['knob'] in ('noise_multiplier', 'epsilon'):  # calibrated dry, read from the run
+      assert float(r['epsilon_guaranteed']) <= 4, r  # the budget stops the adaptive ones
+      if r['entry'] not in adaptive:
+        assert float(r['epsilon_guaranteed']) >= 4 * 0.98 and r['within_2pct'] == 'yes', r
+    if r['knob'] == 'claimed' and r['method'] != 'aadp_fl':
+      assert r['epsilon_guaranteed'] == 'inf', r
+    if r['knob'] == 'claimed' and r['method'] == 'aadp_fl':  # far above its claim
+      assert float(r['epsilon_guaranteed']) > 100 * float(r['epsilon_claimed']), r
+  with open(figs / 'tuning.csv') as f:
+    assert len(list(csv.DictReader(f))) == len(benchmark.ENTRIES)  # one trial each (quick)
+  readme = (figs / 'README.md').read_text()
+  assert '## client-level track, mnist' in readme and '## What the numbers say' in readme
+  assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
+  # A second call reuses every run and calibration.
+  calibrations = (tmp_path / 'runs' / 'calibrations.json').read_text()
+  assert benchmark.main(argv) == 0
+  assert (tmp_path / 'runs' / 'calibrations.json').read_text() == calibrations

@@ -1,0 +1,109 @@
+"""Dry-run calibration of the privacy knob (`tffdp.calibration`): the dry ledger against
+`dp_accounting` directly, rescaled events against rebuilt ones, and the bisection."""
+
+import dataclasses
+
+import dp_accounting
+import pytest
+
+from tffdp import calibration
+from tffdp import config as config_lib
+from tffdp import privacy
+
+TOY = dict(dataset='synthetic', clients=20, clients_per_round=5, partition='iid',
+           model='logistic_regression', batch_size=50, learning_rate=0.1,
+           num_validation=500, rounds=30, delta=1e-5, clip_norm=1.0)
+
+
+def _config(tmp_path, **kw):
+  return config_lib.RunConfig.create(**dict(TOY, out=str(tmp_path / 'run'), **kw))
+
+
+def test_scale_noise_rescales_every_mechanism_and_keeps_the_rest():
+  g = dp_accounting.GaussianDpEvent(1.5)
+  event = dp_accounting.ComposedDpEvent([
+      dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(0.1, g), 7),
+      dp_accounting.LaplaceDpEvent(0.5), dp_accounting.NoOpDpEvent()])
+  scaled = calibration.scale_noise(event, 2.0)
+  assert scaled == dp_accounting.ComposedDpEvent([
+      dp_accounting.SelfComposedDpEvent(
+          dp_accounting.PoissonSampledDpEvent(0.1, dp_accounting.GaussianDpEvent(3.0)), 7),
+      dp_accounting.LaplaceDpEvent(1.0), dp_accounting.NoOpDpEvent()])
+  ddg = privacy.DistributedDiscreteGaussianDpEvent(1.0, 1.0, 3, 8)
+  with pytest.raises(ValueError, match='DistributedDiscreteGaussianDpEvent'):
+    calibration.scale_noise(ddg, 2.0)
+
+
+def test_dry_run_of_dp_fedavg_equals_dp_accounting(tmp_path):
+  cfg = _config(tmp_path, method='dp_fedavg', cohort_sampling='poisson',
+                noise_multiplier=1.3)
+  dry = calibration.DryRun(cfg)
+  # DP-FedAvg with Poisson cohorts: every client, every round, a Poisson-sampled Gaussian.
+  acc = dp_accounting.rdp.RdpAccountant(privacy.DEFAULT_ORDERS)
+  acc.compose(dp_accounting.SelfComposedDpEvent(dp_accounting.PoissonSampledDpEvent(
+      5 / 20, dp_accounting.GaussianDpEvent(1.3)), 30))
+  # (30 rounds summed vs one self-composition: float64 round-off only.)
+  assert dry.epsilon() == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
+  assert dry.scalable()
+
+
+@pytest.mark.parametrize('method,knob,settings,values', [
+    ('dpfl', 'noise_multiplier', {}, (1.0, 2.5)),
+    ('lapfed', 'epsilon', dict(method_options={'l1_clip': 1.0}), (10.0, 4.0)),
+    ('adap_dp_fl', 'noise_multiplier', dict(method_options={'noise_schedule': 'constant'}),
+     (3.0, 6.0)),
+])
+def test_rescaled_events_equal_a_rebuilt_run(tmp_path, method, knob, settings, values):
+  a, b = values
+  cfg = _config(tmp_path, method=method, noise_multiplier=1.0, **settings)
+  at_a = calibration.DryRun(calibration.with_knob(cfg, knob, a))
+  at_b = calibration.DryRun(calibration.with_knob(cfg, knob, b))
+  factor = b / a if knob == 'noise_multiplier' else a / b
+  assert at_a.scalable()
+  assert at_a.epsilon(factor) == pytest.approx(at_b.epsilon(), rel=1e-9)
+  assert at_a.epsilon() != pytest.approx(at_b.epsilon(), rel=1e-3)  # the knob matters
+
+
+def test_calibrate_lands_within_two_percent_below_and_agrees_with_dp_accounting(tmp_path):
+  cfg = _config(tmp_path, method='dp_fedavg', cohort_sampling='poisson',
+                noise_multiplier=1.0)
+  result = calibration.calibrate(cfg, 4.0)
+  assert 4.0 * 0.98 <= result.epsilon <= 4.0 and result.rescaled
+  check = calibration.DryRun(calibration.with_knob(cfg, 'noise_multiplier', result.value))
+  assert check.epsilon() == pytest.approx(result.epsilon, rel=1e-7) and check.epsilon() < 4
+  # dp_accounting's own calibration (smallest sigma with epsilon <= 4) sits just below.
+  sigma = privacy.calibrate_noise_multiplier(4.0, 1e-5, 5 / 20, 30)
+  assert sigma <= result.value <= sigma * 1.05
+
+
+@pytest.mark.parametrize('method,options', [
+    ('dp_fedavg_ags', {}), ('dp_fedags', {'perturb_all': True, 'weighting': 'size'})])
+def test_calibrate_rebuilds_where_noise_is_not_proportional_to_the_knob(tmp_path, method,
+                                                                       options):
+  # Eq. 2's noise multiplier is sqrt(2 (ln 1.25 + epsilon)) / epsilon x Delta_S.
+  cfg = _config(tmp_path, method=method, rounds=5, method_options=dict(options, epsilon=0.5))
+  result = calibration.calibrate(cfg, 4.0, knob='epsilon')
+  assert not result.rescaled and 4.0 * 0.98 <= result.epsilon <= 4.0
+  check = calibration.DryRun(calibration.with_knob(cfg, 'epsilon', result.value))
+  assert check.epsilon() == pytest.approx(result.epsilon, rel=1e-9)
+
+
+def test_calibrate_an_epsilon_option(tmp_path):
+  cfg = _config(tmp_path, method='lapfed', method_options={'l1_clip': 1.0, 'epsilon': 1.0})
+  result = calibration.calibrate(cfg, 16.0, knob='epsilon')
+  assert 16.0 * 0.98 <= result.epsilon <= 16.0
+  assert calibration.with_knob(cfg, 'epsilon', result.value).method_options['epsilon'] == \
+      result.value
+
+
+def test_what_cannot_be_calibrated_says_why(tmp_path):
+  with pytest.raises(ValueError, match='from what the round did'):
+    calibration.DryRun(_config(tmp_path, method='cosafed'))
+  with pytest.raises(ValueError, match='inf'):
+    calibration.calibrate(_config(tmp_path, method='lapfed'), 4.0, knob='epsilon')  # no L1 clip
+  with pytest.raises(ValueError, match='no epsilon option'):
+    calibration.knob_value(_config(tmp_path, method='dpfl'), 'epsilon')
+  with pytest.raises(ValueError, match='positive'):
+    calibration.calibrate(_config(tmp_path, method='dpfl', noise_multiplier=0.0), 4.0)
+  ddgauss = _config(tmp_path, method='ddgauss', noise_multiplier=1.0, rounds=3)
+  assert not calibration.DryRun(ddgauss).scalable()
