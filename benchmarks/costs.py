@@ -54,8 +54,11 @@ FREE_FIELDS = frozenset({
     'worker_timeout', 'clip_norm', 'learning_rate', 'eval_every', 'method_hyperparameters',
     'stop_after_round', 'stop_after_rejected', 'partition', 'clients_per_round'})
 # Partition options that change how much data a client holds (the others only how
-# labels are spread, which leaves a round's work as it is).
-COSTLY_PARTITION_OPTIONS = frozenset({'examples_per_client'})
+# labels are spread, which leaves a round's work as it is), and partitions whose client
+# sizes differ from the label-spreading ones (shards).
+COSTLY_PARTITION_OPTIONS = frozenset({'examples_per_client', 'shards_per_client',
+                                      'num_shards'})
+SIZED_PARTITIONS = frozenset({'label_shards', 'label_shards_equal'})
 FREE_OPTIONS = frozenset({
     'epsilon', 'epsilon_max', 'epsilon_floor', 'delta_s', 'delta_s_scale', 'sensitivity',
     'l1_clip', 'rho', 'l', 'alpha', 'beta', 'max_norm', 'clipping_factor', 'p_fixed',
@@ -74,6 +77,8 @@ def probe_key(config: dict) -> str:
   kept = {k: v for k, v in d.items() if k not in FREE_FIELDS and k != 'method_options'}
   kept['partition_options'] = {k: v for k, v in (d.get('partition_options') or {}).items()
                                if k in COSTLY_PARTITION_OPTIONS}
+  if d.get('partition') in SIZED_PARTITIONS:
+    kept['partition'] = d['partition']
   kept['method_options'] = {k: v for k, v in (d.get('method_options') or {}).items()
                             if k not in FREE_OPTIONS}
   text = json.dumps(kept, sort_keys=True, default=str)
@@ -81,9 +86,12 @@ def probe_key(config: dict) -> str:
 
 
 def expected_cohort(config: dict) -> float:
-  """Expected cohort size: `clients_per_round` times AADP-FL's `q_user` (1 elsewhere)."""
+  """Expected cohort size: `clients_per_round`, or for AADP-FL (which draws its own
+  Poisson cohorts) `clients` times its `q_user`."""
   options = config.get('method_options') or {}
-  return float(config.get('clients_per_round') or 1) * float(options.get('q_user', 1.0))
+  if config.get('method') == 'aadp_fl':
+    return float(config.get('clients') or 1) * float(options.get('q_user', 1.0))
+  return float(config.get('clients_per_round') or 1)
 
 
 def evaluated_rounds(rounds: int, eval_every: int) -> int:
@@ -193,7 +201,11 @@ def probe(config: dict, data_dir: str, cache: str, rounds: int) -> dict:
   train = float(np.median([(r['round_seconds'] - (r['eval_seconds'] or 0.0)) * cohort /
                            max(r['cohort_size'], 1.0) for r in later]))
   evals = [r['eval_seconds'] for r in rows if r['eval_seconds']]
-  return dict(setup_seconds=wall - sum(r['round_seconds'] for r in rows),
+  # Round 1's tracing beyond a later round is a one-off cost of the run: set-up.
+  tracing = max(0.0, rows[0]['round_seconds'] - (rows[0]['eval_seconds'] or 0.0) -
+                float(np.median([r['round_seconds'] - (r['eval_seconds'] or 0.0)
+                                 for r in later])))
+  return dict(setup_seconds=wall - sum(r['round_seconds'] for r in rows) + tracing,
               train_seconds=train, eval_seconds=float(np.median(evals)) if evals else 0.0,
               expected_cohort=cohort)
 
@@ -227,7 +239,7 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
   probes = {} if fresh else read_probes(probes_path)
   if fresh and os.path.exists(probes_path):
     os.remove(probes_path)
-  out = []
+  out, used = [], set()
   with tempfile.TemporaryDirectory() as cache:
     for paper in papers:
       figs = os.path.join(figures_dir, paper)
@@ -259,10 +271,15 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
           row = probes[pkey]
           if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
             log(f'[papers] {paper}/{artefact}: plain-TF floor of {row["run"]}')
-            floor_round, floor_eval = floor_seconds(
-                runs[row['run']][0] if row['run'] in runs else config,
-                summary.get('dp_unit', ''), data_dir)
-            row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval))
+            try:
+              floor_round, floor_eval = floor_seconds(
+                  runs[row['run']][0] if row['run'] in runs else config,
+                  summary.get('dp_unit', ''), data_dir)
+              row.update(floor_round_seconds=str(floor_round),
+                         floor_eval_seconds=str(floor_eval))
+            except Exception as e:  # pylint: disable=broad-except
+              row.update(floor_round_seconds='nan', floor_eval_seconds='nan')
+              log(f'[papers] no floor for {row["run"]}: {type(e).__name__}: {e}')
             _write_probes(probes_path, probes.values())
           found += 1
           recorded += float(summary.get('wall_seconds') or 0.0)
@@ -276,10 +293,15 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
         out.append(dict(paper=paper, artefact=artefact, runs=found,
                         missing_runs=len(missing), recorded_hours=recorded / 3600,
                         projected_hours=projected / 3600, floor_hours=floor / 3600))
+      used.update(probe_key(runs[k][0]) for k in seen)
       out.append(dict(paper=paper, artefact='(all, each run once)', runs=len(seen),
                       missing_runs='', recorded_hours=sum(v[0] for v in seen.values()) / 3600,
                       projected_hours=sum(v[1] for v in seen.values()) / 3600,
                       floor_hours=sum(v[2] for v in seen.values()) / 3600))
+  if set(papers) >= set(PAPERS) and os.path.exists(probes_path):
+    # Every paper costed: probes no published run needs any more (a configuration since
+    # rerun differently, an older key) are dropped.
+    _write_probes(probes_path, [r for k, r in read_probes(probes_path).items() if k in used])
   return out
 
 
@@ -357,13 +379,19 @@ def packed_round_seconds(config: dict, data_dir: str, jobs: int, rounds: int) ->
   queue = context.Queue()
   procs = [context.Process(target=_probe_in_process, args=(config, data_dir, rounds, queue))
            for _ in range(jobs)]
+  import queue as queue_lib  # pylint: disable=g-import-not-at-top
   for p in procs:
     p.start()
-  out = [queue.get(timeout=3600) for _ in procs]
+  out = []
+  while len(out) < jobs:
+    try:
+      out.append(queue.get(timeout=10))
+    except queue_lib.Empty:
+      if not any(p.is_alive() for p in procs):
+        raise RuntimeError(f'{jobs - len(out)} of {jobs} copies ended without a result '
+                           '(see their output above)') from None
   for p in procs:
     p.join()
-  if len(out) != jobs:
-    raise RuntimeError(f'{jobs - len(out)} of {jobs} copies ended without a result')
   return out
 
 

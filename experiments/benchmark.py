@@ -41,7 +41,6 @@ import hashlib
 import json
 import os
 import platform
-import shutil
 import sys
 import time
 from typing import Optional
@@ -62,6 +61,9 @@ SEEDS = (0, 1, 2)
 DATASETS = ('mnist', 'fashion_mnist')
 TUNING_EPSILON = 4.0
 RTOL = 0.02
+# Part of every calibration cache key: raise it when accounting changes, so cached knob
+# values are found again.
+CALIBRATION_VERSION = 1
 # The tracks. `rounds` is T; the pilot measures what a round costs.
 CLIENT = dict(clients=1000, clients_per_round=50, partition='dirichlet',
               partition_options={'alpha': 0.5}, cohort_sampling='poisson',
@@ -193,18 +195,21 @@ def base_config(entry: Entry, dataset: str, seed: int, trial: tuple, data_dir,
 
 
 def run_name(entry: Entry, dataset: str, epsilon: Optional[float], seed: int,
-             trial: tuple) -> str:
+             trial: tuple, quick: bool = False) -> str:
+  """The run folder's name: one per configuration (a toy `--quick` run ends in
+  `_quick`, so it never replaces a full-size one)."""
   eps = 'claimed' if entry.knob == 'claimed' else (
       'inf' if epsilon is None else f'{epsilon:g}')
-  return f'{dataset}_{entry.name}_eps{eps}_lr{trial[0]:g}_c{trial[1]:g}_seed{seed}'
+  return (f'{dataset}_{entry.name}_eps{eps}_lr{trial[0]:g}_c{trial[1]:g}_seed{seed}'
+          + ('_quick' if quick else ''))
 
 
 def _cache_key(cfg: config_lib.RunConfig, target: float) -> str:
   d = dataclasses.asdict(cfg)
   for k in ('out', 'notes', 'data_dir', 'log_every', 'checkpoint_every', 'eval_every'):
     d.pop(k, None)
-  return hashlib.sha1(json.dumps([d, target], sort_keys=True, default=str).encode()
-                      ).hexdigest()[:16]
+  return hashlib.sha1(json.dumps([d, target, CALIBRATION_VERSION], sort_keys=True,
+                                 default=str).encode()).hexdigest()[:16]
 
 
 def calibrated(entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
@@ -286,6 +291,8 @@ def main(argv=None) -> int:
   p.add_argument('--figures-dir', default=os.path.join('figures', 'benchmark'))
   p.add_argument('--quick', action='store_true', help='toy sizes (tests)')
   args = p.parse_args(argv)
+  if args.quick and args.figures_dir == p.get_default('figures_dir'):
+    p.error('--quick writes toy results: give it its own --figures-dir')
   command = ['python', '-m', 'experiments.benchmark'] + list(
       argv if argv is not None else sys.argv[1:])
   cache_path = os.path.join(args.runs_dir, 'calibrations.json')
@@ -302,16 +309,32 @@ def main(argv=None) -> int:
   return 0
 
 
+FAILURES: dict = {}  # (entry, dataset, epsilon) -> why it could not be calibrated
+
+
 def _items(specs, args, cache, cache_path):
-  """`(config, out)` pairs of `specs` = [(entry, dataset, epsilon, seed, trial)]."""
+  """`(spec, config, out)` for each of `specs` = [(entry, dataset, epsilon, seed, trial)]
+  that can be calibrated; the others are left out and their reason kept in `FAILURES`."""
   items = []
-  for entry, dataset, epsilon, seed, trial in specs:
+  for spec in specs:
+    entry, dataset, epsilon, seed, trial = spec
     cfg = base_config(entry, dataset, seed, trial, args.data_dir, args.quick)
-    cfg = calibrated(entry, cfg, epsilon, cache)
+    try:
+      cfg = calibrated(entry, cfg, epsilon, cache)
+    except (ValueError, RuntimeError) as e:
+      FAILURES[(entry.name, dataset, epsilon)] = str(e)
+      print(f'[benchmark] {entry.name} {dataset} epsilon {epsilon}: not run: {e}', flush=True)
+      continue
     _save_cache(cache_path, cache)
-    items.append((cfg, os.path.join(args.runs_dir, run_name(entry, dataset, epsilon, seed,
-                                                             trial))))
+    items.append((spec, cfg, os.path.join(args.runs_dir, run_name(
+        entry, dataset, epsilon, seed, trial, args.quick))))
   return items
+
+
+def _run(items, command) -> list:
+  """`common.run_all` on `_items`' output; `[(spec, out, metrics rows)]`."""
+  results = common.run_all([(cfg, out) for _, cfg, out in items], command)
+  return [(spec, out, rows) for (spec, _, out), rows in zip(items, results)]
 
 
 def pilot(args, command, cache, cache_path) -> int:
@@ -319,20 +342,20 @@ def pilot(args, command, cache, cache_path) -> int:
   cost from their median round."""
   specs = [(e, args.datasets[0], TUNING_EPSILON, 0, grid(e, args.quick)[0])
            for e in ENTRIES if e.name in PILOT and e.track in args.track]
-  items = _items(specs, args, cache, cache_path)
-  items = [(dataclasses.replace(cfg, stop_after_round=min(PILOT_ROUNDS, cfg.rounds)),
-            out + '_pilot') for cfg, out in items]
+  items = [(spec, dataclasses.replace(cfg, stop_after_round=min(PILOT_ROUNDS, cfg.rounds)),
+            out + '_pilot') for spec, cfg, out in _items(specs, args, cache, cache_path)]
   t0 = time.time()
-  rows = common.run_all(items, command)
   lines = []
-  for (entry, *_), (cfg, _), metrics in zip(specs, items, rows):
+  for (entry, *_), _, metrics in _run(items, command):
     seconds = float(np.median([float(r['round_seconds']) for r in metrics[1:]]))
-    n = len([e for e in entries_of([entry.track])]) * len(args.datasets) * (
-        TRIALS + len(args.epsilons) * len(args.seeds))
-    hours = n * TRACKS[entry.settings]['rounds'] * seconds / 3600
+    runs = sum(TRIALS + (1 if e.knob in ('none', 'claimed') else len(args.epsilons))
+               * len(args.seeds) - 1 for e in entries_of([entry.track])) * len(args.datasets)
+    rounds = TRACKS[entry.settings]['rounds']
+    hours = runs * rounds * seconds / 3600
     lines.append(f'[benchmark pilot] {entry.track} track ({entry.name}): median round '
-                 f'{seconds:.3f} s; {n} runs of {TRACKS[entry.settings]["rounds"]} rounds '
-                 f'would take about {hours:.1f} h alone at that rate')
+                 f'{seconds:.3f} s; {runs} runs of {rounds} rounds would take about '
+                 f'{hours:.1f} h alone at that rate (Adap DP-FL trains every client every '
+                 'round: its runs cost more)')
   for line in lines:
     print(line, flush=True)
   print(f'[benchmark pilot] wall {time.time() - t0:.0f} s', flush=True)
@@ -347,10 +370,8 @@ def tune(args, command, cache, cache_path) -> dict:
       for trial in grid(entry, args.quick):
         eps = None if entry.knob in ('none', 'claimed') else TUNING_EPSILON
         specs.append((entry, dataset, eps, 0, trial))
-  items = _items(specs, args, cache, cache_path)
-  results = common.run_all(items, command)
   tuned = {}
-  for spec, (_, out), metrics in zip(specs, items, results):
+  for spec, out, metrics in _run(_items(specs, args, cache, cache_path), command):
     entry, dataset, eps, seed, trial = spec
     row = result_row(entry, dataset, eps, seed, trial, metrics, out)
     tuned.setdefault((entry.name, dataset), []).append(row)
@@ -368,22 +389,21 @@ def run_main(args, command, cache, cache_path, tuned) -> list[dict]:
   specs = []
   for entry in entries_of(args.track):
     for dataset in args.datasets:
+      if (entry.name, dataset) not in tuned:
+        continue  # no trial could be calibrated (FAILURES)
       trial = tuned[(entry.name, dataset)][0]
       epsilons = [None] if entry.knob in ('none', 'claimed') else args.epsilons
       for eps in epsilons:
         for seed in args.seeds:
           specs.append((entry, dataset, eps, seed, trial))
-  items = _items(specs, args, cache, cache_path)
-  results = common.run_all(items, command)
   return [result_row(*spec, metrics, out)
-          for spec, (_, out), metrics in zip(specs, items, results)]
+          for spec, out, metrics in _run(_items(specs, args, cache, cache_path), command)]
 
 
 def report(args, command, rows, tuned) -> None:
   """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
   figs = args.figures_dir
-  shutil.rmtree(figs, ignore_errors=True)
-  os.makedirs(figs)
+  os.makedirs(figs, exist_ok=True)  # other tracks' and datasets' copies stay
   for r in rows:
     common.copy_results(r['run'], os.path.join(figs, 'runs', os.path.basename(r['run'])))
   common.write_table(os.path.join(figs, 'results.csv'), rows)
@@ -483,7 +503,8 @@ def leaderboard(rows: list[dict], track: str, dataset: str, epsilons) -> list[st
     cell = by.get((track, dataset, n, TUNING_EPSILON)) or by.get((track, dataset, n, ''))
     if cell and np.isfinite(_spread(r['final_test_accuracy'] for r in cell)[0]):
       at4[n] = _spread(r['final_test_accuracy'] for r in cell)[0]
-  ranks = {n: i + 1 for i, n in enumerate(sorted(at4, key=at4.get, reverse=True))}
+  private = [n for n in at4 if n != 'fedavg']  # the ceiling is not ranked
+  ranks = {n: i + 1 for i, n in enumerate(sorted(private, key=at4.get, reverse=True))}
   for n in names:
     cols = []
     walls = []
@@ -552,7 +573,9 @@ def readme(rows, tuned, command, args) -> str:
       '## Protocol', '', *[f'- {line}' for line in (
           'Client-level track: ' + ', '.join(f'{k}={v}' for k, v in CLIENT.items()) +
           ' (uniform cohorts of 50 for the methods that take no other).',
-          'Sample-level track: ' + ', '.join(f'{k}={v}' for k, v in SAMPLE.items()) + '.',
+          'Sample-level track: ' + ', '.join(f'{k}={v}' for k, v in SAMPLE.items()) +
+          '. Adap DP-FL trains every client every round (its algorithm, Sec. 4): ten '
+          'times the client work of the others per round, accounted as such.',
           f'Targets: epsilon_guaranteed in {", ".join(f"{e:g}" for e in args.epsilons)} at '
           f'delta {DELTA:g}, the noise knob calibrated dry to within {RTOL:.0%} below '
           '(`tffdp.calibration`: the guaranteed ledger\'s events over T rounds, without '
@@ -590,6 +613,11 @@ def readme(rows, tuned, command, args) -> str:
   lines += ['## What the numbers say', '', *(what_the_numbers_say(rows) or ['- nothing to '
                                                                            'compare yet']),
             '']
+  if FAILURES:
+    lines += ['## Not run', '', 'No knob value gave the target (the reason, per cell):', '']
+    lines += [f'- {name}, {dataset}, epsilon {eps}: {why}'
+              for (name, dataset, eps), why in sorted(FAILURES.items(), key=str)]
+    lines.append('')
   lines += [f'Cells off their epsilon target (more than {RTOL:.0%} below it: an adaptive '
             f'method stopped by its budget before the last round\'s cost filled it, or one '
             f'whose noise rose): {len(off)}'

@@ -208,8 +208,9 @@ class ArgumentParser(argparse.ArgumentParser):
     self.add_argument(
         '--jobs', type=_positive_int, default=1,
         help='runs at once, each in its own process (default 1: on 2 cores one run '
-             'already uses both; finished runs are reused and interrupted ones resume '
-             'either way)')
+             'already uses both, and two at once slowed each run 1.6-2.3x, for 0.9-1.2x '
+             'the throughput: python -m benchmarks.run --only jobs, benchmarks/README.md; '
+             'finished runs are reused and interrupted ones resume either way)')
 
   def parse_args(self, args=None, namespace=None):  # pylint: disable=signature-differs
     global JOBS

@@ -7,6 +7,7 @@ import os
 import pytest
 
 from experiments import benchmark
+from tffdp import calibration
 from tffdp import config as config_lib
 
 
@@ -61,7 +62,7 @@ def test_seed_ranges_decide_a_win():
   assert benchmark.separates(rows(0.85, 0.92), rows(0.9, 0.91)) == 0
 
 
-def test_benchmark_quick_end_to_end(tmp_path, data_dir):
+def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   figs = tmp_path / 'figs'
   argv = ['--quick', '--datasets', 'mnist', '--epsilons', '4', '--seeds', '0',
           '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
@@ -85,7 +86,18 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir):
   readme = (figs / 'README.md').read_text()
   assert '## client-level track, mnist' in readme and '## What the numbers say' in readme
   assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
-  # A second call reuses every run and calibration.
-  calibrations = (tmp_path / 'runs' / 'calibrations.json').read_text()
+  assert all(name.endswith('_quick') for name in os.listdir(tmp_path / 'runs')
+             if name != 'calibrations.json')  # never the full-size runs' folders
+  # A second call reuses every run and calibration: no dry run, no run trained again.
+  summaries = {p: os.path.getmtime(p) for p in (tmp_path / 'runs').glob('*/summary.json')}
+
+  def no_dry_run(*a, **k):
+    raise AssertionError('calibrated again')
+  monkeypatch.setattr(calibration, 'DryRun', no_dry_run)
   assert benchmark.main(argv) == 0
-  assert (tmp_path / 'runs' / 'calibrations.json').read_text() == calibrations
+  assert {p: os.path.getmtime(p) for p in summaries} == summaries
+
+
+def test_quick_needs_its_own_figures_folder(tmp_path):
+  with pytest.raises(SystemExit):
+    benchmark.main(['--quick', '--runs-dir', str(tmp_path)])

@@ -84,8 +84,6 @@ def test_calibrate_rebuilds_where_noise_is_not_proportional_to_the_knob(tmp_path
   cfg = _config(tmp_path, method=method, rounds=5, method_options=dict(options, epsilon=0.5))
   result = calibration.calibrate(cfg, 4.0, knob='epsilon')
   assert not result.rescaled and 4.0 * 0.98 <= result.epsilon <= 4.0
-  check = calibration.DryRun(calibration.with_knob(cfg, 'epsilon', result.value))
-  assert check.epsilon() == pytest.approx(result.epsilon, rel=1e-9)
 
 
 def test_calibrate_an_epsilon_option(tmp_path):
@@ -96,10 +94,52 @@ def test_calibrate_an_epsilon_option(tmp_path):
       result.value
 
 
+@pytest.mark.parametrize('method,settings', [
+    ('dp_fedavg', dict(cohort_sampling='poisson', noise_multiplier=0.8)),
+    ('lapfed', dict(method_options={'l1_clip': 1.0, 'epsilon': 2.0})),  # after-round events
+    ('ddgauss', dict(noise_multiplier=1.0)),
+])
+def test_dry_run_equals_the_runners_own_guaranteed_ledger(tmp_path, method, settings):
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  cfg = _config(tmp_path, method=method, rounds=4, **settings)
+  summary = runner.run(cfg, log=lambda s: None)
+  assert calibration.DryRun(cfg).epsilon() == pytest.approx(
+      summary['epsilon_guaranteed'], rel=1e-9)
+
+
+def test_a_knob_value_out_of_the_methods_range_is_stepped_back_from(tmp_path, monkeypatch):
+  # AADP-FL's Theorem 1 cannot calibrate a budget below about 0.05 (integer RDP orders up
+  # to 256): no run builds there. A stand-in dry run: epsilon = budget^2, no run below
+  # 0.05. From 4 (epsilon 16) the first secant step (slope 1 assumed) asks for 0.0297.
+  class FakeDryRun:
+    def __init__(self, config):
+      self.value = config.method_options['epsilon']
+      if self.value < 0.05:
+        raise ValueError('no sigma for so small a budget')
+
+    def epsilon(self, factor=1.0):
+      return self.value ** 2
+
+    def scalable(self):
+      return False
+
+  monkeypatch.setattr(calibration, 'DryRun', FakeDryRun)
+  cfg = _config(tmp_path, method='aadp_fl', method_options={'epsilon': 4.0})
+  logs = []
+  result = calibration.calibrate(cfg, 0.12, knob='epsilon', log=logs.append)
+  assert any('0.0297' in line and 'no run' in line for line in logs), logs
+  assert 0.12 * 0.98 <= result.epsilon <= 0.12 and result.value >= 0.05
+  # The budget cap moves with the knob (AADP-FL refuses a budget above epsilon_max).
+  assert calibration.with_knob(cfg, 'epsilon', 50.0).method_options['epsilon_max'] == 50.0
+  # No run at the start value: an error, not a search.
+  with pytest.raises(ValueError, match='no sigma'):
+    calibration.calibrate(calibration.with_knob(cfg, 'epsilon', 0.01), 0.12, knob='epsilon')
+
+
 def test_what_cannot_be_calibrated_says_why(tmp_path):
   with pytest.raises(ValueError, match='from what the round did'):
     calibration.DryRun(_config(tmp_path, method='cosafed'))
-  with pytest.raises(ValueError, match='inf'):
+  with pytest.raises(ValueError, match='epsilon_guaranteed is inf'):
     calibration.calibrate(_config(tmp_path, method='lapfed'), 4.0, knob='epsilon')  # no L1 clip
   with pytest.raises(ValueError, match='no epsilon option'):
     calibration.knob_value(_config(tmp_path, method='dpfl'), 'epsilon')

@@ -35,12 +35,23 @@ def test_probe_key_ignores_seed_privacy_level_length_and_cohort():
 
 def test_probe_key_separates_what_changes_a_rounds_work():
   base = costs.probe_key(_config())
+  # Shard partitions set how much data a client holds.
+  shards = costs.probe_key(_config(partition='label_shards', partition_options={}))
+  assert shards != base and shards != costs.probe_key(_config(
+      partition='label_shards_equal', partition_options={}))
   for kw in (dict(model='mlp'), dict(local_epochs=5), dict(batch_size=10),
              dict(method='dpfl'), dict(dataset='mnist'), dict(num_validation=0),
              dict(partition_options={'examples_per_client': 52})):
     assert costs.probe_key(_config(**kw)) != base, kw
   aadp = lambda **o: costs.probe_key(_config(method='aadp_fl', method_options=o))
   assert aadp(noise_scale='batch') != aadp(noise_scale='none')
+
+
+def test_expected_cohort_of_a_method_drawing_its_own():
+  assert costs.expected_cohort(_config(clients_per_round=3)) == 3
+  aadp = _config(method='aadp_fl', clients=20, clients_per_round=5,
+                 method_options={'q_user': 0.25})
+  assert costs.expected_cohort(aadp) == pytest.approx(5.0)  # N q_user, not K q_user
 
 
 def test_evaluated_rounds_and_projection():

@@ -87,8 +87,12 @@ def with_knob(config: config_lib.RunConfig, knob: str, value: float) -> config_l
   if knob == 'noise_multiplier':
     return dataclasses.replace(config, noise_multiplier=float(value))
   knob_value(config, knob)  # validates
-  return dataclasses.replace(config, method_options=dict(config.method_options,
-                                                         epsilon=float(value)))
+  options = dict(config.method_options, epsilon=float(value))
+  defaults = config_lib.method_defaults(config.method, config.dataset)
+  if 'epsilon_max' in defaults:  # AADP-FL: a budget may not start above its cap
+    cap = options.get('epsilon_max', defaults['epsilon_max'])
+    options['epsilon_max'] = max(float(cap), float(value))
+  return dataclasses.replace(config, method_options=options)
 
 
 class DryRun:
@@ -169,7 +173,7 @@ class Calibration:
 
 
 def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_multiplier',
-              rtol: float = 0.02, max_trials: int = 80,
+              rtol: float = 0.02, max_trials: int = 40,
               log: Callable[[str], None] = lambda s: None) -> Calibration:
   """The knob value whose dry-run `epsilon_guaranteed` is in `[target (1 - rtol), target]`.
 
@@ -190,7 +194,9 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
 
   Raises:
     ValueError: On a non-positive target or knob, a method that cannot be run dry
-      (`DryRun`), or epsilon that stays infinite.
+      (`DryRun`), epsilon infinite at the start, or no run that builds at the start.
+      A trial value at which no run builds (out of the method's range) is logged and
+      the search steps back toward the last value that built.
     RuntimeError: If no value lands within the tolerance in `max_trials`.
   """
   if not target > 0 or not 0 < rtol < 1:
@@ -208,7 +214,7 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
     rescaled = math.isclose(dry.epsilon(0.5 if increasing else 2.0), double, rel_tol=1e-6)
   trials = 0
 
-  def epsilon_at(value: float) -> float:
+  def epsilon_at(value: float) -> Optional[float]:
     nonlocal trials
     trials += 1
     if rescaled:  # noise multipliers scale with the knob (or its inverse)
@@ -217,8 +223,11 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
       try:
         eps = DryRun(with_knob(config, knob, value)).epsilon()
       except Exception as e:  # pylint: disable=broad-except
-        raise ValueError(f'{config.method}: no run can be built at {knob}={value:.6g} on '
-                         f'the way to epsilon {target}: {type(e).__name__}: {e}') from e
+        # Out of the method's range (e.g. AADP-FL's Theorem 1 cannot calibrate a budget
+        # below about 0.05): the search steps back toward the last value that built.
+        log(f'calibrate {config.method}: {knob} {value:.6g} -> no run ({type(e).__name__}: '
+            f'{e})')
+        return None
     log(f'calibrate {config.method}: {knob} {value:.6g} -> epsilon_guaranteed {eps:.6g}')
     return eps
 
@@ -227,9 +236,15 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
   # step would not shrink it; aimed at the middle of the accepted band.
   aim = math.log(target * (1 - rtol / 2))
   lo = hi = None  # (log knob, log epsilon) with epsilon below / above the target
-  x, prev = math.log(ref), None
+  x, prev, good, failure = math.log(ref), None, None, None
   while trials < max_trials:
     eps = epsilon_at(math.exp(x))
+    if eps is None:  # no run at this value: halfway back to the last one that built
+      if good is None:
+        raise ValueError(f'{config.method}: no run can be built at {knob}={math.exp(x):.6g}')
+      failure, x = x, (x + good) / 2
+      continue
+    good = x
     if math.isinf(eps) and trials == 1:
       raise ValueError(f'{config.method}: epsilon_guaranteed is inf at {knob}={ref}; '
                        'nothing to calibrate')
@@ -257,6 +272,9 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
         step = (left + right) / 2
     elif abs(step - x) > 5:  # no bracket yet: at most e^5 per step
       step = x + math.copysign(5.0, step - x)
+    if failure is not None and (step - x) * (failure - x) > 0 and \
+        abs(step - x) >= abs(failure - x):
+      step = (x + failure) / 2  # not past a value that did not build
     x = step
   raise RuntimeError(f'{config.method}: no {knob} within {rtol:.0%} below epsilon {target} '
                      f'in {max_trials} trials')
