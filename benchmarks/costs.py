@@ -336,16 +336,22 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       'forward passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
       'the ratio is projected over floor. An artefact table counts every run it names; '
       'a paper\'s total counts each run once.', '',
-      '| paper | artefact | runs | recorded h | projected h alone | at the plain-TF floor h '
-      '| ratio |', '|---|---|---|---|---|---|---|']
-  for r in rows:
-    bold = r['artefact'].startswith('(')
-    cell = lambda v: f'**{_hours(v)}**' if bold else _hours(v)
-    missing = f' ({r["missing_runs"]} not published)' if r['missing_runs'] else ''
-    ratio = r['projected_hours'] / r['floor_hours'] if r['floor_hours'] else float('nan')
-    lines.append(f'| {r["paper"]} | {r["artefact"]} | {r["runs"]}{missing} | '
-                 f'{cell(r["recorded_hours"])} | {cell(r["projected_hours"])} | '
-                 f'{cell(r["floor_hours"])} | {"-" if ratio != ratio else f"{ratio:.2f}x"} |')
+  ]
+
+  def hours(key):
+    return lambda r: (f'**{_hours(r[key])}**' if r['artefact'].startswith('(')
+                      else _hours(r[key]))
+
+  def ratio(r):
+    value = r['projected_hours'] / r['floor_hours'] if r['floor_hours'] else float('nan')
+    return '-' if value != value else f'{value:.2f}x'
+
+  lines += common.md_table(rows, [
+      ('paper', lambda r: r['paper']), ('artefact', lambda r: r['artefact']),
+      ('runs', lambda r: f'{r["runs"]}' + (f' ({r["missing_runs"]} not published)'
+                                           if r['missing_runs'] else '')),
+      ('recorded h', hours('recorded_hours')), ('projected h alone', hours('projected_hours')),
+      ('at the plain-TF floor h', hours('floor_hours')), ('ratio', ratio)])
   if errors:
     lines += ['', 'Probes that failed (their runs are "not measured"):', '']
     lines += [f'- `{p["run"]}`: {p["error"]}' for p in errors]
