@@ -2,7 +2,8 @@
 
 From the bottom: the building blocks (data, privacy, models, aggregators, runtime, ...),
 then the methods (`tffdp.algorithms`, and `tffdp.mia`, which reads their per-example
-losses), then `config`, then `runner`, then the entry points.
+losses), then `config`, then `runner`, then the entry points and what builds on the runner
+(`tffdp.calibration`).
 """
 import ast
 import pathlib
@@ -17,7 +18,8 @@ LAYERS = {
     1: ('tffdp.algorithms', 'tffdp.mia'),
     2: ('tffdp.config',),
     3: ('tffdp.runner',),
-    4: ('tffdp.run', 'tffdp.cli', 'tffdp.worker'),
+    # The entry points, and what is built on the runner (dry-run calibration).
+    4: ('tffdp.run', 'tffdp.cli', 'tffdp.worker', 'tffdp.calibration'),
 }
 
 
