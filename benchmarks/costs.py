@@ -28,6 +28,7 @@ import csv
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import tempfile
@@ -85,19 +86,46 @@ def probe_key(config: dict) -> str:
   return hashlib.sha1(text.encode()).hexdigest()[:12]
 
 
-def expected_cohort(config: dict) -> float:
-  """Expected cohort size: `clients_per_round`, or for AADP-FL (which draws its own
-  Poisson cohorts) `clients` times its `q_user`."""
-  options = config.get('method_options') or {}
-  if config.get('method') == 'aadp_fl':
-    return float(config.get('clients') or 1) * float(options.get('q_user', 1.0))
-  return float(config.get('clients_per_round') or 1)
+def expected_cohort(config) -> float:
+  """Expected cohort size of a run (`config.json` dict or any object with its fields):
+  `clients_per_round` times AADP-FL's user sampling probability `q_user`, which draws
+  its own Poisson cohorts from all `clients` (so `clients` for it)."""
+  get = config.get if isinstance(config, dict) else (lambda k: getattr(config, k, None))
+  q_user = float((get('method_options') or {}).get('q_user', 1.0))
+  base = get('clients') if get('method') == 'aadp_fl' else get('clients_per_round')
+  return float(base or 1) * q_user
 
 
 def evaluated_rounds(rounds: int, eval_every: int) -> int:
   """Rounds of `1..rounds` that evaluate: every `eval_every`-th and the last."""
   return len({r for r in range(1, rounds + 1)
               if r % max(eval_every, 1) == 0 or r == rounds})
+
+
+def project_run(rows: list[dict], rounds: int, eval_every: int,
+                cohort: Optional[float] = None) -> tuple[float, float]:
+  """A run's projected wall time from its first rounds.
+
+  Args:
+    rows: `metrics.csv` rows (floats) of the first rounds; round 1 (tracing) is left out.
+    rounds: The run's T.
+    eval_every: Its `eval_every`: T / eval_every rounds (and round T) evaluate.
+    cohort: The run's expected cohort size (`expected_cohort`). Given, a round's time
+      without evaluation is taken as proportional to its `cohort_size` (clients'
+      training dominates), so rounds whose random cohort was larger or smaller than
+      expected are scaled to it; None uses the rounds as measured.
+
+  Returns:
+    `(seconds, median round seconds without evaluation)`: T x that median plus the
+    evaluated rounds x the median `eval_seconds` of the evaluated rounds measured.
+  """
+  later = rows[1:]
+  scale = [1.0 if cohort is None else cohort / max(r['cohort_size'], 1.0) for r in later]
+  train = float(np.median([(r['round_seconds'] - (r['eval_seconds'] or 0.0)) * k
+                           for r, k in zip(later, scale)]))
+  evals = [r['eval_seconds'] for r in later if r['eval_seconds']]
+  return (rounds * train + evaluated_rounds(rounds, eval_every) *
+          (float(np.median(evals)) if evals else 0.0), train)
 
 
 def artefact_runs(figs: str) -> dict[str, list[str]]:
@@ -193,30 +221,34 @@ def probe(config: dict, data_dir: str, cache: str, rounds: int) -> dict:
   finally:
     wall = clock() - t0
     # A fresh TFF worker per probe: one worker kept across probes holds every probe's
-    # computations (7 GB after 28 A-DPFL probes).
+    # computations, and grew by gigabytes over a paper's probes.
     runtime.shutdown_workers()
   rows = plotting.read_metrics(cfg.out)
   cohort = expected_cohort(config)
-  later = rows[1:] or rows
-  train = float(np.median([(r['round_seconds'] - (r['eval_seconds'] or 0.0)) * cohort /
-                           max(r['cohort_size'], 1.0) for r in later]))
+  train = project_run(rows, 1, 1, cohort)[1]
+  unscaled = project_run(rows, 1, 1)[1]
   evals = [r['eval_seconds'] for r in rows if r['eval_seconds']]
   # Round 1's tracing beyond a later round is a one-off cost of the run: set-up.
-  tracing = max(0.0, rows[0]['round_seconds'] - (rows[0]['eval_seconds'] or 0.0) -
-                float(np.median([r['round_seconds'] - (r['eval_seconds'] or 0.0)
-                                 for r in later])))
+  tracing = max(0.0, rows[0]['round_seconds'] - (rows[0]['eval_seconds'] or 0.0) - unscaled)
   return dict(setup_seconds=wall - sum(r['round_seconds'] for r in rows) + tracing,
               train_seconds=train, eval_seconds=float(np.median(evals)) if evals else 0.0,
               expected_cohort=cohort)
 
 
-def projected_seconds(config: dict, summary: dict, row: dict) -> float:
-  """A run's projected wall time alone from its probe `row` (module docstring)."""
+def _projection(config: dict, summary: dict, row: dict, per_round: str, per_eval: str,
+                setup: float = 0.0) -> float:
+  """`setup` + the run's completed rounds x `row[per_round]` scaled from the probe's
+  expected cohort to the run's + its evaluated rounds x `row[per_eval]`."""
   rounds = int(summary.get('rounds_completed') or config['rounds'])
   scale = expected_cohort(config) / max(float(row['expected_cohort']), 1e-12)
-  return (float(row['setup_seconds']) + rounds * float(row['train_seconds']) * scale +
-          evaluated_rounds(rounds, int(config.get('eval_every') or 1)) *
-          float(row['eval_seconds']))
+  return (setup + rounds * float(row[per_round]) * scale +
+          evaluated_rounds(rounds, int(config.get('eval_every') or 1)) * float(row[per_eval]))
+
+
+def projected_seconds(config: dict, summary: dict, row: dict) -> float:
+  """A run's projected wall time alone from its probe `row` (module docstring)."""
+  return _projection(config, summary, row, 'train_seconds', 'eval_seconds',
+                     float(row['setup_seconds']))
 
 
 def floor_projected_seconds(config: dict, summary: dict, row: dict) -> float:
@@ -225,11 +257,40 @@ def floor_projected_seconds(config: dict, summary: dict, row: dict) -> float:
   evaluations at the floor evaluation; NaN where the row has no floor."""
   if row.get('floor_round_seconds') in (None, ''):
     return float('nan')
-  rounds = int(summary.get('rounds_completed') or config['rounds'])
-  scale = expected_cohort(config) / max(float(row['expected_cohort']), 1e-12)
-  return (rounds * float(row['floor_round_seconds']) * scale +
-          evaluated_rounds(rounds, int(config.get('eval_every') or 1)) *
-          float(row['floor_eval_seconds']))
+  return _projection(config, summary, row, 'floor_round_seconds', 'floor_eval_seconds')
+
+
+def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
+            data_dir: str, cache: str, probe_rounds: int, log) -> dict:
+  """The probe row of the run `key` of `runs` (`published_runs`): from `probes`, else
+  measured and appended to `probes_path`; with its plain-TF floor (of the probed run's
+  configuration, whose cohort the row records), computed if missing."""
+  config, summary = runs[key]
+  pkey = probe_key(config)
+  if pkey not in probes:
+    log(f'[papers] {where}: probing {key} ({len(probes)} probes so far)')
+    row = dict(key=pkey, run=key, method=config['method'], dataset=config['dataset'],
+               model=config.get('model'), probe_rounds=probe_rounds,
+               measured=time.strftime('%Y-%m-%d'),
+               machine=f'{platform.machine()}, {os.cpu_count()} CPUs')
+    try:
+      row.update(probe(config, data_dir, cache, probe_rounds))
+    except Exception as e:  # pylint: disable=broad-except
+      row['error'] = f'{type(e).__name__}: {e}'.replace('\n', ' ')[:300]
+    _append_probe(probes_path, row)
+    probes[pkey] = {k: str(v) for k, v in row.items()}
+  row = probes[pkey]
+  if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
+    log(f'[papers] {where}: plain-TF floor of {row["run"]}')
+    try:
+      probed = runs.get(row['run'], (config,))[0]
+      floor_round, floor_eval = floor_seconds(probed, summary.get('dp_unit', ''), data_dir)
+      row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval))
+    except Exception as e:  # pylint: disable=broad-except
+      row.update(floor_round_seconds='nan', floor_eval_seconds='nan')
+      log(f'[papers] no floor for {row["run"]}: {type(e).__name__}: {e}')
+    _write_probes(probes_path, probes.values())
+  return row
 
 
 def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
@@ -244,65 +305,35 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
     for paper in papers:
       figs = os.path.join(figures_dir, paper)
       runs = published_runs(figs)
-      artefacts = artefact_runs(figs)
-      seen = {}
-      for artefact, names in artefacts.items():
-        recorded = projected = floor = 0.0
-        found, missing = 0, []
-        for name in names:
-          key = common.run_key(name)
-          if key not in runs:
-            missing.append(name)
-            continue
-          config, summary = runs[key]
-          pkey = probe_key(config)
-          if pkey not in probes:
-            log(f'[papers] {paper}/{artefact}: probing {key} ({len(probes)} probes so far)')
-            row = dict(key=pkey, run=key, method=config['method'],
-                       dataset=config['dataset'], model=config.get('model'),
-                       probe_rounds=probe_rounds, measured=time.strftime('%Y-%m-%d'),
-                       machine=f'{platform.machine()}, {os.cpu_count()} CPUs')
-            try:
-              row.update(probe(config, data_dir, cache, probe_rounds))
-            except Exception as e:  # pylint: disable=broad-except
-              row['error'] = f'{type(e).__name__}: {e}'.replace('\n', ' ')[:300]
-            _append_probe(probes_path, row)
-            probes[pkey] = {k: str(v) for k, v in row.items()}
-          row = probes[pkey]
-          if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
-            log(f'[papers] {paper}/{artefact}: plain-TF floor of {row["run"]}')
-            try:
-              floor_round, floor_eval = floor_seconds(
-                  runs[row['run']][0] if row['run'] in runs else config,
-                  summary.get('dp_unit', ''), data_dir)
-              row.update(floor_round_seconds=str(floor_round),
-                         floor_eval_seconds=str(floor_eval))
-            except Exception as e:  # pylint: disable=broad-except
-              row.update(floor_round_seconds='nan', floor_eval_seconds='nan')
-              log(f'[papers] no floor for {row["run"]}: {type(e).__name__}: {e}')
-            _write_probes(probes_path, probes.values())
-          found += 1
-          recorded += float(summary.get('wall_seconds') or 0.0)
-          alone = (float('nan') if row.get('error') else
-                   projected_seconds(config, summary, row))
-          at_floor = (float('nan') if row.get('error') else
-                      floor_projected_seconds(config, summary, row))
-          projected += alone
-          floor += at_floor
-          seen[key] = (float(summary.get('wall_seconds') or 0.0), alone, at_floor)
-        out.append(dict(paper=paper, artefact=artefact, runs=found,
-                        missing_runs=len(missing), recorded_hours=recorded / 3600,
-                        projected_hours=projected / 3600, floor_hours=floor / 3600))
-      used.update(probe_key(runs[k][0]) for k in seen)
-      out.append(dict(paper=paper, artefact='(all, each run once)', runs=len(seen),
-                      missing_runs='', recorded_hours=sum(v[0] for v in seen.values()) / 3600,
-                      projected_hours=sum(v[1] for v in seen.values()) / 3600,
-                      floor_hours=sum(v[2] for v in seen.values()) / 3600))
+      costs = {}  # run key -> (recorded, projected alone, at the floor) seconds
+      for artefact, names in artefact_runs(figs).items():
+        keys = [common.run_key(n) for n in names]
+        for key in keys:
+          if key in runs and key not in costs:
+            config, summary = runs[key]
+            row = _probed(runs, key, f'{paper}/{artefact}', probes, probes_path, data_dir,
+                          cache, probe_rounds, log)
+            used.add(row['key'])
+            failed = bool(row.get('error'))
+            costs[key] = (float(summary.get('wall_seconds') or 0.0),
+                          math.nan if failed else projected_seconds(config, summary, row),
+                          math.nan if failed else floor_projected_seconds(config, summary,
+                                                                          row))
+        found = [costs[k] for k in keys if k in runs]
+        out.append(_hours_row(paper, artefact, found, len(keys) - len(found)))
+      out.append(_hours_row(paper, '(all, each run once)', list(costs.values()), ''))
   if set(papers) >= set(PAPERS) and os.path.exists(probes_path):
     # Every paper costed: probes no published run needs any more (a configuration since
     # rerun differently, an older key) are dropped.
     _write_probes(probes_path, [r for k, r in read_probes(probes_path).items() if k in used])
   return out
+
+
+def _hours_row(paper: str, artefact: str, costs: list, missing) -> dict:
+  """A table row: the runs' recorded, projected and floor seconds summed, in hours."""
+  total = lambda i: sum(c[i] for c in costs) / 3600
+  return dict(paper=paper, artefact=artefact, runs=len(costs), missing_runs=missing,
+              recorded_hours=total(0), projected_hours=total(1), floor_hours=total(2))
 
 
 def _hours(v) -> str:
@@ -381,11 +412,11 @@ def packed_round_seconds(config: dict, data_dir: str, jobs: int, rounds: int) ->
     RuntimeError: If a copy ends without a result.
   """
   import multiprocessing  # pylint: disable=g-import-not-at-top
+  import queue as queue_lib  # pylint: disable=g-import-not-at-top
   context = multiprocessing.get_context('spawn')
   queue = context.Queue()
   procs = [context.Process(target=_probe_in_process, args=(config, data_dir, rounds, queue))
            for _ in range(jobs)]
-  import queue as queue_lib  # pylint: disable=g-import-not-at-top
   for p in procs:
     p.start()
   out = []
@@ -419,22 +450,15 @@ def find_published(run: str, figures_dir: str) -> dict:
 _STEP_SECONDS: dict = {}
 
 
-def step_seconds(model: str, shape, batch: int, kind: str, repeats: int = 5) -> float:
-  """Median seconds of one plain-TF step (`benchmarks.steps.train_steps[kind]`); cached
-  per (model, shape, batch, kind) for the process."""
-  key = (model, tuple(shape), int(batch), kind)
+def step_seconds(model: str, shape, batch: int, kind: str, num_classes: int = 10,
+                 repeats: int = 5) -> float:
+  """Median seconds of one plain-TF step (`benchmarks.steps.train_steps[kind]`, 10 calls
+  per repeat); cached per (model, shape, batch, kind, classes) for the process."""
+  key = (model, tuple(shape), int(batch), kind, num_classes)
   if key not in _STEP_SECONDS:
     from benchmarks import steps  # pylint: disable=g-import-not-at-top
-    fn = steps.train_steps(model, shape, batch)[kind]
-    fn()
-    fn()
-    times = []
-    for _ in range(repeats):
-      t = time.perf_counter()
-      for _ in range(10):
-        fn()
-      times.append((time.perf_counter() - t) / 10)
-    _STEP_SECONDS[key] = float(np.median(times))
+    fn = steps.train_steps(model, shape, batch, num_classes)[kind]
+    _STEP_SECONDS[key] = steps.measure(lambda: [fn() for _ in range(10)], repeats).median / 10
   return _STEP_SECONDS[key]
 
 
@@ -469,19 +493,15 @@ def floor_seconds(config: dict, dp_unit: str, data_dir: str) -> tuple[float, flo
   Returns:
     `(round seconds, evaluation seconds)`.
   """
-  from tffdp.data import load_dataset, partition, train_validation_split  # pylint: disable=g-import-not-at-top
-  cfg = config_lib.from_dict(config)
-  ds = load_dataset(cfg.dataset, data_dir)
-  train_idx, _ = train_validation_split(ds.x_train, ds.y_train, cfg.num_validation,
-                                        seed=cfg.seed)
-  parts = partition(cfg.partition, ds.y_train[train_idx], cfg.clients, seed=cfg.seed,
-                    **cfg.partition_options)
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.from_dict(dict(config, data_dir=data_dir))
+  ds, _, _, parts = runner.partitioned(cfg)
   sizes = np.array([len(p) for p in parts])
   steps, batch = local_steps(config, sizes)
   kind = 'dp' if dp_unit == 'sample-level' else 'plain'
   round_seconds = (expected_cohort(config) * float(np.mean(steps)) *
-                   step_seconds(cfg.model, ds.input_shape, batch, kind))
+                   step_seconds(cfg.model, ds.input_shape, batch, kind, ds.num_classes))
   evaluated = len(ds.y_test) + (cfg.num_validation if cfg.eval_validation else 0)
   eval_seconds = (evaluated / 1000 *
-                  step_seconds(cfg.model, ds.input_shape, 1000, 'forward'))
+                  step_seconds(cfg.model, ds.input_shape, 1000, 'forward', ds.num_classes))
   return round_seconds, eval_seconds

@@ -51,13 +51,14 @@ Synthetic uint8 images (speed does not depend on pixel values) except 3's runner
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import functools
 import os
 import platform
 import sys
 import tempfile
 import time
-from typing import NamedTuple, Optional
+from typing import Optional
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -72,23 +73,7 @@ from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pyl
 from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
 
 
-class Timing(NamedTuple):
-  """Median seconds of the repeats, and their spread: half the range over the median."""
-  median: float
-  spread: float
-
-
-def measure(fn, repeats: int) -> Timing:
-  """Times `fn` `repeats` times after two warm-up calls (tracing, worker start)."""
-  fn()
-  fn()
-  times = []
-  for _ in range(repeats):
-    t = time.perf_counter()
-    fn()
-    times.append(time.perf_counter() - t)
-  median = float(np.median(times))
-  return Timing(median, (max(times) - min(times)) / 2 / median if median > 0 else 0.0)
+measure = steps.measure  # shared with the cost table's floor
 
 
 def timeit(fn, repeats: int) -> float:
@@ -297,10 +282,8 @@ def bench_dpsgd_profile(label, model, batch, repeats, shape=(28, 28, 1)):
   Returns:
     `{stage: seconds}` (cumulative), plus `'non-private'`.
   """
-  m = models.build_keras_model(model, shape, 10, seed=0)
-  x = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
-  y = tf.random.stateless_uniform([batch], seed=[3, 4], maxval=10, dtype=tf.int32)
-  clip, seed = tf.constant(4.0), tf.constant([5, 6], tf.int64)
+  fns = steps.train_steps(model, shape, batch)  # the model and batch `bench_dpsgd` times
+  m, x, y, clip, seed = (fns[k] for k in ('model', 'x', 'y', 'clip', 'seed'))
 
   def loss_of(logits):
     return tf.reduce_sum(tf.keras.losses.sparse_categorical_crossentropy(
@@ -452,36 +435,8 @@ FIGURE_CASES = {
 }
 
 
-def expected_cohort(cfg) -> float:
-  """The expected cohort size of a run: `clients_per_round` (its mean under Poisson
-  sampling), times AADP-FL's user sampling probability `q_user` where it has one."""
-  return cfg.clients_per_round * float(cfg.method_options.get('q_user', 1.0))
-
-
-def project_run(rows: list[dict], rounds: int, eval_every: int,
-                cohort: Optional[float] = None) -> tuple[float, float]:
-  """A run's projected wall time from its first rounds.
-
-  Args:
-    rows: `metrics.csv` rows (floats) of the first rounds; round 1 (tracing) is left out.
-    rounds: The run's T.
-    eval_every: Its `eval_every`: T / eval_every rounds (and round T) evaluate.
-    cohort: The run's expected cohort size (`expected_cohort`). Given, a round's time
-      without evaluation is taken as proportional to its `cohort_size` (clients'
-      training dominates), so rounds whose random cohort was larger or smaller than
-      expected are scaled to it; None uses the rounds as measured.
-
-  Returns:
-    `(seconds, median round seconds without evaluation)`: T x that median plus the
-    evaluated rounds x the median `eval_seconds` of the evaluated rounds measured.
-  """
-  later = rows[1:]
-  scale = [1.0 if cohort is None else cohort / r['cohort_size'] for r in later]
-  train = float(np.median([(r['round_seconds'] - (r['eval_seconds'] or 0.0)) * k
-                           for r, k in zip(later, scale)]))
-  evals = [r['eval_seconds'] for r in later if r['eval_seconds']]
-  n_eval = len({r for r in range(1, rounds + 1) if r % eval_every == 0 or r == rounds})
-  return rounds * train + n_eval * (float(np.median(evals)) if evals else 0.0), train
+# A run's expected cohort and projected time from its first rounds: the cost table's.
+expected_cohort, project_run = costs.expected_cohort, costs.project_run
 
 
 def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
@@ -509,13 +464,13 @@ def bench_figure_cost(data_dir, cache, figures=('fig3', 'fig6'), rounds=3):
       runner.run(cfg, log=lambda s: None)
       measured_rows = plotting.read_metrics(out)
       cohorts = ', '.join(f'{r["cohort_size"]:g}' for r in measured_rows[1:])
-      seconds, train = project_run(measured_rows, cfg.rounds, eval_every,
-                                   expected_cohort(cfg))
+      cohort = expected_cohort(dataclasses.asdict(cfg))
+      seconds, train = project_run(measured_rows, cfg.rounds, eval_every, cohort)
       total += count * seconds
       parts.append(f'{label if each else cfg.method} x{count}: {train:.1f} s/round')
       print(f'[figure_cost] {name} ({module_name} --datasets {dataset} --model {model}): '
             f'{label}: median round {train:.1f} s without evaluation (rounds 2-{rounds}, '
-            f'cohorts {cohorts} scaled to the expected {expected_cohort(cfg):g}), '
+            f'cohorts {cohorts} scaled to the expected {cohort:g}), '
             f'projected {seconds / 3600:.2f} h with evaluation every {eval_every}',
             flush=True)
     print(f'[figure_cost] {name}: projected {total / 3600:.2f} h for its {len(curves)} runs '

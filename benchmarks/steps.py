@@ -7,12 +7,34 @@ federated machinery around it.
 
 from __future__ import annotations
 
+import time
+from typing import NamedTuple
+
 import numpy as np
 import tensorflow as tf
 
 from tffdp import models, queries
 from tffdp.algorithms import per_example
 from tffdp.algorithms.dp_sgd import gaussian_noise_like
+
+
+class Timing(NamedTuple):
+  """Median seconds of the repeats, and their spread: half the range over the median."""
+  median: float
+  spread: float
+
+
+def measure(fn, repeats: int) -> Timing:
+  """Times `fn` `repeats` times after two warm-up calls (tracing, worker start)."""
+  fn()
+  fn()
+  times = []
+  for _ in range(repeats):
+    t = time.perf_counter()
+    fn()
+    times.append(time.perf_counter() - t)
+  median = float(np.median(times))
+  return Timing(median, (max(times) - min(times)) / 2 / median if median > 0 else 0.0)
 
 
 def train_steps(model: str, shape, batch: int, num_classes: int = 10) -> dict:
@@ -28,7 +50,8 @@ def train_steps(model: str, shape, batch: int, num_classes: int = 10) -> dict:
     `{'plain': non-private step, 'clip_only': per-example clipping with no noise,
     'dp': DP-SGD step (per-example clipping, Gaussian noise of std 1 x C, Abadi et al.
     2016 Alg. 1), 'noise': one Gaussian draw of the model's size alone, 'forward': the
-    forward pass alone, 'size': number of trainable coordinates}`; the steps are
+    forward pass alone, 'size': number of trainable coordinates, and the 'model', its
+    batch 'x', 'y' and the 'clip' and noise 'seed' the steps use}`; the steps are
     zero-argument `tf.function`s.
   """
   m = models.build_keras_model(model, tuple(shape), num_classes, seed=0)
@@ -64,4 +87,4 @@ def train_steps(model: str, shape, batch: int, num_classes: int = 10) -> dict:
   noise = tf.function(lambda: queries.standard_normal(n, seed))
   forward = tf.function(lambda: m(x, training=False))
   return dict(plain=plain, clip_only=clip_only, dp=dp, noise=noise, forward=forward,
-              size=size)
+              size=size, model=m, x=x, y=y, clip=clip, seed=seed)

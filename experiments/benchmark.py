@@ -53,6 +53,7 @@ from experiments import common  # pylint: disable=g-import-not-at-top
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from tffdp import calibration  # pylint: disable=g-import-not-at-top
 from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+from tffdp import runner  # pylint: disable=g-import-not-at-top
 from tffdp.data.loaders import DataError  # pylint: disable=g-import-not-at-top
 
 DELTA = 1e-5
@@ -212,36 +213,42 @@ def _cache_key(cfg: config_lib.RunConfig, target: float) -> str:
                                  default=str).encode()).hexdigest()[:16]
 
 
-def calibrated(entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
-               cache: dict, log=print) -> config_lib.RunConfig:
-  """`cfg` at `epsilon`: its knob calibrated dry (cached in `cache`), with the budget set
-  for an adaptive entry, or as it is (`claimed`, `none`)."""
-  if entry.knob in ('claimed', 'none') or epsilon is None:
-    return cfg
-  if entry.adaptive:
-    cfg = dataclasses.replace(cfg, epsilon_budget=float(epsilon))
-  key = _cache_key(cfg, epsilon)
-  if key not in cache:
-    result = calibration.calibrate(cfg, epsilon, knob=entry.knob, rtol=RTOL)
-    log(f'[benchmark] {entry.name} {cfg.dataset} seed {cfg.seed}: {entry.knob} '
-        f'{result.value:.6g} gives epsilon_guaranteed {result.epsilon:.4g} (target '
-        f'{epsilon:g}; {result.trials} dry trials)')
-    cache[key] = dict(value=result.value, epsilon=result.epsilon, trials=result.trials)
-  return calibration.with_knob(cfg, entry.knob, cache[key]['value'])
+class Calibrations:
+  """The calibrated knob values of this benchmark's cells, kept in `path` (JSON, written
+  as each new value is found), and the cells that could not be calibrated.
 
+  Args:
+    path: The JSON file (`<runs dir>/calibrations.json`); read if it exists.
+  """
 
-def _load_cache(path: str) -> dict:
-  if os.path.exists(path):
-    with open(path) as f:
-      return json.load(f)
-  return {}
+  def __init__(self, path: str):
+    self.path = path
+    self.values = common._read_json(path) or {}  # pylint: disable=protected-access
+    self.failures: dict = {}  # (entry, dataset, epsilon) -> why
 
+  def config_at(self, entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
+                log=print) -> config_lib.RunConfig:
+    """`cfg` at `epsilon`: its knob calibrated dry, with the budget set for an adaptive
+    entry, or as it is (`claimed`, `none`).
 
-def _save_cache(path: str, cache: dict) -> None:
-  os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
-  with open(path + '.tmp', 'w') as f:
-    json.dump(cache, f, indent=1, sort_keys=True)
-  os.replace(path + '.tmp', path)
+    Raises:
+      ValueError, RuntimeError: From `tffdp.calibration.calibrate`.
+    """
+    if entry.knob in ('claimed', 'none') or epsilon is None:
+      return cfg
+    if entry.adaptive:
+      cfg = dataclasses.replace(cfg, epsilon_budget=float(epsilon))
+    key = _cache_key(cfg, epsilon)
+    if key not in self.values:
+      result = calibration.calibrate(cfg, epsilon, knob=entry.knob, rtol=RTOL)
+      log(f'[benchmark] {entry.name} {cfg.dataset} seed {cfg.seed}: {entry.knob} '
+          f'{result.value:.6g} gives epsilon_guaranteed {result.epsilon:.4g} (target '
+          f'{epsilon:g}; {result.trials} dry trials)')
+      self.values[key] = dict(value=result.value, epsilon=result.epsilon,
+                              trials=result.trials)
+      os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
+      runner.atomic_write(self.path, json.dumps(self.values, indent=1, sort_keys=True))
+    return calibration.with_knob(cfg, entry.knob, self.values[key]['value'])
 
 
 def entries_of(tracks) -> list[Entry]:
@@ -255,10 +262,8 @@ def _blank(x):
 def result_row(entry: Entry, dataset: str, epsilon, seed: int, trial: tuple, rows: list,
                out: str) -> dict:
   """One finished run as a row of `results.csv` / `tuning.csv`."""
-  with open(os.path.join(out, 'summary.json')) as f:
-    summary = json.load(f)
-  with open(os.path.join(out, 'config.json')) as f:
-    config = json.load(f)
+  summary, config = (common._read_json(os.path.join(out, f'{name}.json'))  # pylint: disable=protected-access
+                     for name in ('summary', 'config'))
   last = rows[-1] if rows else {}
   g = float(summary.get('epsilon_guaranteed', float('nan')))
   within = ('' if epsilon is None or entry.knob in ('claimed', 'none') else
@@ -295,37 +300,33 @@ def main(argv=None) -> int:
     p.error('--quick writes toy results: give it its own --figures-dir')
   command = ['python', '-m', 'experiments.benchmark'] + list(
       argv if argv is not None else sys.argv[1:])
-  cache_path = os.path.join(args.runs_dir, 'calibrations.json')
-  cache = _load_cache(cache_path)
+  cal = Calibrations(os.path.join(args.runs_dir, 'calibrations.json'))
   try:
     if args.stage == 'pilot':
-      return pilot(args, command, cache, cache_path)
-    tuned = tune(args, command, cache, cache_path)
-    rows = run_main(args, command, cache, cache_path, tuned)
+      return pilot(args, command, cal)
+    tuned = tune(args, command, cal)
+    rows = run_main(args, command, cal, tuned)
   except DataError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  report(args, command, rows, tuned)
+  report(args, command, rows, tuned, cal.failures)
   return 0
 
 
-FAILURES: dict = {}  # (entry, dataset, epsilon) -> why it could not be calibrated
-
-
-def _items(specs, args, cache, cache_path):
+def _items(specs, args, cal: Calibrations):
   """`(spec, config, out)` for each of `specs` = [(entry, dataset, epsilon, seed, trial)]
-  that can be calibrated; the others are left out and their reason kept in `FAILURES`."""
+  that can be calibrated; the others are left out and their reason kept in
+  `cal.failures`."""
   items = []
   for spec in specs:
     entry, dataset, epsilon, seed, trial = spec
     cfg = base_config(entry, dataset, seed, trial, args.data_dir, args.quick)
     try:
-      cfg = calibrated(entry, cfg, epsilon, cache)
+      cfg = cal.config_at(entry, cfg, epsilon)
     except (ValueError, RuntimeError) as e:
-      FAILURES[(entry.name, dataset, epsilon)] = str(e)
+      cal.failures[(entry.name, dataset, epsilon)] = str(e)
       print(f'[benchmark] {entry.name} {dataset} epsilon {epsilon}: not run: {e}', flush=True)
       continue
-    _save_cache(cache_path, cache)
     items.append((spec, cfg, os.path.join(args.runs_dir, run_name(
         entry, dataset, epsilon, seed, trial, args.quick))))
   return items
@@ -337,13 +338,13 @@ def _run(items, command) -> list:
   return [(spec, out, rows) for (spec, _, out), rows in zip(items, results)]
 
 
-def pilot(args, command, cache, cache_path) -> int:
+def pilot(args, command, cal: Calibrations) -> int:
   """One method per track at epsilon 4 for `PILOT_ROUNDS` rounds; the grid's projected
   cost from their median round."""
   specs = [(e, args.datasets[0], TUNING_EPSILON, 0, grid(e, args.quick)[0])
            for e in ENTRIES if e.name in PILOT and e.track in args.track]
   items = [(spec, dataclasses.replace(cfg, stop_after_round=min(PILOT_ROUNDS, cfg.rounds)),
-            out + '_pilot') for spec, cfg, out in _items(specs, args, cache, cache_path)]
+            out + '_pilot') for spec, cfg, out in _items(specs, args, cal)]
   t0 = time.time()
   lines = []
   for (entry, *_), _, metrics in _run(items, command):
@@ -362,7 +363,7 @@ def pilot(args, command, cache, cache_path) -> int:
   return 0
 
 
-def tune(args, command, cache, cache_path) -> dict:
+def tune(args, command, cal: Calibrations) -> dict:
   """Runs every trial at epsilon 4, seed 0; `{(entry, dataset): (best trial, rows)}`."""
   specs = []
   for entry in entries_of(args.track):
@@ -371,7 +372,7 @@ def tune(args, command, cache, cache_path) -> dict:
         eps = None if entry.knob in ('none', 'claimed') else TUNING_EPSILON
         specs.append((entry, dataset, eps, 0, trial))
   tuned = {}
-  for spec, out, metrics in _run(_items(specs, args, cache, cache_path), command):
+  for spec, out, metrics in _run(_items(specs, args, cal), command):
     entry, dataset, eps, seed, trial = spec
     row = result_row(entry, dataset, eps, seed, trial, metrics, out)
     tuned.setdefault((entry.name, dataset), []).append(row)
@@ -384,23 +385,23 @@ def tune(args, command, cache, cache_path) -> dict:
   return best
 
 
-def run_main(args, command, cache, cache_path, tuned) -> list[dict]:
+def run_main(args, command, cal: Calibrations, tuned) -> list[dict]:
   """Every entry at every epsilon and seed with its tuned trial."""
   specs = []
   for entry in entries_of(args.track):
     for dataset in args.datasets:
       if (entry.name, dataset) not in tuned:
-        continue  # no trial could be calibrated (FAILURES)
+        continue  # no trial could be calibrated (cal.failures)
       trial = tuned[(entry.name, dataset)][0]
       epsilons = [None] if entry.knob in ('none', 'claimed') else args.epsilons
       for eps in epsilons:
         for seed in args.seeds:
           specs.append((entry, dataset, eps, seed, trial))
   return [result_row(*spec, metrics, out)
-          for spec, out, metrics in _run(_items(specs, args, cache, cache_path), command)]
+          for spec, out, metrics in _run(_items(specs, args, cal), command)]
 
 
-def report(args, command, rows, tuned) -> None:
+def report(args, command, rows, tuned, failures: dict) -> None:
   """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
   figs = args.figures_dir
   os.makedirs(figs, exist_ok=True)  # other tracks' and datasets' copies stay
@@ -411,7 +412,7 @@ def report(args, command, rows, tuned) -> None:
   common.write_table(os.path.join(figs, 'tuning.csv'), tuning)
   plot(rows, figs)
   with open(os.path.join(figs, 'README.md'), 'w') as f:
-    f.write(readme(rows, tuned, command, args))
+    f.write(readme(rows, tuned, command, args, failures))
 
 
 def _float(x) -> float:
@@ -560,7 +561,7 @@ def plot(rows: list[dict], figs: str) -> None:
       plt.close(fig)
 
 
-def readme(rows, tuned, command, args) -> str:
+def readme(rows, tuned, command, args, failures: dict) -> str:
   f = common.fmt
   off = [r for r in rows if r['within_2pct'] == 'no']
   lines = [
@@ -613,10 +614,10 @@ def readme(rows, tuned, command, args) -> str:
   lines += ['## What the numbers say', '', *(what_the_numbers_say(rows) or ['- nothing to '
                                                                            'compare yet']),
             '']
-  if FAILURES:
+  if failures:
     lines += ['## Not run', '', 'No knob value gave the target (the reason, per cell):', '']
     lines += [f'- {name}, {dataset}, epsilon {eps}: {why}'
-              for (name, dataset, eps), why in sorted(FAILURES.items(), key=str)]
+              for (name, dataset, eps), why in sorted(failures.items(), key=str)]
     lines.append('')
   lines += [f'Cells off their epsilon target (more than {RTOL:.0%} below it: an adaptive '
             f'method stopped by its budget before the last round\'s cost filled it, or one '

@@ -132,11 +132,8 @@ class DryRun:
     noise multiplier times `factor` (`scale_noise`); inf where a release has none."""
     _, ledger = runner.new_ledgers(self.config, self.method, self.config.clients)
     for releases in self.releases:
-      for clients, event, reason in releases:
-        if event is None:
-          ledger.record_no_guarantee(clients, reason)
-        else:
-          ledger.record(clients, event if factor == 1.0 else scale_noise(event, factor))
+      runner.apply_releases(ledger, releases if factor == 1.0 else [
+          (c, e if e is None else scale_noise(e, factor), r) for c, e, r in releases])
     return ledger.report().max
 
   def scalable(self) -> bool:
@@ -219,6 +216,8 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
     trials += 1
     if rescaled:  # noise multipliers scale with the knob (or its inverse)
       eps = dry.epsilon(ref / value if increasing else value / ref)
+    elif value == ref:  # the start's dry run is built already
+      eps = dry.epsilon()
     else:
       try:
         eps = DryRun(with_knob(config, knob, value)).epsilon()

@@ -253,14 +253,22 @@ class Experiment:
   evaluator: Evaluator
 
 
-def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> Experiment:
-  """Loads data, partitions it and builds the method's process and round computation."""
+def partitioned(config: RunConfig):
+  """`(dataset, train indices, validation indices, client parts)` of a run: its dataset,
+  the server's validation split held out, the rest split over its clients (each part
+  indexes the training indices' order)."""
   ds = load_dataset(config.dataset, config.data_dir)
   train_idx, val_idx = train_validation_split(ds.x_train, ds.y_train, config.num_validation,
                                               seed=config.seed)
+  parts = partition(config.partition, ds.y_train[train_idx], config.clients,
+                    seed=config.seed, **config.partition_options)
+  return ds, train_idx, val_idx, parts
+
+
+def build_experiment(config: RunConfig, log: Callable[[str], None] = print) -> Experiment:
+  """Loads data, partitions it and builds the method's process and round computation."""
+  ds, train_idx, val_idx, parts = partitioned(config)
   y_train = ds.y_train[train_idx]
-  parts = partition(config.partition, y_train, config.clients, seed=config.seed,
-                    **config.partition_options)
   data = FederatedData(ds.x_train[train_idx], y_train, parts,
                        cache_dir=config.client_cache_dir)
   log(f'tffdp: {ds.name} ({ds.source}): {len(train_idx)} training examples over '
@@ -363,7 +371,8 @@ def new_ledgers(config: RunConfig, method: Method, num_clients: int):
   return claimed, guaranteed
 
 
-def _apply(ledger: privacy.PrivacyLedger, releases) -> None:
+def apply_releases(ledger: privacy.PrivacyLedger, releases) -> None:
+  """Composes `releases` (`(clients, event or None, reason)`) into `ledger`."""
   for clients, event, reason in releases:
     if event is None:
       ledger.record_no_guarantee(clients, reason)
@@ -808,11 +817,11 @@ class Runner:
   def account(self, rel_claimed, rel_guaranteed, canary_releases=([], [])):
     """Composes the round's releases into both ledgers (and the canaries' into theirs);
     returns both reports."""
-    _apply(self.claimed, rel_claimed)
-    _apply(self.guaranteed, rel_guaranteed)
+    apply_releases(self.claimed, rel_claimed)
+    apply_releases(self.guaranteed, rel_guaranteed)
     if self.canary_ledgers is not None:
       for ledger, releases in zip(self.canary_ledgers, canary_releases):
-        _apply(ledger, releases)
+        apply_releases(ledger, releases)
     return self.claimed.report(), self.guaranteed.report()
 
   def evaluate(self) -> dict:
