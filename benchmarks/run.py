@@ -15,8 +15,9 @@
    `client_update` `tf.function` called in-process per client, and the weighted mean.
 2. One DP-SGD step (per-example clip + noise + SGD update) vs one non-private step on
    the same batch, plus the clip-only step to show where the time goes; and
-   (`--only conv`) per-example Conv2D kernel gradients, `tf.image.extract_patches` vs
-   `per_example.conv_kernel_gradients`, for every conv layer of the package's CNNs.
+   (`--only conv`) per-example Conv2D kernel gradients by each of
+   `per_example.CONV_GRADIENT_PATHS`, and per-example norms + clipped sum against ghost
+   clipping's, for every conv layer of the package's CNNs.
 3. Adap DP-FL's round (10 clients x one Poisson lot of expected size 78 from 5,480
    examples each, its CNN, per-client Adam state in and out of TFF, validation loss on
    5,000 examples every round): the TFF process vs the same TensorFlow functions called
@@ -51,6 +52,7 @@ Synthetic uint8 images (speed does not depend on pixel values) except 3's runner
 from __future__ import annotations
 
 import argparse
+import collections
 import dataclasses
 import functools
 import os
@@ -86,11 +88,11 @@ def timeit(fn, repeats: int) -> float:
 # ratio last measured with the machine idle (benchmarks/README.md), so a regression
 # fails while a known miss does not.
 GUARDS = {
-    'dpsgd/adap_dp_fl_cnn': (1.3, 1.5),
+    'dpsgd/adap_dp_fl_cnn': (1.3, 1.3),
     'dpsgd/deep_mnist_cnn': (1.3, 1.3),
-    'dpsgd/lenet_cnn': (1.3, 2.1),
+    'dpsgd/lenet_cnn': (1.3, 1.55),
     'dpsgd/alexnet_cnn': (1.3, 1.6),
-    'dpsgd/mcmahan_cnn': (1.3, 1.4),
+    'dpsgd/mcmahan_cnn': (1.3, 1.3),
     'tff/adap_dp_fl_cnn/one_per_client': (1.2, 5.0),
     'tff/adap_dp_fl_cnn/slices_of_5': (1.2, 1.75),
     'tff/adap_dp_fl_cnn/slices_of_10': (1.2, 1.8),
@@ -231,42 +233,86 @@ CONV_CASES = (  # (model, input shape, batch): the batches the experiments use
     ('dp_fedags_cifar_cnn', (32, 32, 3), 50))
 
 
+def _ghost_norms_and_sum(a, d, layer, scale):
+  """Ghost clipping's way (Li et al. 2022): per-example squared norms as
+  `<P_i P_i^T, D_i D_i^T>` (no per-example gradient formed) and the clipped sum as one
+  filter gradient of the scaled output gradients."""
+  b, (oh, ow) = tf.shape(a)[0], d.shape[1:3]
+  p = tf.image.extract_patches(a, [1, *layer.kernel_size, 1], [1, *layer.strides, 1],
+                               [1, 1, 1, 1], layer.padding.upper())
+  p = tf.reshape(p, [b, oh * ow, -1])
+  dd = tf.reshape(d, [b, oh * ow, d.shape[-1]])
+  sq = tf.reduce_sum(tf.matmul(p, p, transpose_b=True) * tf.matmul(dd, dd, transpose_b=True),
+                     axis=[1, 2])
+  kernel = tf.compat.v1.nn.conv2d_backprop_filter(
+      a, layer.kernel.shape.as_list(), d * scale[:, None, None, None], [1, *layer.strides, 1],
+      layer.padding.upper())
+  return sq, kernel
+
+
+def _per_example_norms_and_sum(a, d, layer, scale, path=None):
+  """tffdp's way (`per_example._per_example_parts` and `clipped_gradient_sum`)."""
+  g = per_example.conv_kernel_gradients(a, d, layer.kernel_size, layer.strides,
+                                        layer.padding, path)
+  return (tf.reduce_sum(tf.square(g), axis=[1, 2]),
+          tf.reshape(tf.tensordot(scale, g, axes=1), layer.kernel.shape))
+
+
 def bench_conv_grads(repeats):
-  """Per-example Conv2D kernel gradients: `tf.image.extract_patches` + one batched
-  matmul vs `per_example.conv_kernel_gradients` (strided slices), every conv layer of
-  the package's CNNs at the batch size its experiments use."""
-  def patches_ref(a, d, layer):
-    p = tf.image.extract_patches(a, [1, *layer.kernel_size, 1], [1, *layer.strides, 1],
-                                 [1, 1, 1, 1], layer.padding.upper())
-    b = tf.shape(a)[0]
-    return tf.matmul(tf.reshape(p, [b, -1, tf.shape(p)[-1]]),
-                     tf.reshape(d, [b, -1, tf.shape(d)[-1]]), transpose_a=True)
-  totals = [0.0, 0.0]
+  """Per-example Conv2D kernel gradients, every conv layer of the package's CNNs at the
+  batch size its experiments use: each of `per_example.CONV_GRADIENT_PATHS` that applies
+  (the one `conv_kernel_gradients` picks marked), and per-example squared norms plus the
+  clipped sum the tffdp way (per-example gradients of the picked path) against ghost
+  clipping's (Li et al. 2022: norms from `P_i P_i^T` and `D_i D_i^T`, the sum as one
+  filter gradient). Returns `{path: total seconds}` (plus 'picked', 'ghost', 'tffdp')."""
+  totals = collections.defaultdict(float)
   for name, shape, batch in CONV_CASES:
     m = models.build_keras_model(name, shape, 10, seed=0)
     h = tf.random.stateless_uniform([batch, *shape], seed=[1, 2])
+    scale = tf.random.stateless_uniform([batch], seed=[5, 6])
     for layer in m.layers:
       if isinstance(layer, tf.keras.layers.Conv2D):
         z = layer(h)
         d = tf.random.stateless_normal(z.shape, seed=[3, 4])
-        ref = tf.function(lambda a=h, d=d, l=layer: patches_ref(a, d, l))
-        new = tf.function(lambda a=h, d=d, l=layer: per_example.conv_kernel_gradients(
-            a, d, l.kernel_size, l.strides, l.padding))
-        err = float(tf.reduce_max(tf.abs(ref() - new())) / tf.reduce_max(tf.abs(ref())))
-        t_ref, t_new = (timeit(lambda f=f: [f() for _ in range(10)], repeats) / 10
-                        for f in (ref, new))
-        totals[0] += t_ref
-        totals[1] += t_new
+        picked = per_example._conv_gradient_path(h.shape[-1], z.shape[-1],
+                                                 z.shape[1] * z.shape[2], layer.strides)
+        paths = [q for q in per_example.CONV_GRADIENT_PATHS
+                 if tuple(layer.strides) == (1, 1) or q in ('depthwise', 'extract_patches')]
+        ref = per_example.conv_kernel_gradients(h, d, layer.kernel_size, layer.strides,
+                                                layer.padding, 'extract_patches')
+        cells = []
+        for q in paths:
+          f = tf.function(lambda a=h, d=d, l=layer, q=q: per_example.conv_kernel_gradients(
+              a, d, l.kernel_size, l.strides, l.padding, q))
+          err = float(tf.reduce_max(tf.abs(f() - ref)) / tf.reduce_max(tf.abs(ref)))
+          t = timeit(lambda f=f: [f() for _ in range(10)], repeats) / 10
+          totals[q] += t
+          if q == picked:
+            totals['picked'] += t
+          cells.append(f'{q}{"*" if q == picked else ""} {1e3 * t:.2f}'
+                       f'{f" (rel. diff {err:.0e})" if err > 1e-5 else ""}')
+        mine = tf.function(lambda a=h, d=d, l=layer: _per_example_norms_and_sum(a, d, l, scale))
+        ghost = tf.function(lambda a=h, d=d, l=layer: _ghost_norms_and_sum(a, d, l, scale))
+        (sq1, k1), (sq2, k2) = mine(), ghost()
+        err = max(float(tf.reduce_max(tf.abs(sq1 - sq2)) / tf.reduce_max(sq1)),
+                  float(tf.reduce_max(tf.abs(k1 - k2)) / tf.reduce_max(tf.abs(k1))))
+        t_mine, t_ghost = (timeit(lambda f=f: [f() for _ in range(10)], repeats) / 10
+                           for f in (mine, ghost))
+        totals['tffdp'] += t_mine
+        totals['ghost'] += t_ghost
         print(f'[conv_grads] {name} {layer.name} (in {tuple(h.shape[1:])}, kernel '
               f'{layer.kernel_size}, stride {layer.strides}, {z.shape[1] * z.shape[2]} '
-              f'positions, batch {batch}): extract_patches {1e3 * t_ref:.2f} ms, '
-              f'conv_kernel_gradients {1e3 * t_new:.2f} ms ({t_ref / t_new:.2f}x faster; '
-              f'max rel. difference {err:.1e})', flush=True)
+              f'positions, c_in x c_out {h.shape[-1] * z.shape[-1]}, batch {batch}), ms: '
+              f'{", ".join(cells)}; norms + clipped sum: tffdp {1e3 * t_mine:.2f}, ghost '
+              f'clipping {1e3 * t_ghost:.2f} (max rel. difference {err:.0e})', flush=True)
       h = layer(h)
-  print(f'[conv_grads] all layers: extract_patches {1e3 * totals[0]:.1f} ms, '
-        f'conv_kernel_gradients {1e3 * totals[1]:.1f} ms '
-        f'({totals[0] / totals[1]:.2f}x faster)', flush=True)
-  return totals
+  print(f'[conv_grads] all {len(CONV_CASES)} models\' conv layers, ms: picked path '
+        f'(* above) {1e3 * totals["picked"]:.1f}, extract_patches everywhere '
+        f'{1e3 * totals["extract_patches"]:.1f}, depthwise everywhere '
+        f'{1e3 * totals["depthwise"]:.1f}; norms + clipped sum: tffdp '
+        f'{1e3 * totals["tffdp"]:.1f}, ghost clipping {1e3 * totals["ghost"]:.1f}',
+        flush=True)
+  return dict(totals)
 
 
 def bench_dpsgd_profile(label, model, batch, repeats, shape=(28, 28, 1)):

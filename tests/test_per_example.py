@@ -67,7 +67,10 @@ def test_unsupported_model_falls_back_to_vmap():
     ((3, 9, 9, 4), (3, 3), (2, 2), 'same'),      # strided: extract_patches
     ((3, 11, 10, 2), (2, 3), (3, 2), 'valid'),
 ])
-def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, padding):
+@pytest.mark.parametrize('path', [None, *pe.CONV_GRADIENT_PATHS])
+def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, padding, path):
+  if path in ('offsets', 'patches') and strides != (1, 1):
+    pytest.skip('stride 1 only')
   rng = np.random.default_rng(0)
   a = tf.constant(rng.normal(size=shape), tf.float32)
   out = tf.nn.conv2d(a, tf.zeros([*kernel, shape[-1], 3]), [1, *strides, 1],
@@ -78,16 +81,40 @@ def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, pad
   b = shape[0]
   ref = tf.matmul(tf.reshape(patches, [b, -1, patches.shape[-1]]),
                   tf.reshape(d, [b, -1, 3]), transpose_a=True)
-  got = pe.conv_kernel_gradients(a, d, kernel, strides, padding)
+  got = pe.conv_kernel_gradients(a, d, kernel, strides, padding, path)
   assert got.shape == ref.shape
-  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+  # float32 sums over up to 784 positions in another order: tolerance of the largest.
+  atol = 1e-5 * float(np.abs(ref).max())
+  np.testing.assert_allclose(got, ref, rtol=1e-5, atol=atol)
   # Reshaped, each example's gradient is the conv kernel gradient of its own output.
   with tf.GradientTape() as tape:
     k = tf.Variable(tf.zeros([*kernel, shape[-1], 3]))
     z = tf.nn.conv2d(a[:1], k, [1, *strides, 1], padding.upper())
     total = tf.reduce_sum(z * d[:1])
   np.testing.assert_allclose(tf.reshape(got[0], k.shape), tape.gradient(total, k),
-                             rtol=1e-5, atol=1e-5)
+                             rtol=1e-5, atol=atol)
+
+
+@pytest.mark.parametrize('c_in,c_out,positions,strides,expected', [
+    (1, 32, 784, (1, 1), 'depthwise'), (3, 6, 784, (1, 1), 'depthwise'),
+    (1, 16, 169, (2, 2), 'depthwise'), (3, 32, 1024, (1, 1), 'offsets'),
+    (10, 20, 64, (1, 1), 'patches'), (16, 32, 25, (2, 2), 'extract_patches')])
+def test_conv_gradient_path_by_shape(c_in, c_out, positions, strides, expected):
+  assert pe._conv_gradient_path(c_in, c_out, positions, strides) == expected
+
+
+def test_conv_kernel_gradients_dynamic_batch_and_bad_path():
+  a = tf.random.stateless_normal([4, 9, 9, 1], seed=[0, 1])
+  d = tf.random.stateless_normal([4, 7, 7, 5], seed=[0, 2])
+  ref = pe.conv_kernel_gradients(a, d, (3, 3), (1, 1), 'valid', 'patches')
+  f = tf.function(lambda a, d: pe.conv_kernel_gradients(a, d, (3, 3), (1, 1), 'valid'),
+                  input_signature=[tf.TensorSpec([None, 9, 9, 1]),
+                                   tf.TensorSpec([None, 7, 7, 5])])
+  np.testing.assert_allclose(f(a, d), ref, rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match='path must be one of'):
+    pe.conv_kernel_gradients(a, d, (3, 3), (1, 1), 'valid', 'ghost')
+  with pytest.raises(ValueError, match='needs stride 1'):
+    pe.conv_kernel_gradients(a, d[:, ::2, ::2], (3, 3), (2, 2), 'valid', 'offsets')
 
 
 def test_conv_kernel_gradients_need_static_spatial_shape():

@@ -86,8 +86,46 @@ def _same_padding(size: int, kernel: int) -> tuple[int, int]:
 _OFFSET_MIN_POSITIONS = 128
 
 
+# Largest `c_in * c_out` of a layer whose per-example kernel gradients are taken by one
+# depthwise filter gradient with the batch folded into the channels (measured on this
+# package's CNNs, see `conv_kernel_gradients`: 1.4-2.2x faster for their first layers,
+# `c_in * c_out` 10-32; 3-30x slower from 96 up).
+_DEPTHWISE_MAX_CHANNELS = 64
+
+CONV_GRADIENT_PATHS = ('depthwise', 'offsets', 'patches', 'extract_patches')
+
+
+def _conv_gradient_path(c_in: int, c_out: int, positions: int, strides) -> str:
+  """The fastest measured way to `conv_kernel_gradients` for a layer's shape."""
+  if c_in * c_out <= _DEPTHWISE_MAX_CHANNELS:
+    return 'depthwise'
+  if tuple(strides) != (1, 1):
+    return 'extract_patches'
+  return 'offsets' if positions >= _OFFSET_MIN_POSITIONS else 'patches'
+
+
+def _depthwise_kernel_gradients(a, d, kernel_size, strides, padding):
+  """`conv_kernel_gradients` by one depthwise filter gradient over `B * c_in` channels.
+
+  Example `b`'s input channel `c` becomes channel `b * c_in + c` of a one-image batch,
+  and the output gradient of its channel `o` is repeated for every `c`: the depthwise
+  filter gradient of channel `(b, c)` and multiplier `o` is then `grad_b[:, :, c, o]`.
+  """
+  kh, kw = kernel_size
+  b, c_in, c_out = tf.shape(a)[0], a.shape[-1], d.shape[-1]
+  h, w, oh, ow = a.shape[1], a.shape[2], d.shape[1], d.shape[2]
+  x = tf.reshape(tf.transpose(a, [1, 2, 0, 3]), [1, h, w, b * c_in])
+  dy = tf.broadcast_to(d[:, :, :, None, :], [b, oh, ow, c_in, c_out])
+  dy = tf.reshape(tf.transpose(dy, [1, 2, 0, 3, 4]), [1, oh, ow, b * c_in * c_out])
+  g = tf.compat.v1.nn.depthwise_conv2d_native_backprop_filter(
+      x, tf.stack([kh, kw, b * c_in, c_out]), dy, strides=[1, *strides, 1],
+      padding=padding.upper())
+  g = tf.reshape(g, [kh, kw, b, c_in, c_out])
+  return tf.reshape(tf.transpose(g, [2, 0, 1, 3, 4]), [b, kh * kw * c_in, c_out])
+
+
 def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
-                          padding: str) -> tf.Tensor:
+                          padding: str, path: str | None = None) -> tf.Tensor:
   """Per-example `Conv2D` kernel gradients, `grad_i = P_i^T D_i`.
 
   Args:
@@ -97,9 +135,12 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
     kernel_size: `(k_h, k_w)`.
     strides: `(s_h, s_w)`.
     padding: `'SAME'` or `'VALID'` (as `tf.nn.conv2d`), case-insensitive.
+    path: One of `CONV_GRADIENT_PATHS` to force a computation (tests, benchmarks);
+      None picks the fastest measured for the layer's shape (below).
 
   Raises:
-    ValueError: If a spatial dimension of `a` or `d` is not known statically.
+    ValueError: If a spatial dimension or the channel count of `a` or `d` is not known
+      statically, or `path` is unknown.
 
   Returns:
     `[B, k_h * k_w * c_in, c_out]` float32, row `(i * k_w + j) * c_in + c` the kernel
@@ -107,8 +148,11 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
     kernel gradient (the layout of `tf.image.extract_patches` patches, which it equals:
     tested).
 
-  For stride 1, each kernel offset `(i, j)` reads the slice of the padded input that
-  meets the output positions; with many output positions (`>= _OFFSET_MIN_POSITIONS`)
+  Layers with few channels (`c_in * c_out <= _DEPTHWISE_MAX_CHANNELS`, the first layer
+  of every CNN here but one) take one depthwise filter gradient with the batch folded
+  into the channels (Rochette et al. 2019, "Efficient per-example gradient computations
+  in convolutional neural networks"), any stride. Otherwise, for stride 1, each kernel
+  offset `(i, j)` reads the slice of the padded input that meets the output positions; with many output positions (`>= _OFFSET_MIN_POSITIONS`)
   each slice is contracted with `d` on its own (`k_h * k_w` batched matmuls, no patches
   in memory), otherwise the slices are concatenated into patches and contracted once.
   Strided convolutions use `tf.image.extract_patches`, faster there than strided slices.
@@ -119,22 +163,30 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
   `extract_patches`' 2.2 (`benchmarks/README.md`).
   """
   kh, kw = kernel_size
-  sh, sw = strides
   h, w = a.shape[1], a.shape[2]
   oh, ow = d.shape[1], d.shape[2]
-  if None in (h, w, oh, ow):
-    raise ValueError('conv_kernel_gradients needs static spatial shapes (build the model '
-                     f'with an input shape); got inputs {a.shape}, output gradients {d.shape}')
+  if None in (h, w, oh, ow, a.shape[-1], d.shape[-1]):
+    raise ValueError('conv_kernel_gradients needs static spatial shapes and channels '
+                     '(build the model with an input shape); got inputs '
+                     f'{a.shape}, output gradients {d.shape}')
+  if path is None:
+    path = _conv_gradient_path(a.shape[-1], d.shape[-1], oh * ow, strides)
+  if path not in CONV_GRADIENT_PATHS:
+    raise ValueError(f'path must be one of {CONV_GRADIENT_PATHS}. Found {path!r}.')
+  if path == 'depthwise':
+    return _depthwise_kernel_gradients(a, d, kernel_size, strides, padding)
   b, c_out = tf.shape(a)[0], tf.shape(d)[-1]
   d_flat = tf.reshape(d, [b, oh * ow, c_out])
-  if (sh, sw) != (1, 1):
-    patches = tf.image.extract_patches(a, sizes=[1, kh, kw, 1], strides=[1, sh, sw, 1],
+  if path == 'extract_patches':
+    patches = tf.image.extract_patches(a, sizes=[1, kh, kw, 1], strides=[1, *strides, 1],
                                        rates=[1, 1, 1, 1], padding=padding.upper())
     return tf.matmul(tf.reshape(patches, [b, oh * ow, -1]), d_flat, transpose_a=True)
+  if tuple(strides) != (1, 1):
+    raise ValueError(f'path {path!r} needs stride 1; got {strides}')
   if padding.upper() == 'SAME':
     a = tf.pad(a, [[0, 0], _same_padding(h, kh), _same_padding(w, kw), [0, 0]])
   slices = [a[:, i:i + oh, j:j + ow, :] for i in range(kh) for j in range(kw)]
-  if oh * ow >= _OFFSET_MIN_POSITIONS:
+  if path == 'offsets':
     grads = tf.stack([tf.einsum('bhwc,bhwo->bco', s, d) for s in slices], axis=1)
     return tf.reshape(grads, [b, -1, c_out])
   patches = tf.reshape(tf.concat(slices, axis=-1), [b, oh * ow, -1])
