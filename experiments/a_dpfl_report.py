@@ -27,7 +27,7 @@ from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
 from experiments.common import PARKED_FOLDER
-from experiments.common import parked_runs_section, untrained_rounds_section
+from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl_fig6 import K_VALUES, REUSED_K
 from experiments.a_dpfl_local_epochs import EPOCHS
@@ -833,6 +833,7 @@ def build(figs: str) -> str:
   parked = parked_runs_section(figs)
   if parked:
     out += ['## Interrupted runs', '', *parked]
+  out += ['## What regenerating it costs', '', *cost_section('a_dpfl')]
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Notes', '',
           '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',

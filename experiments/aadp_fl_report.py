@@ -23,7 +23,7 @@ from experiments import aadp_fl_table2
 from experiments import fidelity
 from experiments import seed_checks
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
-from experiments.common import parked_runs_section, untrained_rounds_section
+from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import copied_metrics, copied_run_file
 from experiments.common import dash as _f
 
@@ -768,6 +768,7 @@ def build(figs: str) -> str:
                     and f.endswith('.png') and not any(f.startswith(o) for o in others))
     out += [f'![{f}]({f})' for f in images] + ['']
   out += ['## Wall time per figure', '', *_wall_times(tables, sections, figs), '']
+  out += ['## What regenerating it costs', '', *cost_section('aadp_fl')]
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
   out += _not_run(tables, figs)

@@ -15,7 +15,7 @@ import os
 from experiments import adap_dp_fl_common as common
 from experiments import fidelity
 from experiments import seed_checks
-from experiments.common import report_main
+from experiments.common import cost_section, report_main
 from experiments.common import read_rows as _rows
 from experiments.common import copied_run_file
 from experiments.common import dash as _f
@@ -524,6 +524,7 @@ def build(figs: str) -> str:
     out.append('')
   out += _controls(figs)
   out += _what_changed(figs)
+  out += ['## What regenerating it costs', '', *cost_section('adap_dp_fl')]
   out += ['## Notes', '',
           '- Wall time ("wall s") is the run\'s own active time, summed over its resumes',
           '  across sessions. Runs of Figs. 4-5 were made by `experiments.adap_dp_fl_runs`,',

@@ -42,6 +42,9 @@ COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss
 RESULT_CHANGES = (
     ('ddbf078', 'DP-SGD noise drawn by queries.standard_normal (Box-Muller on Philox '
                 'uniforms) instead of tf.random.stateless_normal'),
+    ('0b262f3', 'per-example kernel gradients of conv layers with c_in * c_out <= 64 by '
+                'one depthwise filter gradient: float32 sums in another order (values move '
+                'at rounding level, e.g. one test example after 2 rounds)'),
 )
 # The commit from which `summary.json` records the code of each segment of a run.
 SEGMENTS_COMMIT = 'f6676e0'

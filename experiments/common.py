@@ -756,6 +756,45 @@ def untrained_rounds_section(figs: str) -> list[str]:
   return [intro, ''] + (lines or ['No run here has such a round.'])
 
 
+# The cost table `python -m benchmarks.run --only papers` writes (`benchmarks.costs`).
+COSTS_CSV = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         'benchmarks', 'costs.csv')
+
+
+def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
+  """Markdown lines: `paper`'s rows of the cost table (`benchmarks/costs.csv`): per
+  artefact, the hours its runs would take alone on the measuring machine, at the
+  plain-TF floor, and as recorded; a line saying it is not costed where the table has
+  no row for `paper`."""
+  rows = [r for r in (read_rows(path) or []) if r.get('paper') == paper]
+  command = '`python -m benchmarks.run --only papers --data-dir DIR`'
+  if not rows:
+    return [f'Not costed yet: {command} writes `benchmarks/costs.md`.', '']
+  hours = lambda key: lambda r: ('not measured' if r[key] == 'nan' else
+                                 f'{float(r[key]):.2f}')
+  bold = lambda f: lambda r: f'**{f(r)}**' if r['artefact'].startswith('(') else f(r)
+
+  def ratio(r):
+    projected, floor = float(r['projected_hours']), float(r['floor_hours'])
+    return f'{projected / floor:.2f}x' if floor and projected == projected else '-'
+
+  return [f'What regenerating each artefact costs, from {command} (`benchmarks/costs.md`, '
+          'where the method and its measurements are described): the hours its runs would '
+          'take alone on the 2-core machine (projected from short probes), at the plain-TF '
+          'floor of the same client work, and as the runs recorded (most ran two or three '
+          'at a time). `benchmarks/costs.md` says when the probes were measured: a speed '
+          'change since then is not in these hours until they are measured again.', '',
+          *md_table(rows, [
+              ('artefact', lambda r: r['artefact']),
+              ('runs', lambda r: r['runs'] + (f" ({r['missing_runs']} not published)"
+                                              if r.get('missing_runs') not in ('', '0', None)
+                                              else '')),
+              ('projected h alone', bold(hours('projected_hours'))),
+              ('plain-TF floor h', bold(hours('floor_hours'))),
+              ('ratio', ratio),
+              ('recorded h', hours('recorded_hours'))]), '']
+
+
 # `tffdp.aggregators.laplace_noise` drew `log(u0) - log(u1)` from float32 uniforms on
 # `[tiny, 1)` until this commit time (UTC): a uniform of exactly 0 (probability 2^-23)
 # became `tiny`, so each Laplace draw was `+-87.3 b` with probability 2 * 2^-23.

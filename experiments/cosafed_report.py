@@ -389,6 +389,7 @@ def build(figs: str) -> str:
          'with N (Figs. 2-5); the budget drops and returns to its initial value, with a '
          'wider range for larger epsilon and a narrower one for larger N (Figs. 6-7; '
          'plots only).', '', *_figs(figs), '',
+         '## What regenerating it costs', '', *common.cost_section('cosafed'),
          '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
          *_laplace_sampler(figs),
          '## Speed', '', *_speed(figs), '']

@@ -593,6 +593,7 @@ def build(figs: str) -> str:
          '## Table IV at the calibrated Delta_S', '', *_table4_calibrated(figs), '',
          *_fig3_images(figs), '',
          '## Tables II-III: membership inference', '', *_mia(figs), '',
+         '## What regenerating it costs', '', *common.cost_section('dp_fedags'),
          '## Rounds that trained nothing', '', *untrained_rounds_section(figs), '',
          *_laplace_sampler(figs),
          '## Speed', '', *_speed(figs), '']

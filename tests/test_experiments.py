@@ -387,8 +387,9 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
   assert any(line.startswith('  round 2 test_accuracy: committed') for line in lines)
 
 
-def test_check_reproduces_names_the_result_changes_a_run_predates():
+def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):
   from experiments import check_reproduces as cr  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(cr, 'RESULT_CHANGES', cr.RESULT_CHANGES[:1])  # the history below
   change = cr.RESULT_CHANGES[0][0]
   history = {('aaaaaaa', change): False, ('bbbbbbb', change): True,
              (cr.SEGMENTS_COMMIT, change): True}
@@ -978,6 +979,29 @@ def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path
   (tmp_path / 'a_copy' / 'metrics.csv').unlink()
   assert common.untrained_rounds_section(str(tmp_path))[2:] == [
       'No run here has such a round.']
+
+
+def test_cost_section_reads_the_papers_rows_of_the_cost_table(tmp_path):
+  from experiments import common
+  path = str(tmp_path / 'costs.csv')
+  common.write_table(path, [
+      dict(paper='p', artefact='fig1', runs='2', missing_runs='0', recorded_hours='3.0',
+           projected_hours='1.5', floor_hours='1.0'),
+      dict(paper='p', artefact='fig2', runs='0', missing_runs='4', recorded_hours='0.0',
+           projected_hours='nan', floor_hours='0.0'),
+      dict(paper='q', artefact='fig1', runs='1', missing_runs='0', recorded_hours='9.0',
+           projected_hours='9.0', floor_hours='9.0'),
+      dict(paper='p', artefact='(all, each run once)', runs='2', missing_runs='0',
+           recorded_hours='3.0', projected_hours='1.5', floor_hours='1.0')])
+  lines = common.cost_section('p', path)
+  table = [l for l in lines if l.startswith('| ')]
+  assert table[0] == ('| artefact | runs | projected h alone | plain-TF floor h | ratio | '
+                      'recorded h |')
+  assert table[1:] == ['| fig1 | 2 | 1.50 | 1.00 | 1.50x | 3.00 |',
+                       '| fig2 | 0 (4 not published) | not measured | 0.00 | - | 0.00 |',
+                       '| (all, each run once) | 2 | **1.50** | **1.00** | 1.50x | 3.00 |']
+  assert common.cost_section('r', path)[0].startswith('Not costed yet')
+  assert common.cost_section('p', str(tmp_path / 'absent.csv'))[0].startswith('Not costed')
 
 
 def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path):
