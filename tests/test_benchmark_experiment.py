@@ -42,6 +42,32 @@ def test_trials_set_each_methods_own_clip():
   assert cfg.partition == 'dirichlet' and cfg.partition_options == {'alpha': 0.5}
 
 
+def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch):
+  by = {e.name: e for e in benchmark.ENTRIES}
+  starts = []
+
+  def fake_calibrate(cfg, target, knob, rtol):
+    starts.append(cfg.noise_multiplier)
+    return calibration.Calibration(knob, 1.5 + len(starts), 0.99 * target, target, 1, True)
+  monkeypatch.setattr(calibration, 'calibrate', fake_calibrate)
+  cal = benchmark.Calibrations(str(tmp_path / 'calibrations.json'))
+  cfg = lambda trial, seed=0, dataset='mnist': benchmark.base_config(
+      by['dp_fedavg'], dataset, seed, trial, 'd', quick=True)
+  first = cal.config_at(by['dp_fedavg'], cfg((0.1, 0.5)), 4.0, log=lambda s: None)
+  assert first.noise_multiplier == 2.5 and starts == [cfg((0.1, 0.5)).noise_multiplier]
+  # Another trial and another seed of the cell start from its value; other cells do not.
+  cal.config_at(by['dp_fedavg'], cfg((0.2, 1.0)), 4.0, log=lambda s: None)
+  cal.config_at(by['dp_fedavg'], cfg((0.1, 0.5), seed=1), 4.0, log=lambda s: None)
+  cal.config_at(by['dp_fedavg'], cfg((0.1, 0.5)), 16.0, log=lambda s: None)
+  cal.config_at(by['dp_fedavg'], cfg((0.1, 0.5), dataset='fashion_mnist'), 4.0,
+                log=lambda s: None)
+  assert starts[1:] == [2.5, 2.5, starts[0], starts[0]]
+  # Kept with the cell, reused from the file by a new instance without calibrating.
+  again = benchmark.Calibrations(cal.path)
+  assert again.config_at(by['dp_fedavg'], cfg((0.2, 1.0)), 4.0).noise_multiplier == 3.5
+  assert len(starts) == 5
+
+
 def test_one_seed_is_a_tie_and_inf_entries_get_no_verdict():
   row = lambda entry, acc, seed=0, target=4.0, table='main': dict(
       track='client', dataset='mnist', entry=entry, target_epsilon=target, seed=seed,
