@@ -227,7 +227,7 @@ class Calibrations:
     self.failures: dict = {}  # (entry, dataset, epsilon) -> why
 
   def config_at(self, entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
-                log=print) -> config_lib.RunConfig:
+                log=lambda line: print(line, flush=True)) -> config_lib.RunConfig:
     """`cfg` at `epsilon`: its knob calibrated dry, with the budget set for an adaptive
     entry, or as it is (`claimed`, `none`).
 

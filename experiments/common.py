@@ -459,6 +459,9 @@ def write_dataset_table(path: str, rows: list[dict], datasets, order) -> None:
 
 
 def entry(main) -> None:
+  """Runs an experiment module's `main` and exits with its code. Output is line-buffered,
+  so progress shows as it happens when piped (`... | cat > log`)."""
+  sys.stdout.reconfigure(line_buffering=True)
   runtime.use_local_context()
   code = main()
   runtime.shutdown_workers()

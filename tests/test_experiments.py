@@ -981,6 +981,16 @@ def test_untrained_rounds_read_the_column_or_infer_from_repeated_losses(tmp_path
       'No run here has such a round.']
 
 
+def test_experiment_entry_line_buffers_piped_output():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  code = ('import sys; from experiments import common; '
+          'common.entry(lambda: print("progress") or (0 if sys.stdout.line_buffering else 7))')
+  out = subprocess.run([sys.executable, '-c', code], capture_output=True, text=True,
+                       timeout=300, cwd=str(pathlib.Path(__file__).parent.parent))
+  assert (out.returncode, out.stdout) == (0, 'progress\n'), out.stderr[-2000:]
+
+
 def test_cost_section_reads_the_papers_rows_of_the_cost_table(tmp_path):
   from experiments import common
   path = str(tmp_path / 'costs.csv')
