@@ -17,10 +17,18 @@ reused), at the same setup otherwise, this runs:
 - `lr x 2`: sigma_min until epsilon = 2 at twice the paper's learning rate;
 - `the author's CNN code`: sigma_min until epsilon = 2 with the CNN as the Adap DP-FL
   author's public PyTorch code builds it (`models.adap_dp_fl_cnn_torch`: first conv padded
-  by 2, not 3, and PyTorch's default initialisation instead of Keras').
+  by 2, not 3, and PyTorch's default initialisation instead of Keras');
+- `no budget stop`: sigma_min for `NO_STOP_FACTOR` times the sigma_min run's rounds, the
+  budget not applied (epsilon runs past 2): whether the run was still learning where the
+  budget stopped it, and at which round it reaches the paper's accuracy (the paper does
+  not give its runs' lengths);
+- `fresh Adam moments`: sigma_min until epsilon = 2 with each client's Adam moments reset
+  every round (`client_optimizer_state=reset`; the paper does not say whether they carry
+  over, and with noisy gradients fresh moments take larger steps).
 
 Writes `controls.csv` (one row per curve: test accuracy at the stop, rounds, both
-epsilons; rows of datasets not run now are kept) and `controls_<dataset>.png`.
+epsilons, the first evaluated round at or above the paper's sigma_min accuracy; rows of
+datasets not run now are kept) and `controls_<dataset>.png`.
 """
 
 from __future__ import annotations
@@ -35,6 +43,9 @@ from tffdp import plotting
 
 NO_CLIP = 1e9   # far above any per-example gradient norm: nothing is clipped
 AUTHOR_CNN = "the author's CNN code (pad 2, PyTorch init)"
+NO_STOP_FACTOR = 4  # the no-budget-stop control's length, in sigma_min runs
+NO_STOP = 'no budget stop'
+FRESH_ADAM = 'fresh Adam moments each round'
 
 
 def sigma_min(dataset: str) -> float:
@@ -64,7 +75,19 @@ def curves(dataset: str, args, rounds: int) -> list:
       (AUTHOR_CNN, *common.config(
           dataset, args, f'control_sigma{sigma:g}_torch_cnn', noise_multiplier=sigma,
           model='adap_dp_fl_cnn_torch', **constant)),
+      (f'{NO_STOP} ({NO_STOP_FACTOR}x the rounds)', *common.config(
+          dataset, args, f'control_sigma{sigma:g}_no_stop', noise_multiplier=sigma,
+          rounds=NO_STOP_FACTOR * rounds, epsilon_budget=None, **constant)),
+      (FRESH_ADAM, *common.config(
+          dataset, args, f'control_sigma{sigma:g}_fresh_adam', noise_multiplier=sigma,
+          client_optimizer_state='reset', **constant)),
   ]
+
+
+def first_round_at(rows: list[dict], accuracy: float):
+  """The first evaluated round whose test accuracy is at least `accuracy` (%), or ''."""
+  return next((int(r['round']) for r in rows if r.get('test_accuracy') not in (None, '')
+               and 100 * float(r['test_accuracy']) >= accuracy), '')
 
 
 def main(argv=None) -> int:
@@ -87,8 +110,9 @@ def main(argv=None) -> int:
     for (label, _, out), (rows, _) in zip(plan, results):
       runs[label] = rows
       paper = common.PAPER_RESULTS[dataset]['constant'][sigma_min(dataset)]
-      table.append(common.summary_row(dataset, label, rows, out, paper if 'Fig. 4' in label
-                                      else None))
+      table.append(dict(common.summary_row(dataset, label, rows, out,
+                                           paper if 'Fig. 4' in label else None),
+                        first_round_at_paper=first_round_at(rows, paper)))
     plotting.save(plotting.plot_curves(
         runs, 'test_accuracy', 'test accuracy',
         f'Adap DP-FL Fig. 4 controls: {common.LABEL[dataset]}'),

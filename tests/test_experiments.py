@@ -1788,13 +1788,30 @@ def _run_quick(module, tmp_path, data_dir, monkeypatch, *flags) -> pathlib.Path:
 
 
 def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common  # pylint: disable=g-multiple-import
+  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common, fidelity  # pylint: disable=g-multiple-import
   figs = _run_quick(adap_dp_fl_controls, tmp_path, data_dir, monkeypatch, '--datasets',
                     'mnist')
   rows = exp_common.read_rows(str(figs / 'controls.csv'))
   assert [r['curve'] for r in rows] == [
       'constant sigma = 3 (Fig. 4)', 'no noise, clipped (C = 1)', 'no noise, no clipping',
-      'no validation hold-out', 'lr x 2 (0.004)', adap_dp_fl_controls.AUTHOR_CNN]
+      'no validation hold-out', 'lr x 2 (0.004)', adap_dp_fl_controls.AUTHOR_CNN,
+      'no budget stop (4x the rounds)', adap_dp_fl_controls.FRESH_ADAM]
+  no_stop, fresh = rows[-2], rows[-1]
+  assert int(no_stop['rounds']) == 4 * int(rows[0]['rounds'])
+  assert float(no_stop['epsilon_guaranteed']) > float(rows[0]['epsilon_guaranteed'])
+  with open(tmp_path / 'runs' / 'mnist_control_sigma3_fresh_adam_seed0_quick' /
+            'config.json') as f:
+    assert json.load(f)['method_options']['client_optimizer_state'] == 'reset'
+  assert adap_dp_fl_controls.first_round_at(
+      [dict(round=50, test_accuracy=''), dict(round=100, test_accuracy=0.5),
+       dict(round=150, test_accuracy=0.8)], 70.0) == 150
+  assert adap_dp_fl_controls.first_round_at([dict(round=50, test_accuracy=0.5)], 70.0) == ''
+  # The cause the report gives a miss the budget stop explains.
+  cause = adap_dp_fl_report._control_cause(  # pylint: disable=protected-access
+      [dict(no_stop, first_round_at_paper='9000')], 77.28, 3628, True)
+  assert cause.startswith('the budget stops the run while it still learns') and '9000' in cause
+  assert adap_dp_fl_report._control_cause(  # pylint: disable=protected-access
+      [dict(no_stop, first_round_at_paper='')], 77.28, 3628, True) == fidelity.NO_CAUSE
   with open(tmp_path / 'runs' / 'mnist_control_sigma3_torch_cnn_seed0_quick' /
             'config.json') as f:
     assert json.load(f)['model'] == 'adap_dp_fl_cnn_torch'
