@@ -30,7 +30,8 @@ Protocol (every choice below is a constant of this module, named in the report):
 Stages: `pilot` runs one method per track at epsilon 4 for `PILOT_ROUNDS` rounds and
 projects the cost of the whole grid from its round time; `all` tunes, runs and writes
 `--figures-dir` (README.md, results.csv, tuning.csv, accuracy-vs-epsilon plots), reusing
-finished runs and resuming interrupted ones.
+finished runs and resuming interrupted ones; `report` writes `--figures-dir` from the runs
+finished so far, running and calibrating nothing (the README says how far the grid is).
 """
 
 from __future__ import annotations
@@ -298,7 +299,9 @@ def main(argv=None) -> int:
   p.add_argument('--datasets', nargs='+', choices=DATASETS, default=list(DATASETS))
   p.add_argument('--epsilons', nargs='+', type=float, default=list(EPSILONS))
   p.add_argument('--seeds', nargs='+', type=int, default=list(SEEDS))
-  p.add_argument('--stage', choices=('pilot', 'all'), default='all')
+  p.add_argument('--stage', choices=('pilot', 'all', 'report'), default='all',
+                 help='pilot: price the grid; all: tune, run and report; report: write '
+                 '--figures-dir from the runs finished so far, running nothing')
   p.add_argument('--data-dir', default=None)
   p.add_argument('--runs-dir', default=os.path.join('runs', 'benchmark'))
   p.add_argument('--figures-dir', default=os.path.join('figures', 'benchmark'))
@@ -312,12 +315,18 @@ def main(argv=None) -> int:
   try:
     if args.stage == 'pilot':
       return pilot(args, command, cal)
-    tuned = tune(args, command, cal)
-    rows = run_main(args, command, cal, tuned)
+    if args.stage == 'report':
+      run = lambda specs: _finished(specs, args)
+    else:
+      run = lambda specs: _run(_items(specs, args, cal), command)
+    tuned = tune(args, run, every_trial=args.stage == 'report')
+    rows = run_main(args, run, tuned)
   except DataError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
-  report(args, command, rows, tuned, cal.failures)
+  progress = dict(tuning=(sum(len(v[1]) for v in tuned.values()), len(tuning_specs(args))),
+                  main=(len(rows), len(main_specs(args, tuned))))
+  report(args, command, rows, tuned, cal.failures, progress)
   return 0
 
 
@@ -346,6 +355,18 @@ def _run(items, command) -> list:
   return [(spec, out, rows) for (spec, _, out), rows in zip(items, results)]
 
 
+def _finished(specs, args) -> list:
+  """`[(spec, out, metrics rows)]` of the runs of `specs` that have finished (their
+  `summary.json` written), without running or calibrating anything (`--stage report`)."""
+  out = []
+  for spec in specs:
+    run = os.path.join(args.runs_dir, run_name(*spec, args.quick))
+    rows = common.read_rows(os.path.join(run, 'metrics.csv'))
+    if rows is not None and os.path.exists(os.path.join(run, 'summary.json')):
+      out.append((spec, run, rows))
+  return out
+
+
 def pilot(args, command, cal: Calibrations) -> int:
   """One method per track at epsilon 4 for `PILOT_ROUNDS` rounds; the grid's projected
   cost from their median round."""
@@ -371,21 +392,33 @@ def pilot(args, command, cal: Calibrations) -> int:
   return 0
 
 
-def tune(args, command, cal: Calibrations) -> dict:
-  """Runs every trial at epsilon 4, seed 0; `{(entry, dataset): (best trial, rows)}`."""
+def tuning_specs(args) -> list:
+  """`(entry, dataset, epsilon, seed, trial)` of every tuning run: each trial at epsilon
+  4 (none for the entries without a knob), seed 0."""
   specs = []
   for entry in entries_of(args.track):
     for dataset in args.datasets:
       for trial in grid(entry, args.quick):
         eps = None if entry.knob in ('none', 'claimed') else TUNING_EPSILON
         specs.append((entry, dataset, eps, 0, trial))
+  return specs
+
+
+def tune(args, run, every_trial: bool = False) -> dict:
+  """`{(entry, dataset): (best trial, rows)}` over the tuning runs `run(specs)` gives
+  (`[(spec, out, metrics rows)]`). `every_trial`: a pair is tuned only once every trial
+  of its grid has finished (`--stage report`, while runs are under way); otherwise over
+  the trials that ran (a trial whose knob could not be calibrated does not run)."""
   tuned = {}
-  for spec, out, metrics in _run(_items(specs, args, cal), command):
+  for spec, out, metrics in run(tuning_specs(args)):
     entry, dataset, eps, seed, trial = spec
     row = result_row(entry, dataset, eps, seed, trial, metrics, out)
     tuned.setdefault((entry.name, dataset), []).append(row)
   best = {}
+  trials = {e.name: len(grid(e, args.quick)) for e in ENTRIES}
   for key, rows in tuned.items():
+    if every_trial and len(rows) < trials[key[0]]:
+      continue  # a trial still to run: not tuned yet
     score = lambda r: float(r['final_validation_accuracy'] or 'nan')
     finite = [r for r in rows if np.isfinite(score(r))]
     chosen = max(finite, key=score) if finite else rows[0]
@@ -393,8 +426,9 @@ def tune(args, command, cal: Calibrations) -> dict:
   return best
 
 
-def run_main(args, command, cal: Calibrations, tuned) -> list[dict]:
-  """Every entry at every epsilon and seed with its tuned trial."""
+def main_specs(args, tuned) -> list:
+  """`(entry, dataset, epsilon, seed, trial)` of every tuned entry at every epsilon and
+  seed with its tuned trial."""
   specs = []
   for entry in entries_of(args.track):
     for dataset in args.datasets:
@@ -405,11 +439,17 @@ def run_main(args, command, cal: Calibrations, tuned) -> list[dict]:
       for eps in epsilons:
         for seed in args.seeds:
           specs.append((entry, dataset, eps, seed, trial))
-  return [result_row(*spec, metrics, out)
-          for spec, out, metrics in _run(_items(specs, args, cal), command)]
+  return specs
 
 
-def report(args, command, rows, tuned, failures: dict) -> None:
+def run_main(args, run, tuned) -> list[dict]:
+  """Rows of every entry at every epsilon and seed with its tuned trial, over the runs
+  `run(specs)` gives."""
+  return [result_row(*spec, metrics, out) for spec, out, metrics in
+          run(main_specs(args, tuned))]
+
+
+def report(args, command, rows, tuned, failures: dict, progress: dict) -> None:
   """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
   figs = args.figures_dir
   os.makedirs(figs, exist_ok=True)  # other tracks' and datasets' copies stay
@@ -420,7 +460,7 @@ def report(args, command, rows, tuned, failures: dict) -> None:
   common.write_table(os.path.join(figs, 'tuning.csv'), tuning)
   plot(rows, figs)
   with open(os.path.join(figs, 'README.md'), 'w') as f:
-    f.write(readme(rows, tuned, command, args, failures))
+    f.write(readme(rows, tuned, command, args, failures, progress))
 
 
 def _float(x) -> float:
@@ -569,9 +609,18 @@ def plot(rows: list[dict], figs: str) -> None:
       plt.close(fig)
 
 
-def readme(rows, tuned, command, args, failures: dict) -> str:
+def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
+  """The generated README. `progress`: `{'tuning': (finished, planned), 'main': (finished,
+  planned)}` runs (planned main runs: those of the entries tuned so far)."""
   f = common.fmt
   off = [r for r in rows if r['within_2pct'] == 'no']
+  (tuned_done, tuning_all), (main_done, main_all) = progress['tuning'], progress['main']
+  complete = tuned_done == tuning_all and main_done == main_all
+  state = ('Complete: every planned run has finished.' if complete else
+           f'**In progress**: {tuned_done} of {tuning_all} tuning runs and {main_done} of '
+           f'{main_all} main runs (of the {len(tuned)} entry-dataset pairs tuned so far) '
+           'have finished; a cell without runs shows `-`, and a verdict waits for three '
+           'seeds. `--stage all` resumes the rest (finished runs are reused).')
   lines = [
       '# One yardstick: every method at matched guaranteed epsilon (generated; do not '
       'edit)', '',
@@ -579,6 +628,7 @@ def readme(rows, tuned, command, args, failures: dict) -> str:
       f'Machine: {platform.platform()}, {os.cpu_count()} CPUs. Runs: {len(rows)} main, '
       f'{sum(len(v[1]) for v in tuned.values())} tuning; their summed wall time '
       f'{sum(float(r["wall_seconds"] or 0) for r in rows) / 3600:.2f} h (main).', '',
+      state, '',
       '## Protocol', '', *[f'- {line}' for line in (
           'Client-level track: ' + ', '.join(f'{k}={v}' for k, v in CLIENT.items()) +
           ' (uniform cohorts of 50 for the methods that take no other).',

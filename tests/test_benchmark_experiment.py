@@ -122,6 +122,19 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   monkeypatch.setattr(calibration, 'DryRun', no_dry_run)
   assert benchmark.main(argv) == 0
   assert {p: os.path.getmtime(p) for p in summaries} == summaries
+  # --stage report writes the same tables from the finished runs alone, and says how far
+  # the grid is when a run has not finished (its entry is then not tuned yet).
+  results = (figs / 'results.csv').read_text()
+  assert benchmark.main(argv + ['--stage', 'report']) == 0
+  assert (figs / 'results.csv').read_text() == results
+  assert 'Complete: every planned run has finished.' in (figs / 'README.md').read_text()
+  n = len(benchmark.ENTRIES)
+  os.remove(sorted(summaries)[0])
+  assert benchmark.main(argv + ['--stage', 'report']) == 0
+  assert (f'**In progress**: {n - 1} of {n} tuning runs and {n - 1} of {n - 1} main runs '
+          f'(of the {n - 1} entry-dataset pairs tuned so far)') in (figs / 'README.md').read_text()
+  assert {p: os.path.getmtime(p) for p in summaries if os.path.exists(p)} == {
+      p: t for p, t in summaries.items() if os.path.exists(p)}
 
 
 def test_quick_needs_its_own_figures_folder(tmp_path):
