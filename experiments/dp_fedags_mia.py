@@ -16,6 +16,10 @@ listed as "not run"), the three attacks of `tffdp.mia` on its final model:
   0.1, batch 128) on `--examples` test examples; its "out" set is as many other test
   examples.
 
+Beside them, the same attacks on the non-private FedAvg reference of each dataset
+(`experiments.dp_fedags_reference`; method `FedAvg (non-private)`, no epsilon): what the
+attacks reach on this setup's models without clipping or noise.
+
 Writes `mia.csv` (one row per run and attack: held-out accuracy, in-sample best
 accuracy, AUC, TPR / FPR at the decision, the 95% lower bound on epsilon at the run's
 delta (`tffdp.mia.kairouz_lower_bound`), both of the run's epsilons, the paper's
@@ -118,6 +122,9 @@ PAPER_MIA_AVERAGE = {
 }
 
 
+REFERENCE = 'FedAvg (non-private)'  # the reference run's method label in `mia.csv`
+
+
 def attack_sets(out: str, examples: int, seed: int, data_dir=None):
   """The run's final model, its architecture and the member / non-member / shadow sets."""
   exp, weights, rounds_done = runner.load_trained(out, data_dir=data_dir, log=lambda s: None)
@@ -178,34 +185,37 @@ def main(argv=None) -> int:
   path = os.path.join(args.figures_dir, 'mia.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   for dataset in args.datasets:
-    for epsilon in args.epsilons:
-      for method in args.methods:
-        _, out = dc.config(args, dataset, method, epsilon)
-        base = dict(dataset=dataset, epsilon=epsilon, method=dc.METHOD_LABEL[method])
-        summary_path = os.path.join(out, 'summary.json')
-        if not os.path.exists(summary_path):
-          table.append(dict(base, attack='all', accuracy='not run', run=dc.portable(
-              out, os.path.dirname(out))))
-          print(f'{dataset} eps {epsilon:g} {method}: not run ({out} has no summary.json)')
-          continue
-        with open(summary_path) as f:
-          summary = json.load(f)
-        record = run_attacks(out, args.examples, args.seed, args.data_dir, args.quick)
-        paper = PAPER_MIA.get((dataset, epsilon, method))
-        for i, r in enumerate(record['results']):
-          table.append(dict(
-              base, attack=mia.ATTACK_LABEL[r['attack']],
-              paper_accuracy=paper[i] if paper else '',
-              accuracy=round(100 * r['accuracy'], 2),
-              best_accuracy=round(100 * r['best_accuracy'], 2), auc=r['auc'],
-              tpr=r['tpr'], fpr=r['fpr'], epsilon_lower_bound=r['epsilon_lower_bound'],
-              epsilon_claimed=summary['epsilon_claimed'],
-              epsilon_guaranteed=summary['epsilon_guaranteed'],
-              members=r['num_members'], rounds=record['rounds'],
-              run=dc.portable(out, os.path.dirname(out))))
-          print(f"{dataset} eps {epsilon:g} {method} {r['attack']}: accuracy "
-                f"{100 * r['accuracy']:.2f}% (AUC {r['auc']:.3f}), epsilon >= "
-                f"{r['epsilon_lower_bound']:.3f} (95%)")
+    cells = [(epsilon, method) for epsilon in args.epsilons for method in args.methods]
+    for epsilon, method in cells + [(None, 'fedavg')]:
+      _, out = dc.config(args, dataset, method, epsilon)
+      base = dict(dataset=dataset, epsilon='' if epsilon is None else epsilon,
+                  method=REFERENCE if method == 'fedavg' else dc.METHOD_LABEL[method])
+      name = f'{dataset} eps {epsilon:g} {method}' if epsilon is not None else (
+          f'{dataset} {REFERENCE}')
+      summary_path = os.path.join(out, 'summary.json')
+      if not os.path.exists(summary_path):
+        table.append(dict(base, attack='all', accuracy='not run', run=dc.portable(
+            out, os.path.dirname(out))))
+        print(f'{name}: not run ({out} has no summary.json)')
+        continue
+      with open(summary_path) as f:
+        summary = json.load(f)
+      record = run_attacks(out, args.examples, args.seed, args.data_dir, args.quick)
+      paper = PAPER_MIA.get((dataset, epsilon, method)) if epsilon is not None else None
+      for i, r in enumerate(record['results']):
+        table.append(dict(
+            base, attack=mia.ATTACK_LABEL[r['attack']],
+            paper_accuracy=paper[i] if paper else '',
+            accuracy=round(100 * r['accuracy'], 2),
+            best_accuracy=round(100 * r['best_accuracy'], 2), auc=r['auc'],
+            tpr=r['tpr'], fpr=r['fpr'], epsilon_lower_bound=r['epsilon_lower_bound'],
+            epsilon_claimed=summary['epsilon_claimed'],
+            epsilon_guaranteed=summary['epsilon_guaranteed'],
+            members=r['num_members'], rounds=record['rounds'],
+            run=dc.portable(out, os.path.dirname(out))))
+        print(f"{name} {r['attack']}: accuracy "
+              f"{100 * r['accuracy']:.2f}% (AUC {r['auc']:.3f}), epsilon >= "
+              f"{r['epsilon_lower_bound']:.3f} (95%)")
   os.makedirs(args.figures_dir, exist_ok=True)
   dc.write_table(path, table)
   return 0

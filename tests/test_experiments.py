@@ -578,6 +578,8 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
       'White-box (loss, gradient norm; after Nasr et al. 2019)']
   assert all(0 <= float(r['accuracy']) <= 100 for r in mia_rows if r['epsilon'] == '0.5')
   assert [r['accuracy'] for r in mia_rows if r['epsilon'] == '0.2'] == ['not run']
+  assert [r['accuracy'] for r in mia_rows if r['method'] == dp_fedags_mia.REFERENCE] == [
+      'not run']  # its run is made below
   assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed0_quick' / 'mia.json').exists()
   from experiments import dp_fedags_pilot, dp_fedags_report
   assert dp_fedags_pilot.main(['--quick', '--data-dir', data_dir, '--runs-dir',
@@ -594,6 +596,23 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
     (ref,) = list(csv.DictReader(f))
   assert ref['method'] == 'FedAvg (non-private)' and ref['rounds'] == '2'
   assert (tmp_path / 'runs' / 'mnist_fedavg_seed0_quick' / 'summary.json').exists()
+  # The attacks on the non-private reference, and the cause they give a Table II miss.
+  assert dp_fedags_mia.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                             str(tmp_path / 'runs'), '--figures-dir', str(figs),
+                             '--epsilons', '0.5', '--methods', 'dp_fedags']) == 0
+  with open(figs / 'mia.csv') as f:
+    mia_rows = list(csv.DictReader(f))
+  ref_rows = [r for r in mia_rows if r['method'] == dp_fedags_mia.REFERENCE]
+  assert len(ref_rows) == 3 and all(r['epsilon'] == '' and r['paper_accuracy'] == ''
+                                    for r in ref_rows)
+  private = next(r for r in mia_rows if r['method'] == 'DP-FedAGS')
+  cause = dp_fedags_report._mia_cause(  # pylint: disable=protected-access
+      [dict(ref_rows[0], attack=private['attack'], accuracy='50.1')], private, 65.6)
+  assert cause.startswith('the same attack on the non-private FedAvg reference') and \
+      '50.10%' in cause
+  assert dp_fedags_report._mia_cause(  # pylint: disable=protected-access
+      [dict(ref_rows[0], attack=private['attack'], accuracy='70.0')], private, 65.6) == \
+      'no controlled cause yet'
   from experiments import dp_fedags_calibrate
   flags = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
            '--figures-dir', str(figs)]
