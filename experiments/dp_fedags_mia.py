@@ -147,6 +147,19 @@ def attack_sets(out: str, examples: int, seed: int, data_dir=None):
   return exp, weights, rounds_done, sets, builder
 
 
+def has_attacks(out: str, examples: int, seed: int) -> bool:
+  """Whether `out/mia.json` holds the attacks at these settings and the run's rounds."""
+  try:
+    with open(os.path.join(out, 'summary.json')) as f:
+      rounds = json.load(f).get('rounds_completed')
+    with open(os.path.join(out, 'mia.json')) as f:
+      cached = json.load(f)
+  except (OSError, ValueError):
+    return False
+  return (cached.get('examples'), cached.get('seed'), cached.get('rounds')) == (
+      examples, seed, rounds)
+
+
 def run_attacks(out: str, examples: int, seed: int, data_dir=None, quick: bool = False):
   """The three attacks on run `out` (cached in `out/mia.json`)."""
   cache = os.path.join(out, 'mia.json')
@@ -183,7 +196,8 @@ def main(argv=None) -> int:
   if args.quick:
     args.examples = min(args.examples, 100)
   path = os.path.join(args.figures_dir, 'mia.csv')
-  table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
+  published = dc.read_rows(path) or []
+  table = [r for r in published if r['dataset'] not in args.datasets]
   for dataset in args.datasets:
     cells = [(epsilon, method) for epsilon in args.epsilons for method in args.methods]
     for epsilon, method in cells + [(None, 'fedavg')]:
@@ -200,6 +214,16 @@ def main(argv=None) -> int:
         continue
       with open(summary_path) as f:
         summary = json.load(f)
+      if not has_attacks(out, args.examples, args.seed) and not runner.has_checkpoint(out):
+        # A run restored from its published copy keeps no model: its published rows stand.
+        kept = [r for r in published if (r['dataset'], r['epsilon'], r['method']) == (
+            dataset, str(base['epsilon']), base['method']) and r['accuracy'] != 'not run']
+        table += kept or [dict(base, attack='all', accuracy='not run', run=dc.portable(
+            out, os.path.dirname(out)))]
+        print(f'{name}: {out} keeps no model (no checkpoint): '
+              + ('its published rows are kept' if kept else 'not attacked') + '; rerun the '
+              'run to attack it again')
+        continue
       record = run_attacks(out, args.examples, args.seed, args.data_dir, args.quick)
       paper = PAPER_MIA.get((dataset, epsilon, method)) if epsilon is not None else None
       for i, r in enumerate(record['results']):

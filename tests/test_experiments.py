@@ -606,6 +606,15 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert len(ref_rows) == 3 and all(r['epsilon'] == '' and r['paper_accuracy'] == ''
                                     for r in ref_rows)
   private = next(r for r in mia_rows if r['method'] == 'DP-FedAGS')
+  # A run restored from its published copy keeps no model: its published rows stand.
+  run = tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed0_quick'
+  for name in ('mia.json', runner.CHECKPOINT):
+    (run / name).unlink()
+  assert dp_fedags_mia.main(['--quick', '--data-dir', data_dir, '--runs-dir',
+                             str(tmp_path / 'runs'), '--figures-dir', str(figs),
+                             '--epsilons', '0.5', '--methods', 'dp_fedags']) == 0
+  with open(figs / 'mia.csv') as f:
+    assert list(csv.DictReader(f)) == mia_rows
   cause = dp_fedags_report._mia_cause(  # pylint: disable=protected-access
       [dict(ref_rows[0], attack=private['attack'], accuracy='50.1')], private, 65.6)
   assert cause.startswith('the same attack on the non-private FedAvg reference') and \
