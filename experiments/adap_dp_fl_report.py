@@ -266,27 +266,23 @@ def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: 
       return (f'{what} the setup reaches only {float(r["tffdp_test_accuracy"]):.2f}% in '
               f'{r["rounds"]} rounds (`{CONTROLS}`, "{r["curve"]}"; the default run made '
               f'{rounds}), below the paper\'s private {paper:g}%')
-  r = row(adap_dp_fl_controls.AUTHOR_CNN)
-  if sigma_min_cell and r:
-    acc = float(r['tffdp_test_accuracy'])
-    if acc >= paper or fidelity.within('accuracy', paper, acc):
-      return (f'with the CNN as the author\'s public code builds it (pad 2, PyTorch\'s '
-              f'initialisation) the same run reaches {acc:.2f}% (`{CONTROLS}`, '
-              f'"{r["curve"]}"): the Keras CNN\'s padding or initialisation costs the gap')
-  r = row('lr x 2')
-  if sigma_min_cell and r:
-    acc = float(r['tffdp_test_accuracy'])
-    if acc >= paper or fidelity.within('accuracy', paper, acc):
-      return (f'at twice the paper\'s learning rate the same run reaches {acc:.2f}% '
-              f'(`{CONTROLS}`, "{r["curve"]}"): at the stated rate the setup trains slower '
-              'than the paper\'s')
-  r = row(adap_dp_fl_controls.FRESH_ADAM)
-  if sigma_min_cell and r:
-    acc = float(r['tffdp_test_accuracy'])
-    if acc >= paper or fidelity.within('accuracy', paper, acc):
-      return (f'with each client\'s Adam moments reset every round (the paper does not say '
-              f'whether they carry over) the same run reaches {acc:.2f}% (`{CONTROLS}`, '
-              f'"{r["curve"]}")')
+  # Readings of the sigma_min run that reach the paper's number: (curve, what it changes,
+  # what that says).
+  readings = (
+      (adap_dp_fl_controls.AUTHOR_CNN, 'with the CNN as the author\'s public code builds it '
+       '(pad 2, PyTorch\'s initialisation)', ': the Keras CNN\'s padding or initialisation '
+       'costs the gap'),
+      ('lr x 2', 'at twice the paper\'s learning rate', ': at the stated rate the setup '
+       'trains slower than the paper\'s'),
+      (adap_dp_fl_controls.FRESH_ADAM, 'with each client\'s Adam moments reset every round '
+       '(the paper does not say whether they carry over)', ''))
+  for prefix, change, meaning in readings:
+    r = row(prefix)
+    if sigma_min_cell and r:
+      acc = float(r['tffdp_test_accuracy'])
+      if acc >= paper or fidelity.within('accuracy', paper, acc):
+        return (f'{change} the same run reaches {acc:.2f}% (`{CONTROLS}`, '
+                f'"{r["curve"]}"){meaning}')
   r = row(adap_dp_fl_controls.NO_STOP)
   if sigma_min_cell and r and r.get('first_round_at_paper') not in (None, ''):
     at = int(float(r['first_round_at_paper']))
