@@ -76,3 +76,29 @@ def test_dpsgd_profile_times_every_stage():
                        '+ per-example factors and norms', '+ clipped sum',
                        '+ noise (= DP-SGD gradient)', 'non-private gradient']
   assert min(out.values()) > 0
+
+
+def test_ghost_clipping_comparison_gives_the_same_norms_and_clipped_sum():
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tffdp import models  # pylint: disable=g-import-not-at-top
+  m = models.build_keras_model('lenet_cnn', (32, 32, 3), 10, seed=0)
+  h = tf.random.stateless_uniform([5, 32, 32, 3], seed=[1, 2])
+  scale = tf.random.stateless_uniform([5], seed=[5, 6])
+  for layer in [l for l in m.layers if isinstance(l, tf.keras.layers.Conv2D)]:
+    z = layer(h)
+    d = tf.random.stateless_normal(z.shape, seed=[3, 4])
+    (sq1, k1), (sq2, k2) = (f(h, d, layer, scale) for f in (
+        run._per_example_norms_and_sum, run._ghost_norms_and_sum))  # pylint: disable=protected-access
+    np.testing.assert_allclose(sq2, sq1, rtol=1e-4)
+    np.testing.assert_allclose(k2, k1, rtol=1e-4, atol=1e-4 * float(tf.reduce_max(tf.abs(k1))))
+    h = tf.nn.max_pool2d(tf.nn.relu(z), 2, 2, 'VALID')
+
+
+def test_conv_benchmark_smoke(monkeypatch, capsys):
+  monkeypatch.setattr(run, 'CONV_CASES', (('adap_dp_fl_cnn', (28, 28, 1), 3),))
+  totals = run.bench_conv_grads(repeats=1)
+  assert set(totals) == {'depthwise', 'extract_patches', 'picked', 'tffdp', 'ghost'}
+  assert all(v > 0 for v in totals.values())
+  out = capsys.readouterr().out
+  assert 'depthwise* ' in out and 'extract_patches* ' in out  # the picked path per layer
