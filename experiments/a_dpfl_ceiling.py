@@ -11,9 +11,11 @@ and on the label-skew split, at the chosen local epochs and at each learning rat
 report can say whether the split, the learning rate or the setup itself bounds the IID
 cell. The label-skew run at the sweep's setting is the sweep's own run (reused).
 
-Beside them, the control that splits A-DPFL's own gap on the IID split: A-DPFL at the
+Beside them, the controls that split A-DPFL's own gap on the IID split: A-DPFL at the
 chosen local epochs and `--control-learning-rate` (tffdp's chosen 0.1) with noise
-multiplier 0, its clipping and top-K selection kept (`A-DPFL, no noise`; no privacy).
+multiplier 0, its clipping and top-K selection kept (`A-DPFL, no noise`; no privacy), and
+the same with uniform cohorts instead of the top-K selection (`A-DPFL, no noise, uniform
+selection`: the clipping alone, each round's K clients drawn afresh as FedAvg's are).
 
 Writes `figures/a_dpfl/ceiling.csv` (method, final and best test accuracy, the gain over
 the last 10% of rounds, wall time per run) and each run's copy under `ceiling/`.
@@ -31,6 +33,7 @@ from experiments.a_dpfl_table2 import PAPER
 
 PAPER_IID = 100 * PAPER[('mnist', 'IID')]   # Table 2, A-DPFL, MNIST, IID (private)
 FEDAVG, CONTROL = 'FedAvg', 'A-DPFL, no noise'
+UNIFORM_CONTROL = 'A-DPFL, no noise, uniform selection'
 
 
 def main(argv=None) -> int:
@@ -60,6 +63,11 @@ def main(argv=None) -> int:
                              **common.iid_overrides('mnist', args))
   plan.append((CONTROL, 'iid', lr))
   items.append((cfg, common.run_dir(args, cfg, 'a_dpfl_iid_sigma0')))
+  cfg = common.method_config('a_dpfl', 'mnist', args, local_epochs=args.local_epochs,
+                             learning_rate=lr, noise_multiplier=0.0, selection='uniform',
+                             **common.iid_overrides('mnist', args))
+  plan.append((UNIFORM_CONTROL, 'iid', lr))
+  items.append((cfg, common.run_dir(args, cfg, 'a_dpfl_iid_sigma0_uniform')))
   # `run_all`: a second copy of the command runs the next configuration side by side.
   results = common.run_all(items, command, publish_to=os.path.join(args.figures_dir, 'ceiling'))
   table = []

@@ -597,8 +597,25 @@ def _control_cause(figs: str, paper: float, private: float) -> str | None:
   if fidelity.within('accuracy', paper, acc) or acc > paper:
     return (f'{where}, within the tolerance of the paper\'s {paper:g}%: the noise costs the '
             f'{acc - private:.2f} points to the private run')
+  uniform = _ceiling_rows(figs, 'A-DPFL, no noise, uniform selection')
+  split = ''
+  if uniform:
+    u = float(uniform[0]['final_test_accuracy'])
+    fedavg = _fedavg_iid(figs, r['learning_rate'])
+    split = (f'; with uniform cohorts instead of the top-K selection (the clipping alone) '
+             f'it ends at {u:.2f}%'
+             + (f' against FedAvg\'s {fedavg:.2f}%' if fedavg is not None else '')
+             + f', so the fixed top-K selection costs {u - acc:.2f} points and the clipping '
+             + (f'{fedavg - u:.2f}' if fedavg is not None else 'the rest'))
   return (f'{where}, already below the paper\'s {paper:g}%: A-DPFL\'s clipping and '
-          'selection cost the gap before any noise')
+          f'selection cost the gap before any noise{split}')
+
+
+def _fedavg_iid(figs: str, learning_rate: str):
+  """FedAvg's final IID accuracy (%) at `learning_rate` in `ceiling.csv`, or None."""
+  return next((float(r['final_test_accuracy']) for r in _ceiling_rows(figs, 'FedAvg')
+               if r['partition'] == 'iid' and float(r['learning_rate']) ==
+               float(learning_rate)), None)
 
 
 def _sigma_traces(figs: str, settings: list[Setting]) -> dict[str, list[float]]:

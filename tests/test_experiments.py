@@ -1854,7 +1854,13 @@ def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monke
                     '0.1')
   rows = exp_common.read_rows(str(figs / 'ceiling.csv'))
   assert [(r['method'], r['partition']) for r in rows] == [
-      ('FedAvg', 'iid'), ('FedAvg', 'label_skew'), ('A-DPFL, no noise', 'iid')]
+      ('FedAvg', 'iid'), ('FedAvg', 'label_skew'), ('A-DPFL, no noise', 'iid'),
+      ('A-DPFL, no noise, uniform selection', 'iid')]
+  with open(tmp_path / 'runs' / 'mnist_a_dpfl_iid_sigma0_uniform_E5_lr0.1_seed0_quick' /
+            'config.json') as f:
+    assert json.load(f)['method_options']['selection'] == 'uniform'
+  uniform = rows[3]
+  rows = rows[:3]
   with open(tmp_path / 'runs' / 'mnist_a_dpfl_iid_sigma0_E5_lr0.1_seed0_quick' /
             'config.json') as f:
     config = json.load(f)
@@ -1870,7 +1876,15 @@ def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monke
   exp_common.write_table(str(figs / 'ceiling.csv'),
                          rows[:2] + [dict(control, final_test_accuracy='95.0')])
   cause = a_dpfl_report._control_cause(str(figs), 98.9, 93.46)  # pylint: disable=protected-access
-  assert 'clipping and selection cost the gap before any noise' in cause
+  assert cause.endswith('clipping and selection cost the gap before any noise')
+  exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2] + [
+      dict(control, final_test_accuracy='95.0'),
+      dict(uniform, final_test_accuracy='96.5')])
+  cause = a_dpfl_report._control_cause(str(figs), 98.9, 93.46)  # pylint: disable=protected-access
+  fedavg = float(rows[0]['final_test_accuracy'])
+  assert cause.endswith(f'it ends at 96.50% against FedAvg\'s {fedavg:.2f}%, so the fixed '
+                        f'top-K selection costs 1.50 points and the clipping '
+                        f'{fedavg - 96.5:.2f}')
   exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2])
   assert a_dpfl_report._control_cause(str(figs), 98.9, 93.46) is None  # pylint: disable=protected-access
 
