@@ -1830,16 +1830,18 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
   with open(tmp_path / 'runs' / 'mnist_control_sigma3_fresh_adam_seed0_quick' /
             'config.json') as f:
     assert json.load(f)['method_options']['client_optimizer_state'] == 'reset'
-  assert adap_dp_fl_controls.first_round_at(
-      [dict(round=50, test_accuracy=''), dict(round=100, test_accuracy=0.5),
-       dict(round=150, test_accuracy=0.8)], 70.0) == 150
-  assert adap_dp_fl_controls.first_round_at([dict(round=50, test_accuracy=0.5)], 70.0) == ''
+  row = lambda r, acc, eps=1.0: dict(round=r, test_accuracy=acc, epsilon_guaranteed=eps)
+  assert adap_dp_fl_controls.first_round_within(
+      [row(50, ''), row(100, 0.5), row(150, 0.686, 2.5), row(200, 0.8)], 70.0) == (150, 2.5)
+  assert adap_dp_fl_controls.first_round_within([row(50, 0.684)], 70.0) == ('', '')
   # The cause the report gives a miss the budget stop explains.
   cause = adap_dp_fl_report._control_cause(  # pylint: disable=protected-access
-      [dict(no_stop, first_round_at_paper='9000')], 77.28, 3628, True)
-  assert cause.startswith('the budget stops the run while it still learns') and '9000' in cause
+      [dict(no_stop, first_round_within_tolerance='9000', epsilon_guaranteed_there='3.1')],
+      77.28, 3628, True)
+  assert cause.startswith('the budget stops the run while it still learns') and \
+      'at round 9000, where its epsilon_guaranteed is 3.1' in cause
   assert adap_dp_fl_report._control_cause(  # pylint: disable=protected-access
-      [dict(no_stop, first_round_at_paper='')], 77.28, 3628, True) == fidelity.NO_CAUSE
+      [dict(no_stop, first_round_within_tolerance='')], 77.28, 3628, True) == fidelity.NO_CAUSE
   with open(tmp_path / 'runs' / 'mnist_control_sigma3_torch_cnn_seed0_quick' /
             'config.json') as f:
     assert json.load(f)['model'] == 'adap_dp_fl_cnn_torch'
