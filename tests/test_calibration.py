@@ -74,6 +74,11 @@ def test_calibrate_lands_within_two_percent_below_and_agrees_with_dp_accounting(
   # dp_accounting's own calibration (smallest sigma with epsilon <= 4) sits just below.
   sigma = privacy.calibrate_noise_multiplier(4.0, 1e-5, 5 / 20, 30)
   assert sigma <= result.value <= sigma * 1.05
+  # Started inside the band (a value found for a like run), one dry run and no search.
+  again = calibration.calibrate(
+      calibration.with_knob(cfg, 'noise_multiplier', result.value), 4.0)
+  assert (again.value, again.trials) == (result.value, 1)
+  assert again.epsilon == pytest.approx(result.epsilon, rel=1e-7)  # rescaled vs built
 
 
 @pytest.mark.parametrize('method,options', [

@@ -202,6 +202,10 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
   if not ref > 0:
     raise ValueError(f'{knob} must be positive to start from. Found {ref}.')
   dry = DryRun(with_knob(config, knob, ref))
+  # A start already inside the band (a value found for a like run) needs no search.
+  start = dry.epsilon()
+  if target * (1 - rtol) <= start <= target * (1 - 1e-6):
+    return Calibration(knob, ref, start, target, 1, False)
   # Rescaling is exact only where every noise multiplier is proportional to the knob (or
   # its inverse): checked against a second dry run at twice the knob.
   increasing = knob == 'epsilon'  # epsilon grows with the budget, falls with the noise
