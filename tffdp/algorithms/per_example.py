@@ -88,8 +88,9 @@ _OFFSET_MIN_POSITIONS = 128
 
 # Largest `c_in * c_out` of a layer whose per-example kernel gradients are taken by one
 # depthwise filter gradient with the batch folded into the channels (measured on this
-# package's CNNs, see `conv_kernel_gradients`: 1.4-2.2x faster for their first layers,
-# `c_in * c_out` 10-32; 3-30x slower from 96 up).
+# package's CNNs by `python -m benchmarks.run --only conv`: against the next best path,
+# 1.1-2.2x faster for their first layers, `c_in * c_out` 10-32, except AlexNet-style's,
+# about even; as fast to 3.5x slower at 96, 1.8-30x slower from 200 up).
 _DEPTHWISE_MAX_CHANNELS = 64
 
 CONV_GRADIENT_PATHS = ('depthwise', 'offsets', 'patches', 'extract_patches')
