@@ -57,7 +57,7 @@ def test_unsupported_model_falls_back_to_vmap():
     np.testing.assert_allclose(u, v, rtol=1e-6)
 
 
-@pytest.mark.parametrize('shape,kernel,strides,padding', [
+_CONV_CASES = [
     ((3, 32, 32, 3), (5, 5), (1, 1), 'valid'),   # 784 positions: per-offset branch
     ((3, 28, 28, 2), (3, 3), (1, 1), 'same'),
     ((3, 7, 7, 4), (3, 3), (1, 1), 'same'),      # 49 positions: patches branch
@@ -66,11 +66,14 @@ def test_unsupported_model_falls_back_to_vmap():
     ((3, 11, 10, 2), (2, 3), (1, 1), 'valid'),
     ((3, 9, 9, 4), (3, 3), (2, 2), 'same'),      # strided: extract_patches
     ((3, 11, 10, 2), (2, 3), (3, 2), 'valid'),
-])
-@pytest.mark.parametrize('path', [None, *pe.CONV_GRADIENT_PATHS])
+]
+
+
+# Every case by every path that takes its stride (`offsets` and `patches`: stride 1).
+@pytest.mark.parametrize('shape,kernel,strides,padding,path', [
+    (*case, path) for case in _CONV_CASES for path in (None, *pe.CONV_GRADIENT_PATHS)
+    if case[2] == (1, 1) or path not in ('offsets', 'patches')])
 def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, padding, path):
-  if path in ('offsets', 'patches') and strides != (1, 1):
-    pytest.skip('stride 1 only')
   rng = np.random.default_rng(0)
   a = tf.constant(rng.normal(size=shape), tf.float32)
   out = tf.nn.conv2d(a, tf.zeros([*kernel, shape[-1], 3]), [1, *strides, 1],
