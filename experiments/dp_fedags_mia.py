@@ -34,6 +34,7 @@ import functools
 import json
 import os
 import time
+from typing import Optional
 
 import numpy as np
 
@@ -147,30 +148,26 @@ def attack_sets(out: str, examples: int, seed: int, data_dir=None):
   return exp, weights, rounds_done, sets, builder
 
 
-def has_attacks(out: str, examples: int, seed: int) -> bool:
-  """Whether `out/mia.json` holds the attacks at these settings and the run's rounds."""
+def cached_attacks(out: str, examples: int, seed: int) -> Optional[dict]:
+  """`out/mia.json` if it holds the attacks at these settings and the run's rounds,
+  else None."""
   try:
     with open(os.path.join(out, 'summary.json')) as f:
       rounds = json.load(f).get('rounds_completed')
     with open(os.path.join(out, 'mia.json')) as f:
       cached = json.load(f)
   except (OSError, ValueError):
-    return False
-  return (cached.get('examples'), cached.get('seed'), cached.get('rounds')) == (
+    return None
+  same = (cached.get('examples'), cached.get('seed'), cached.get('rounds')) == (
       examples, seed, rounds)
+  return cached if same else None
 
 
 def run_attacks(out: str, examples: int, seed: int, data_dir=None, quick: bool = False):
   """The three attacks on run `out` (cached in `out/mia.json`)."""
-  cache = os.path.join(out, 'mia.json')
-  with open(os.path.join(out, 'summary.json')) as f:
-    rounds = json.load(f).get('rounds_completed')
-  if os.path.exists(cache):
-    with open(cache) as f:
-      cached = json.load(f)
-    if (cached.get('examples'), cached.get('seed'), cached.get('rounds')) == (
-        examples, seed, rounds):
-      return cached
+  cached = cached_attacks(out, examples, seed)
+  if cached is not None:
+    return cached
   exp, weights, rounds_done, sets, builder = attack_sets(out, examples, seed, data_dir)
   started = time.perf_counter()
   results = mia.evaluate(builder, weights, sets['members'], sets['nonmembers'],
@@ -179,7 +176,7 @@ def run_attacks(out: str, examples: int, seed: int, data_dir=None, quick: bool =
   record = dict(examples=examples, seed=seed, rounds=rounds_done,
                 seconds=round(time.perf_counter() - started, 1),
                 results=[r.row() for r in results])
-  with open(cache, 'w') as f:
+  with open(os.path.join(out, 'mia.json'), 'w') as f:
     json.dump(record, f, indent=1)
   return record
 
@@ -207,19 +204,20 @@ def main(argv=None) -> int:
       name = f'{dataset} eps {epsilon:g} {method}' if epsilon is not None else (
           f'{dataset} {REFERENCE}')
       summary_path = os.path.join(out, 'summary.json')
+      not_run = dict(base, attack='all', accuracy='not run',
+                     run=dc.portable(out, os.path.dirname(out)))
       if not os.path.exists(summary_path):
-        table.append(dict(base, attack='all', accuracy='not run', run=dc.portable(
-            out, os.path.dirname(out))))
+        table.append(not_run)
         print(f'{name}: not run ({out} has no summary.json)')
         continue
       with open(summary_path) as f:
         summary = json.load(f)
-      if not has_attacks(out, args.examples, args.seed) and not runner.has_checkpoint(out):
+      if (cached_attacks(out, args.examples, args.seed) is None
+          and not runner.has_checkpoint(out)):
         # A run restored from its published copy keeps no model: its published rows stand.
         kept = [r for r in published if (r['dataset'], r['epsilon'], r['method']) == (
             dataset, str(base['epsilon']), base['method']) and r['accuracy'] != 'not run']
-        table += kept or [dict(base, attack='all', accuracy='not run', run=dc.portable(
-            out, os.path.dirname(out)))]
+        table += kept or [not_run]
         print(f'{name}: {out} keeps no model (no checkpoint): '
               + ('its published rows are kept' if kept else 'not attacked') + '; rerun the '
               'run to attack it again')

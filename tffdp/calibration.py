@@ -218,10 +218,10 @@ def calibrate(config: config_lib.RunConfig, target: float, knob: str = 'noise_mu
   def epsilon_at(value: float) -> Optional[float]:
     nonlocal trials
     trials += 1
-    if rescaled:  # noise multipliers scale with the knob (or its inverse)
+    if value == ref:  # the start, evaluated already
+      eps = start
+    elif rescaled:  # noise multipliers scale with the knob (or its inverse)
       eps = dry.epsilon(ref / value if increasing else value / ref)
-    elif value == ref:  # the start's dry run is built already
-      eps = dry.epsilon()
     else:
       try:
         eps = DryRun(with_knob(config, knob, value)).epsilon()
