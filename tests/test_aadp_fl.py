@@ -140,6 +140,25 @@ def test_budget_increase_recalibrates_sigma_in_the_state(tiny):
   assert m.round_metrics(metrics)['budget_increases'] == 2
 
 
+def test_round_check_reads_what_the_aggregator_states(tiny):
+  data, *_ = tiny
+  m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6, clip_norm=0.05,
+                            l=1e3, rho=0.5)
+  state = m.initialize()
+  cohort = np.array([0, 3])
+  m.guaranteed_releases(cohort, state)     # accounts this round's table
+  new, metrics = m.run_round(state, cohort, 0, 0)
+  noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
+  np.testing.assert_array_equal(noise['clients_per_key'], [1, 1])   # sizes 6 and 12
+  assert m.check_round(cohort, new, metrics) is None
+  # The budgets rose, so the next table differs from the one this round accounted.
+  m.guaranteed_releases(cohort, new)
+  assert 'sigma table' in m.check_round(cohort, new, metrics)
+  m.guaranteed_releases(cohort, state)
+  assert 'per sigma-table entry [1, 1], the cohort has [2, 0]' in m.check_round(
+      np.array([0, 1]), new, metrics)
+
+
 def test_ledgers_match_dp_accounting(tiny, tmp_path):
   data, *_ = tiny
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6, clip_norm=0.05,

@@ -387,6 +387,33 @@ def test_check_reproduces_passes_on_a_run_and_fails_on_an_edited_row(tmp_path):
   assert any(line.startswith('  round 2 test_accuracy: committed') for line in lines)
 
 
+def test_check_reproduces_keeps_the_horizon_and_reads_unseeded_runs_by_their_events(
+    tmp_path):
+  """AADP-FL calibrates sigma for the run's T and draws unseeded noise: rerunning 2 of
+  its 4 rounds must keep T = 4, and compares the events and the round-1 loss only."""
+  from experiments import check_reproduces  # pylint: disable=g-import-not-at-top
+  from tffdp import config as config_lib, runner  # pylint: disable=g-import-not-at-top,g-multiple-import
+  out = tmp_path / 'run'
+  runner.run(config_lib.RunConfig(
+      method='aadp_fl', dataset='synthetic', clients=4, clients_per_round=4, partition='iid',
+      model='logistic_regression', batch_size=50, learning_rate=0.5, num_validation=500,
+      rounds=4, clip_norm=0.5, out=str(out), cohort_sampling='poisson',
+      client_cache_dir=str(tmp_path / 'clients')), log=lambda s: None)
+  with open(out / 'config.json') as f:
+    assert check_reproduces.unseeded_noise(json.load(f))
+  assert check_reproduces.main([str(out), '--rounds', '2']) == 0
+  with open(out / 'metrics.csv') as f:
+    rows = list(csv.DictReader(f))
+  assert check_reproduces.compare(rows[:2], rows[:2], 1e-6, 0, unseeded=True) == []
+  edited = [dict(rows[0]), dict(rows[1], test_accuracy='0.5', train_loss='9')]
+  assert check_reproduces.compare(rows[:2], edited, 1e-6, 0, unseeded=True) == []
+  edited[0]['train_loss'] = '9'
+  edited[1]['epsilon_claimed'] = '9'
+  assert [d.split(':')[0] for d in check_reproduces.compare(
+      rows[:2], edited, 1e-6, 0, unseeded=True)] == [
+          'round 1 train_loss', 'round 2 epsilon_claimed']
+
+
 def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):
   from experiments import check_reproduces as cr  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(cr, 'RESULT_CHANGES', cr.RESULT_CHANGES[:1])  # the history below

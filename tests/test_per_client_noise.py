@@ -48,6 +48,19 @@ def test_each_client_draws_its_own_sigma_by_weight():
   assert float(out.measurements['per_client_noise']['noise_multiplier_sum']) == 2.5
 
 
+def test_measurements_state_the_table_used_and_clients_per_entry():
+  p = noise_process(sigmas=(0.5, 2.0), scale=0.0)
+  out = p.next(p.initialize(), values(0.0, 0.0, 0.0), [9.0, 6.0, 9.0])
+  m = out.measurements['per_client_noise']
+  np.testing.assert_array_equal(m['noise_multipliers'], np.float32([0.5, 2.0]))
+  np.testing.assert_array_equal(m['clients_per_key'], [1, 2])
+  state = aggregators.with_noise_multipliers(out.state, [4.0, 1.0])
+  m = p.next(state, values(0.0, 0.0), [7.0, 6.0]).measurements['per_client_noise']
+  # The round's table, not the initial one; a weight outside the table counts nowhere.
+  np.testing.assert_array_equal(m['noise_multipliers'], np.float32([4.0, 1.0]))
+  np.testing.assert_array_equal(m['clients_per_key'], [1, 0])
+
+
 def test_two_clients_with_one_sigma_draw_independent_noise():
   p = noise_process(sigmas=(1.0, 1.0), scale=1.0, inner=tff.aggregators.SumFactory())
   a = p.next(p.initialize(), values(0.0), [6.0]).result[0]

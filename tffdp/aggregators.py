@@ -163,8 +163,13 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
   as TFF's own DP factories do on the server: runs are not bit-reproducible.
 
   Measurements: `per_client_noise=<noise_multiplier_sum (sum of the sigmas the clients
-  used), nonzero_fraction (mean fraction of non-zero coordinates before noise: kept by the upstream clip and not already zero), clients>`
-  and `inner` (the inner measurements).
+  used), nonzero_fraction (mean fraction of non-zero coordinates before noise: kept by
+  the upstream clip and not already zero), clients, noise_multipliers (float32 `[u]`: the
+  table this round's noise was drawn with), clients_per_key (int32 `[u]`: how many
+  clients drew with each entry)>` and `inner` (the inner measurements). The last two
+  state what the round executed: `clients_per_key[j]` Gaussian releases with std
+  `noise_multipliers[j] * stddev_per_multiplier` each, which a method's ledger checks
+  against the releases it accounted.
 
   Args:
     weight_keys: `[u]` distinct client weights (e.g. `E * d_i`).
@@ -221,7 +226,9 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
     def add_noise(value, weight, table):
       distance = tf.abs(tf.constant(keys) - tf.cast(weight, tf.float32))
       j = tf.argmin(distance)
-      sigma = tf.where(tf.equal(distance[j], 0.0), table[j], float('nan'))
+      found = tf.equal(distance[j], 0.0)
+      sigma = tf.where(found, table[j], float('nan'))
+      key = tf.one_hot(j, len(keys), dtype=tf.int32) * tf.cast(found, tf.int32)
       leaves = tf.nest.flatten(value)
       noised, nonzero, total = [], 0.0, 0
       for v in leaves:
@@ -231,7 +238,7 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
         nonzero += tf.reduce_sum(tf.cast(is_kept, tf.float32))
         total += int(np.prod(v.shape))
       return (tf.nest.pack_sequence_as(value, noised), sigma,
-              nonzero / float(max(total, 1)))
+              nonzero / float(max(total, 1)), key)
 
     @tff.federated_computation(init_fn.type_signature.result,
                                tff.FederatedType(value_type, tff.CLIENTS),
@@ -239,13 +246,15 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
     def next_fn(state, value, weight):
       table = tff.federated_broadcast(
           tff.federated_map(_table_of(table_type), state.per_client_noise))
-      noised, sigma, kept = tff.federated_map(add_noise, (value, weight, table))
+      noised, sigma, kept, key = tff.federated_map(add_noise, (value, weight, table))
       out = (inner.next(state.inner, noised, weight) if weighted_inner
              else inner.next(state.inner, noised))
       measured = tff.federated_zip(collections.OrderedDict(
           noise_multiplier_sum=tff.federated_sum(sigma),
           nonzero_fraction=tff.federated_mean(kept),
-          clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS))))
+          clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)),
+          noise_multipliers=tff.federated_map(_table_of(table_type), state.per_client_noise),
+          clients_per_key=tff.federated_sum(key)))
       return tff.templates.MeasuredProcessOutput(
           state=tff.federated_zip(collections.OrderedDict(
               per_client_noise=state.per_client_noise, inner=out.state)),

@@ -195,6 +195,163 @@ def budgets_of(state) -> np.ndarray:
   return np.asarray(state['budget']['budgets'], np.float64)
 
 
+def theorem1_table(budgets, *, rates, delta: float, rounds: int) -> np.ndarray:
+  """Theorem 1's sigma per distinct client size, as float32 (what the clients use).
+
+  Args:
+    budgets: `[u]` budgets `epsilon_i` (rounded to float32 first, as the state holds them).
+    rates: `[u]` sampling rates `q_i = B / d_i`.
+    delta, rounds: As `theorem1_noise_multiplier`.
+
+  Returns:
+    float32 `[u]`.
+  """
+  return np.array([theorem1_noise_multiplier(float(np.float32(b)), delta, float(q), rounds)
+                   for b, q in zip(budgets, rates)], np.float32)
+
+
+def recalibrated(state, calibrate):
+  """`state` with its sigma table recomputed from its budgets by `calibrate` (`[u]` budgets
+  -> float32 `[u]` sigmas); the same object when nothing changed (recalibration is
+  cached, and only a budget increase costs)."""
+  table = calibrate(budgets_of(state))
+  if np.array_equal(table, noise_multipliers_of(state).astype(np.float32)):
+    return state
+  learning = state['learning']
+  return collections.OrderedDict(
+      learning=learning._replace(aggregator=aggregators.with_noise_multipliers(
+          learning.aggregator, table)),
+      budget=state['budget'])
+
+
+def run_round(cohort_run_round, calibrate, state, cohort, round_num, run_seed):
+  """`Method.run_round`: the cohort's round (`cohort_run_round`, see `common.cohort_round`),
+  the clipping norm it measured added to the metrics (`update_norm`), then the sigma
+  table recalibrated from the budgets the round left (`recalibrated`)."""
+  state, metrics = cohort_run_round(state, cohort, round_num, run_seed)
+  metrics = collections.OrderedDict(metrics)
+  metrics['update_norm'] = float(state['learning'].aggregator['longitudinal_clipping_norm'])
+  return recalibrated(state, calibrate), metrics
+
+
+def poisson_cohort(num_clients: int, q_user: float, seed: int, round_num: int) -> np.ndarray:
+  """Step 8: each client joins round `round_num` with probability `q_user` (everyone at
+  1); the runner's Poisson draw (`seeds.COHORT` stream of `seed`), sorted indices."""
+  if q_user >= 1.0:
+    return np.arange(num_clients)
+  rng = seeds.round_rng(seed, round_num, seeds.COHORT)
+  return np.flatnonzero(rng.random(num_clients) < q_user)
+
+
+@dataclasses.dataclass
+class AADPFLLedgers:
+  """AADP-FL's releases in both ledgers, and the check of each round against them.
+
+  Attributes:
+    client_key: int `[N]`, each client's index into the distinct client sizes.
+    initial_sigmas: float32 `[u]`, the sigma per distinct size at the eq.-2 budgets.
+    rates: `[u]`, Theorem 1's `q_i = B / d_i`.
+    noise_per_sensitivity: Noise std per unit of sigma over the sensitivity `S`
+      (`1 / B` with `noise_scale='batch'`, 1 with `update`, 0 with `none`).
+    q_user, noise_scale, noise_on: As `build_aadp_fl`.
+    accounted: The sigma table (float32 `[u]`) of the last round `guaranteed` accounted,
+      which `check_round` compares with the table the aggregator states it used.
+  """
+  client_key: np.ndarray
+  initial_sigmas: np.ndarray
+  rates: np.ndarray
+  noise_per_sensitivity: float
+  q_user: float
+  noise_scale: str
+  noise_on: str
+  accounted: Optional[np.ndarray] = None
+
+  def _members(self, j: int) -> np.ndarray:
+    return np.flatnonzero(self.client_key == j)
+
+  def claimed(self, cohort, state) -> common.Releases:
+    """Theorem 1: every client, every round, `q_i = B / d_i`, the initial sigma_i."""
+    del cohort, state
+    if self.noise_scale == 'none':
+      return [(np.arange(len(self.client_key)), None, 'noise_scale=none: no noise')]
+    return [(self._members(j), privacy.subsampled_gaussian_event(float(s), float(q)), '')
+            for j, (s, q) in enumerate(zip(self.initial_sigmas, self.rates))]
+
+  def guaranteed(self, cohort, state) -> common.Releases:
+    """Per round and client: the Gaussian on an update of L2 sensitivity S, noise std
+    `sigma_i^t * per_multiplier`, amplified only by the Poisson draw `q_user`."""
+    del cohort
+    table = noise_multipliers_of(state)
+    self.accounted = table.astype(np.float32)
+    if self.noise_on == 'kept':
+      return [(np.arange(len(self.client_key)), None, KEPT_REASON)]
+    out = []
+    for j, sigma in enumerate(table):
+      z = float(sigma) * self.noise_per_sensitivity
+      if z == 0:
+        out.append((self._members(j), None, 'noise_scale=none: no noise'
+                    if self.noise_scale == 'none' else 'noise multiplier is 0: no noise'))
+      else:
+        out.append((self._members(j), privacy.subsampled_gaussian_event(z, self.q_user), ''))
+    return out
+
+  def check_round(self, cohort, state, metrics) -> Optional[str]:
+    """What the aggregator states it executed (`PerClientGaussianFactory`'s
+    `clients_per_key` and `noise_multipliers`) against the cohort and the table
+    accounted. A canary client (audit) is noised as the client whose data it runs on."""
+    del state
+    noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
+    keys = self.client_key[canaries.data_clients(cohort, len(self.client_key))]
+    expected = np.bincount(keys, minlength=len(self.rates))
+    counted = np.asarray(noise['clients_per_key'])
+    if not np.array_equal(counted, expected):
+      return (f'clients added noise per sigma-table entry {counted.tolist()}, the cohort '
+              f'has {expected.tolist()}')
+    used = np.asarray(noise['noise_multipliers'], np.float32)
+    if self.accounted is not None and not np.array_equal(used, self.accounted):
+      return (f'the clients added noise with the sigma table {used.tolist()}; the ledger '
+              f'accounted {self.accounted.tolist()}')
+    return None
+
+
+def adaptive_quantities(state, *, client_key: np.ndarray, clip_norm: float) -> dict:
+  """The per-round sigma and budget ranges over clients (`Method.adaptive_quantities`)."""
+  table, budgets = noise_multipliers_of(state), budgets_of(state)
+  per_client_sigma, per_client_budget = table[client_key], budgets[client_key]
+  return {'noise_multiplier_min': float(per_client_sigma.min()),
+          'noise_multiplier_max': float(per_client_sigma.max()),
+          'epsilon_budget_min': float(per_client_budget.min()),
+          'epsilon_budget_max': float(per_client_budget.max()),
+          'clip_norm': clip_norm}
+
+
+def round_metrics(metrics) -> dict:
+  """The eq.-3 test, clipping and noise measurements of a round (`Method.round_metrics`)."""
+  agg = metrics['learning']['aggregator']
+  noise = agg['longitudinal_clipping']['per_client_noise']
+  budget = metrics['budget']
+  return {'rms_first_moment_change': float(budget['rms_first_moment_change']),
+          'rms_second_moment_change': float(budget['rms_second_moment_change']),
+          'budget_increases': int(budget['increases']),
+          'nonzero_fraction_after_clip': float(noise['nonzero_fraction']),
+          'clipped_clients': int(agg['longitudinal_clipped_count']),
+          'update_norm': float(metrics.get('update_norm', float('nan')))}
+
+
+_NOT_GIVEN = 'not given in the paper; chosen because '
+NOTES = dict(
+    local_epochs=_NOT_GIVEN + 'one pass over the client data is the FedAvg default',
+    epsilon_claimed='Theorem 1 as the paper reads it: every client every round, '
+    'q_i = B / d_i, the initial sigma_i (budget increases ignored), integer RDP '
+    'orders 2-256, Def. 4 conversion; the paper states it per sample',
+    epsilon_guaranteed='client-level (an update of L2 norm <= S after longitudinal '
+    'clipping; sample-level is bounded by the same): per round the Gaussian with '
+    'noise multiplier sigma_i^t * (S/B) / S (noise_scale=batch) or sigma_i^t '
+    '(update), amplified only by q_user; dp_accounting conversion',
+    rdp_orders='integer orders 2-256 (Theorem 1, Amendment 2), both ledgers',
+    noise_rng='per-client noise from TF\'s stateful RNG: runs are not bit-reproducible')
+
+
 def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 4.0,
                   delta: float = 1e-5, learning_rate: float = 0.01,
                   server_learning_rate: float = 0.01, nadam_epsilon: float = 1e-7,
@@ -250,12 +407,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   initial_budgets = client_budgets[  # eq. 2 depends on d_i only: one per distinct size
       [np.flatnonzero(client_key == j)[0] for j in range(len(unique_sizes))]]
   rates = np.minimum(1.0, batch_size / unique_sizes)
-
-  def calibrate(budgets) -> np.ndarray:
-    """Theorem 1's sigma per distinct size, as float32 (what the clients use)."""
-    return np.array([theorem1_noise_multiplier(float(np.float32(b)), delta, float(q), rounds)
-                     for b, q in zip(budgets, rates)], np.float32)
-
+  calibrate = functools.partial(theorem1_table, rates=rates, delta=delta, rounds=rounds)
   initial_sigmas = calibrate(initial_budgets)
   per_multiplier = {'batch': clip_norm / batch_size, 'update': clip_norm, 'none': 0.0}[
       noise_scale]
@@ -275,99 +427,20 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
                                  epsilon_max=epsilon_max, cap_at_max=cap_at_max)
   cohort_run_round, round_computation = common.cohort_round(process, data, batching)
 
-  def recalibrated(state):
-    """The state with sigma recomputed from its budgets (cached: only changes cost)."""
-    table = calibrate(budgets_of(state))
-    if np.array_equal(table, noise_multipliers_of(state).astype(np.float32)):
-      return state
-    learning = state['learning']
-    return collections.OrderedDict(
-        learning=learning._replace(aggregator=aggregators.with_noise_multipliers(
-            learning.aggregator, table)),
-        budget=state['budget'])
-
-  def run_round(state, cohort, round_num, run_seed):
-    state, metrics = cohort_run_round(state, cohort, round_num, run_seed)
-    metrics = collections.OrderedDict(metrics)
-    metrics['update_norm'] = float(state['learning'].aggregator['longitudinal_clipping_norm'])
-    return recalibrated(state), metrics
-
-  def select(round_num: int) -> np.ndarray:
-    if q_user >= 1.0:
-      return np.arange(data.num_clients)
-    rng = seeds.round_rng(seed, round_num, seeds.COHORT)
-    return np.flatnonzero(rng.random(data.num_clients) < q_user)
-
-  everyone = np.arange(data.num_clients)
-  accounted = {}
-
-  def claimed(cohort, state):
-    """Theorem 1: every client, every round, `q_i = B / d_i`, the initial sigma_i."""
-    del cohort, state
-    if noise_scale == 'none':
-      return [(everyone, None, 'noise_scale=none: no noise')]
-    return [(everyone[client_key == j],
-             privacy.subsampled_gaussian_event(float(s), float(q)), '')
-            for j, (s, q) in enumerate(zip(initial_sigmas, rates))]
-
-  def guaranteed(cohort, state):
-    """Per round and client: the Gaussian on an update of L2 sensitivity S, noise std
-    `sigma_i^t * per_multiplier`, amplified only by the Poisson draw `q_user`."""
-    table = noise_multipliers_of(state)
-    # A canary client (audit) is noised as the client whose data it runs on.
-    keys = client_key[canaries.data_clients(cohort, data.num_clients)]
-    accounted['sigma_sum'] = float(np.sum(table[keys]))
-    if noise_on == 'kept':
-      return [(everyone, None, KEPT_REASON)]
-    out = []
-    for j, sigma in enumerate(table):
-      members = everyone[client_key == j]
-      z = float(sigma) * per_multiplier / clip_norm
-      if z == 0:
-        out.append((members, None, 'noise_scale=none: no noise' if noise_scale == 'none'
-                    else 'noise multiplier is 0: no noise'))
-      else:
-        out.append((members, privacy.subsampled_gaussian_event(z, q_user), ''))
-    return out
-
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
-    if int(noise['clients']) != len(cohort):
-      return f'{int(noise["clients"])} clients added noise, the cohort has {len(cohort)}'
-    used, expected = float(noise['noise_multiplier_sum']), accounted.get('sigma_sum')
-    if expected is not None and not np.isclose(used, expected, rtol=1e-5, atol=1e-6):
-      return (f'the clients added noise with sigmas summing to {used}; the ledger '
-              f'accounted {expected}')
-    return None
-
-  def quantities(state) -> dict:
-    table, budgets = noise_multipliers_of(state), budgets_of(state)
-    per_client_sigma, per_client_budget = table[client_key], budgets[client_key]
-    return {'noise_multiplier_min': float(per_client_sigma.min()),
-            'noise_multiplier_max': float(per_client_sigma.max()),
-            'epsilon_budget_min': float(per_client_budget.min()),
-            'epsilon_budget_max': float(per_client_budget.max()),
-            'clip_norm': clip_norm}
-
-  def round_metrics(metrics) -> dict:
-    agg = metrics['learning']['aggregator']
-    noise = agg['longitudinal_clipping']['per_client_noise']
-    budget = metrics['budget']
-    return {'rms_first_moment_change': float(budget['rms_first_moment_change']),
-            'rms_second_moment_change': float(budget['rms_second_moment_change']),
-            'budget_increases': int(budget['increases']),
-            'nonzero_fraction_after_clip': float(noise['nonzero_fraction']),
-            'clipped_clients': int(agg['longitudinal_clipped_count']),
-            'update_norm': float(metrics.get('update_norm', float('nan')))}
-
-  not_given = 'not given in the paper; chosen because '
+  ledgers = AADPFLLedgers(client_key, initial_sigmas, rates, per_multiplier / clip_norm,
+                          q_user, noise_scale, noise_on)
   return common.Method(
       name='aadp_fl', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
-      run_round=run_round, round_computation=round_computation, check_round=check_round,
-      cohort_sampling='poisson', select_cohort=select, participation_rate=q_user,
-      claimed_releases=claimed, guaranteed_releases=guaranteed,
+      run_round=functools.partial(run_round, cohort_run_round, calibrate),
+      round_computation=round_computation, check_round=ledgers.check_round,
+      cohort_sampling='poisson',
+      select_cohort=functools.partial(poisson_cohort, data.num_clients, q_user, seed),
+      participation_rate=q_user, claimed_releases=ledgers.claimed,
+      guaranteed_releases=ledgers.guaranteed,
       claimed_conversion=privacy.CLASSIC_CONVERSION, rdp_orders=THEOREM1_ORDERS,
-      adaptive_quantities=quantities, round_metrics=round_metrics,
+      adaptive_quantities=functools.partial(adaptive_quantities, client_key=client_key,
+                                            clip_norm=clip_norm),
+      round_metrics=round_metrics,
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, delta=delta, learning_rate=learning_rate,
           server_learning_rate=server_learning_rate, nadam_epsilon=nadam_epsilon,
@@ -377,22 +450,10 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
           noise_on=noise_on,
           initial_budgets=[float(b) for b in client_budgets],
           initial_noise_multipliers=[float(initial_sigmas[k]) for k in client_key]),
-      notes=dict(
-          local_epochs=not_given + 'one pass over the client data is the FedAvg default',
-          epsilon_claimed='Theorem 1 as the paper reads it: every client every round, '
-          'q_i = B / d_i, the initial sigma_i (budget increases ignored), integer RDP '
-          'orders 2-256, Def. 4 conversion; the paper states it per sample',
-          epsilon_guaranteed='client-level (an update of L2 norm <= S after longitudinal '
-          'clipping; sample-level is bounded by the same): per round the Gaussian with '
-          'noise multiplier sigma_i^t * (S/B) / S (noise_scale=batch) or sigma_i^t '
-          '(update), amplified only by q_user; dp_accounting conversion',
-          rdp_orders='integer orders 2-256 (Theorem 1, Amendment 2), both ledgers',
-          noise_rng='per-client noise from TF\'s stateful RNG: runs are not bit-reproducible'))
+      notes=dict(NOTES))
 
 
 # ----- registry ---------------------------------------------------------------------
-
-_NOT_GIVEN = 'not given in the paper; chosen because '
 
 
 @dataclasses.dataclass(frozen=True)
