@@ -176,6 +176,31 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 0.5)
 
 
+@pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
+def test_round_check_reads_the_noise_std_the_factory_states(tmp_path, perturbation):
+  from tffdp.data import FederatedData
+  import functools
+  from tffdp import models
+  rng = np.random.default_rng(0)
+  shape = (28, 28, 1)
+  x = rng.integers(0, 256, (40, *shape), dtype=np.uint8)
+  data = FederatedData(x, np.arange(40) % 10, [np.arange(0, 10), np.arange(10, 40)],
+                       cache_dir=str(tmp_path))
+  builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+  build = functools.partial(dp_fedags.build_dp_fedags, builder, data, rounds=3,
+                            perturb_all=True, weighting='size', perturbation=perturbation)
+  m = build(epsilon=0.5)
+  cohort = np.array([0, 1])
+  _, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  stated = float(metrics['aggregator']['significant_gradient']['noise_std'])
+  ds = 2 * 0.1 * 1.0 / np.array([10, 30])   # Delta_S per client (lr 0.1, C = 1)
+  expected = (dp_fedags.eq2_noise_multiplier(ds, 0.5) if perturbation == 'gaussian'
+              else math.sqrt(2) * ds / (0.9 * 0.5))
+  assert stated == pytest.approx(np.mean(expected), rel=1e-6)
+  assert m.check_round(cohort, None, metrics) is None
+  assert 'mean std' in build(epsilon=0.4).check_round(cohort, None, metrics)
+
+
 def test_clip_only_control_releases_the_clipped_gradient_exactly():
   g = np.full(400, 0.1, np.float32)        # norm 2 > C = 1: clipped to norm 1
   factory = dp_fedags.SignificantGradientFactory(

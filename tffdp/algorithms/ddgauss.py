@@ -166,6 +166,63 @@ def _query_state(state):
   return None
 
 
+@dataclasses.dataclass(frozen=True)
+class DDGaussLedgers:
+  """DDGauss's releases in both ledgers and the check of each round against the DP query
+  TFF's aggregator states it ran with (`ddgauss_measurements`).
+
+  Attributes:
+    stated: The event of one release (`stated_event`), for `clients_per_round` shares.
+    clients_per_round: `n`, the shares the claimed analysis assumes.
+  """
+  stated: privacy.DistributedDiscreteGaussianDpEvent
+  clients_per_round: int
+
+  def event(self, n: int) -> privacy.DistributedDiscreteGaussianDpEvent:
+    """The event of a release summing `n` clients' noise shares."""
+    return dataclasses.replace(self.stated, num_clients=int(n))
+
+  def claimed(self, cohort, state=None) -> common.Releases:
+    """Every round the `n` shares the mechanism is built for."""
+    del state
+    return [(cohort, self.event(self.clients_per_round), '')]
+
+  def guaranteed(self, cohort, state=None) -> common.Releases:
+    """The shares of the clients that took part (fewer shares: less noise)."""
+    del state
+    return [(cohort, self.event(len(cohort)), '')] if len(cohort) else []
+
+  def check_round(self, cohort, state, metrics) -> Optional[str]:
+    del state
+    m = ddgauss_measurements(metrics)
+    used = dict(l2_sensitivity=float(m['scaled_inflated_l2']),
+                local_stddev=float(m['scaled_local_stddev']), dim=int(m['padded_dim']),
+                clients=int(m['actual_num_clients']))
+    expected = dict(l2_sensitivity=self.stated.l2_sensitivity,
+                    local_stddev=self.stated.local_stddev, dim=self.stated.dim,
+                    clients=len(cohort))
+    if any(not np.isclose(used[k], expected[k], rtol=1e-6) for k in used):
+      return f'the DDGauss aggregator ran with {used}; the ledger accounted {expected}'
+    return None
+
+  def round_failure(self, exc: BaseException) -> Optional[str]:
+    """`Method.round_failure`: TFF's norm check failing means local training diverged."""
+    if NORM_CHECK_MESSAGE not in str(exc):
+      return None
+    return (f'a client update reached the DDGauss aggregator non-finite: TFF\'s check '
+            f'"{NORM_CHECK_MESSAGE} {self.stated.l2_sensitivity:g}" failed on the clipped, '
+            'rounded update, which only a NaN/inf update (or one whose norm overflows '
+            'float32) can do: local training diverged')
+
+
+def round_metrics(metrics) -> dict:
+  """The scaled query of a round (`Method.round_metrics`)."""
+  m = ddgauss_measurements(metrics)
+  return {'scale_factor': float(m['scale_factor']),
+          'scaled_inflated_l2': float(m['scaled_inflated_l2']),
+          'scaled_local_stddev': float(m['scaled_local_stddev'])}
+
+
 def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
                   batch_size: int, noise_multiplier: float, clip_norm: float,
                   clients_per_round: int, local_epochs: int = 1, seed: int = 0,
@@ -191,49 +248,16 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
   dim = sum(int(np.prod(t.shape)) for t in common.weights_type_of(keras_builder).trainable)
   stated = stated_event(noise_multiplier, clip_norm, clients_per_round, dim, bits,
                         rotation_type, beta, modclip_prob)
-
-  def event(n: int) -> privacy.DistributedDiscreteGaussianDpEvent:
-    return dataclasses.replace(stated, num_clients=int(n))
-
-  def claimed(cohort, state=None):
-    return [(cohort, event(clients_per_round), '')]
-
-  def guaranteed(cohort, state=None):
-    return [(cohort, event(len(cohort)), '')] if len(cohort) else []
-
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    m = ddgauss_measurements(metrics)
-    used = dict(l2_sensitivity=float(m['scaled_inflated_l2']),
-                local_stddev=float(m['scaled_local_stddev']), dim=int(m['padded_dim']),
-                clients=int(m['actual_num_clients']))
-    expected = dict(l2_sensitivity=stated.l2_sensitivity, local_stddev=stated.local_stddev,
-                    dim=stated.dim, clients=len(cohort))
-    if any(not np.isclose(used[k], expected[k], rtol=1e-6) for k in used):
-      return f'the DDGauss aggregator ran with {used}; the ledger accounted {expected}'
-    return None
-
-  def round_metrics(metrics) -> dict:
-    m = ddgauss_measurements(metrics)
-    return {'scale_factor': float(m['scale_factor']),
-            'scaled_inflated_l2': float(m['scaled_inflated_l2']),
-            'scaled_local_stddev': float(m['scaled_local_stddev'])}
-
-  def round_failure(exc: BaseException) -> Optional[str]:
-    if NORM_CHECK_MESSAGE not in str(exc):
-      return None
-    return (f'a client update reached the DDGauss aggregator non-finite: TFF\'s check '
-            f'"{NORM_CHECK_MESSAGE} {stated.l2_sensitivity:g}" failed on the clipped, '
-            'rounded update, which only a NaN/inf update (or one whose norm overflows '
-            'float32) can do: local training diverged')
-
+  ledgers = DDGaussLedgers(stated, clients_per_round)
   batching = ShuffleBatch(batch_size, local_epochs)
   run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
       name='ddgauss', process=process, batching=batching,
-      run_round=run_round, round_computation=round_computation, check_round=check_round,
-      dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
-      claimed_releases=claimed, guaranteed_releases=guaranteed,
-      round_metrics=round_metrics, round_failure=round_failure,
+      run_round=run_round, round_computation=round_computation,
+      check_round=ledgers.check_round, dp_unit=privacy.CLIENT_LEVEL,
+      cohort_sampling=cohort_sampling, claimed_releases=ledgers.claimed,
+      guaranteed_releases=ledgers.guaranteed, round_metrics=round_metrics,
+      round_failure=ledgers.round_failure,
       adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,
                                          'clip_norm': clip_norm},
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,

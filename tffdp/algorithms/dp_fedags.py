@@ -484,103 +484,31 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   _check_delta_s_scale(delta_s, delta_s_scale, perturbation)
   e1, e2, e3 = (epsilon * s for s in epsilon_split)
   batching = ShuffleBatch(batch_size, local_epochs)
-  # In an audit build, canary clients' `g` is `norm * u_j` (`canaries.with_canaries`).
-  client_work = canaries.wrap_client_work(gradient_client_work(
-      keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs))
   factory = SignificantGradientFactory(
       clip_norm, epsilon, e1, e2, e3, rounds, delta_s=delta_s, delta_s_scale=delta_s_scale,
       learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
       top_fraction=top_fraction, delta=delta, quantization_levels=quantization_levels,
       inner=LossWeightedMeanFactory(weighting))
-  init = common.initial_weights_computation(keras_builder, seed)
-  weights_type = init.type_signature.result
-  value_type = client_work.next.type_signature.result.result.member.update
-  aggregator = tff.aggregators.factory_utils.as_weighted_aggregator(factory).create(
-      value_type, tff.TensorType(np.float32))  # the weights are eq. 37's, not E n_k
-  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
-      tff.learning.optimizers.build_sgdm(learning_rate=learning_rate), weights_type)
-  process = tff.learning.templates.compose_learning_process(
-      init, tff.learning.templates.build_broadcast_process(weights_type), client_work,
-      aggregator, finalizer)
+  process, num_params = gradient_process(keras_builder, data, factory,
+                                         learning_rate=learning_rate,
+                                         local_epochs=local_epochs, seed=seed)
   run_round, round_computation = common.cohort_round(process, data, batching)
-  sizes = np.asarray(data.client_sizes, np.float64)
-
-  def sensitivity(clients) -> np.ndarray:
-    """`Delta_S` per client (a canary client: that of the data it runs on)."""
-    clients = canaries.data_clients(clients, data.num_clients)
-    return (delta_s_scale * 2.0 * learning_rate * clip_norm / sizes[clients]
-            if delta_s == 'scaled'
-            else np.full(len(clients), clip_norm))
-
-  everyone = np.arange(data.num_clients)
-  num_params = int(sum(np.prod(t.shape) for t in weights_type.trainable))
-
-  def claimed(cohort, state):
-    """Theorem 2: the run is epsilon-DP (per round; the paper does not compose): every
-    client is charged one epsilon-DP release before the first round, nothing after."""
-    del cohort
-    if int(state.aggregator['round']) == 0:
-      return [(everyone, dp_accounting.LaplaceDpEvent(1.0 / epsilon), '')]
-    return []
-
-  def guaranteed(cohort, state):
-    del state
-    if perturbation == 'binomial':
-      return [(cohort, None, BINOMIAL_REASON)]
-    if selection == 'top' and not perturb_all:
-      return [(cohort, None, TOP_REASON)]
-    if selection == 'svt' and not perturb_all:
-      return [(cohort, None, UNPERTURBED_REASON)]
-    if weighting == 'loss':
-      return [(cohort, None, LOSS_REASON)]
-    if delta_s_scale == 0:
-      return [(cohort, None, NO_NOISE_REASON)]
-    out = []
-    ds = sensitivity(cohort)
-    for value in np.unique(ds):
-      members = cohort[ds == value]
-      if perturbation == 'gaussian':
-        z = float(eq2_noise_multiplier(value, epsilon))   # std sigma C on sensitivity C
-        out.append((members, dp_accounting.GaussianDpEvent(z), ''))
-      else:  # Laplace on an L2-clipped vector: L1 sensitivity sqrt(|W|) C
-        out.append((members, dp_accounting.LaplaceDpEvent(
-            float(value / e3 / (math.sqrt(num_params) * clip_norm))), ''))
-    return out
-
-  def round_metrics(metrics) -> dict:
-    agg = metrics['aggregator']
-    sig, inner = agg['significant_gradient'], agg['inner']
-    return {'significant_fraction': float(sig['significant_fraction']),
-            'threshold': float(sig['threshold']), 'threshold_max': float(sig['threshold_max']),
-            'max_abs_gradient': float(sig['max_abs_gradient']),
-            'noise_std': float(sig['noise_std']),
-            'clipped_clients': int(sig['clipped']),
-            'mean_abs_gradient': float(sig['mean_abs_gradient']),
-            'num_trials': float(sig['num_trials']),
-            'weight_min': float(inner['weight_min']), 'weight_max': float(inner['weight_max'])}
-
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    del state
-    rnd = int(metrics['aggregator']['significant_gradient']['round'])
-    train = metrics['client_work']['train']
-    cohort = canaries.data_clients(cohort, data.num_clients)
-    if int(train['num_examples']) != local_epochs * int(np.sum(sizes[cohort])):
-      return (f'the clients processed {int(train["num_examples"])} examples, not '
-              f'{local_epochs} epochs of their {int(np.sum(sizes[cohort]))}')
-    return None if rnd >= 1 else 'the aggregator did not count the round'
-
+  ledgers = DPFedAGSLedgers(
+      np.asarray(data.client_sizes, np.float64), epsilon, e3, clip_norm, learning_rate,
+      local_epochs, delta_s, delta_s_scale, perturbation, perturb_all, selection,
+      weighting, num_params)
   binomial_hparams, binomial_notes = {}, {}
   if perturbation == 'binomial':
     binomial_hparams, binomial_notes = _binomial_summary(
-        sensitivity(everyone), epsilon, delta, clip_norm, quantization_levels, num_params)
-  not_given = 'not given in the paper; chosen because '
+        ledgers.sensitivity(np.arange(data.num_clients)), epsilon, delta, clip_norm,
+        quantization_levels, num_params)
   return common.Method(
       name=name, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       ledger='basic_claimed',
       cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
-      claimed_releases=claimed, guaranteed_releases=guaranteed,
-      claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=check_round,
+      claimed_releases=ledgers.claimed, guaranteed_releases=ledgers.guaranteed,
+      claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=ledgers.check_round,
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, epsilon_1=e1, epsilon_2=e2, epsilon_3=e3,
@@ -591,36 +519,193 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
           selection=selection, top_fraction=top_fraction,
           eq2_noise_multiplier_clip=eq2_noise_multiplier(clip_norm, epsilon),
           **binomial_hparams),
-      notes=dict(
-          local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
-          epsilon_split=not_given + 'Sec. IV-A asks epsilon_3 >> epsilon_1 + epsilon_2 and '
-          'epsilon_1 : epsilon_2 = q^(2/3) : 1 with q undefined: 5% / 5% / 90%',
-          delta_s=('Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
-                   'buries every gradient)' if delta_s_scale == 1 else
-                   f'{delta_s_scale:g} x 2 eta C / n_k (the calibrated sensitivity of '
-                   'fidelity pass 2)' if delta_s_scale else 'kappa = 0: the clip-only '
-                   'control, no noise') if delta_s == 'scaled' else 'Delta_S = C (the paper)',
-          epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
-          'compose over rounds): one epsilon-DP release per client. With delta_s=scaled the '
-          'noise std is sigma C with sigma from Delta_S = 2 eta C / n_k, while the noised '
-          'vector g\' has sensitivity C: "epsilon" is then only the paper\'s label (the '
-          'guaranteed ledger states what the noise gives)',
-          guaranteed_scope='with perturb_all (or selection=all) and size weights: the '
-          'Gaussian (or Laplace) release of each participation, no amplification by the '
-          'uniform cohort (conservative; the spec suggests q = k/K); the sparse-vector test '
-          'is then not released (its outcome appears only in the significant_fraction '
-          'diagnostic) and is not charged; n_k is treated as public',
-          local_loss='L_k is the mean training loss over the local steps (the paper\'s '
-          'L_k(W_t) may mean the loss of the global model on the client\'s data)',
-          epsilon_guaranteed=('inf: ' + BINOMIAL_REASON) if perturbation == 'binomial'
-          else ('inf: ' + (LOSS_REASON if perturb_all or selection == 'all'
-                                         else TOP_REASON if selection == 'top'
-                                         else UNPERTURBED_REASON))
-          if not ((perturb_all or selection == 'all') and weighting == 'size') else
-          'per participation the Gaussian (noise multiplier eq. 2 sigma on sensitivity C, '
-          'add/remove) or Laplace release, no amplification by the uniform cohort',
-          noise_rng='SVT and perturbation noise from TF\'s stateful RNG: runs are not '
-          'bit-reproducible', **binomial_notes))
+      notes=dict(ledgers.notes(), **binomial_notes))
+
+
+def gradient_process(keras_builder, data: FederatedData,
+                     factory: tff.aggregators.UnweightedAggregationFactory, *,
+                     learning_rate: float, local_epochs: int, seed: int
+                     ) -> tuple[tff.learning.templates.LearningProcess, int]:
+  """Alg. 1 as a TFF learning process: the clients' `<g, L_k, n_k>`
+  (`gradient_client_work`; an audit's canary clients upload `norm * u_j`,
+  `canaries.wrap_client_work`), aggregated by `factory` (weighted by its own eq.-37
+  weights, not TFF's `E n_k`), applied by the server's SGD step at `learning_rate`.
+
+  Returns:
+    `(process, |W|)`: the process and the number of trainable parameters.
+  """
+  client_work = canaries.wrap_client_work(gradient_client_work(
+      keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs))
+  init = common.initial_weights_computation(keras_builder, seed)
+  weights_type = init.type_signature.result
+  value_type = client_work.next.type_signature.result.result.member.update
+  aggregator = tff.aggregators.factory_utils.as_weighted_aggregator(factory).create(
+      value_type, tff.TensorType(np.float32))  # the weights are eq. 37's, not E n_k
+  finalizer = tff.learning.templates.build_apply_optimizer_finalizer(
+      tff.learning.optimizers.build_sgdm(learning_rate=learning_rate), weights_type)
+  process = tff.learning.templates.compose_learning_process(
+      init, tff.learning.templates.build_broadcast_process(weights_type), client_work,
+      aggregator, finalizer)
+  return process, int(sum(np.prod(t.shape) for t in weights_type.trainable))
+
+
+@dataclasses.dataclass(frozen=True)
+class DPFedAGSLedgers:
+  """DP-FedAGS's releases in both ledgers, and the check of each round against what
+  `SignificantGradientFactory` states it executed.
+
+  Attributes:
+    sizes: float64 `[N]` client sizes `n_k`.
+    num_params: `|W|`.
+    The others: as `build_dp_fedags` (`epsilon_3` the Laplace share).
+  """
+  sizes: np.ndarray
+  epsilon: float
+  epsilon_3: float
+  clip_norm: float
+  learning_rate: float
+  local_epochs: int
+  delta_s: str
+  delta_s_scale: float
+  perturbation: str
+  perturb_all: bool
+  selection: str
+  weighting: str
+  num_params: int
+
+  def sensitivity(self, clients) -> np.ndarray:
+    """`Delta_S` per client, float64 `[len(clients)]` (a canary client: that of the data
+    it runs on)."""
+    clients = canaries.data_clients(clients, len(self.sizes))
+    if self.delta_s == 'scaled':
+      return self.delta_s_scale * 2.0 * self.learning_rate * self.clip_norm / self.sizes[clients]
+    return np.full(len(clients), self.clip_norm)
+
+  def noise_std(self, clients) -> np.ndarray:
+    """The per-coordinate noise std each client adds (Gaussian: eq. 2's `sigma C`;
+    Laplace: `sqrt(2) Delta_S / epsilon_3`), float64 `[len(clients)]`."""
+    ds = self.sensitivity(clients)
+    if self.perturbation == 'gaussian':
+      return eq2_noise_multiplier(ds, self.epsilon) * self.clip_norm
+    return math.sqrt(2.0) * ds / self.epsilon_3
+
+  def claimed(self, cohort, state) -> common.Releases:
+    """Theorem 2: the run is epsilon-DP (per round; the paper does not compose): every
+    client is charged one epsilon-DP release before the first round, nothing after."""
+    del cohort
+    if int(state.aggregator['round']) == 0:
+      return [(np.arange(len(self.sizes)), dp_accounting.LaplaceDpEvent(1.0 / self.epsilon),
+               '')]
+    return []
+
+  def no_guarantee(self) -> Optional[str]:
+    """Why no finite guarantee holds for this configuration (None: one holds)."""
+    if self.perturbation == 'binomial':
+      return BINOMIAL_REASON
+    if self.selection == 'top' and not self.perturb_all:
+      return TOP_REASON
+    if self.selection == 'svt' and not self.perturb_all:
+      return UNPERTURBED_REASON
+    if self.weighting == 'loss':
+      return LOSS_REASON
+    if self.delta_s_scale == 0:
+      return NO_NOISE_REASON
+    return None
+
+  def guaranteed(self, cohort, state) -> common.Releases:
+    """Per participation: the Gaussian (std `sigma C` on sensitivity `C`) or the Laplace
+    (L1 sensitivity `sqrt(|W|) C` of an L2-clipped vector) release, unamplified."""
+    del state
+    reason = self.no_guarantee()
+    if reason is not None:
+      return [(cohort, None, reason)]
+    out = []
+    ds = self.sensitivity(cohort)
+    for value in np.unique(ds):
+      members = cohort[ds == value]
+      if self.perturbation == 'gaussian':
+        z = float(eq2_noise_multiplier(value, self.epsilon))   # std sigma C on sensitivity C
+        out.append((members, dp_accounting.GaussianDpEvent(z), ''))
+      else:
+        out.append((members, dp_accounting.LaplaceDpEvent(
+            float(value / self.epsilon_3 / (math.sqrt(self.num_params) * self.clip_norm))),
+                    ''))
+    return out
+
+  def check_round(self, cohort, state, metrics) -> Optional[str]:
+    """The round counted, the clients' examples, and the mean noise std the factory
+    states (`noise_std`) against the one the events above are computed from."""
+    del state
+    sig = metrics['aggregator']['significant_gradient']
+    train = metrics['client_work']['train']
+    data_clients = canaries.data_clients(cohort, len(self.sizes))
+    examples = int(np.sum(self.sizes[data_clients]))
+    if int(train['num_examples']) != self.local_epochs * examples:
+      return (f'the clients processed {int(train["num_examples"])} examples, not '
+              f'{self.local_epochs} epochs of their {examples}')
+    if int(sig['round']) < 1:
+      return 'the aggregator did not count the round'
+    if self.perturbation != 'binomial':
+      expected = float(np.mean(self.noise_std(cohort)))
+      if not np.isclose(float(sig['noise_std']), expected, rtol=1e-5, atol=1e-12):
+        return (f'the clients added noise of mean std {float(sig["noise_std"])}; the '
+                f'ledger computed its events from {expected}')
+    return None
+
+  def notes(self) -> dict:
+    """The config notes of the method (`Method.notes`)."""
+    not_given = 'not given in the paper; chosen because '
+    if self.delta_s != 'scaled':
+      delta_s = 'Delta_S = C (the paper)'
+    elif self.delta_s_scale == 1:
+      delta_s = ('Amendment 1, tffdp\'s reading: 2 eta C / n_k (with C eq. 2\'s noise '
+                 'buries every gradient)')
+    elif self.delta_s_scale:
+      delta_s = (f'{self.delta_s_scale:g} x 2 eta C / n_k (the calibrated sensitivity of '
+                 'fidelity pass 2)')
+    else:
+      delta_s = 'kappa = 0: the clip-only control, no noise'
+    reason = self.no_guarantee()
+    if reason is None or reason == NO_NOISE_REASON:
+      guaranteed = ('per participation the Gaussian (noise multiplier eq. 2 sigma on '
+                    'sensitivity C, add/remove) or Laplace release, no amplification by '
+                    'the uniform cohort')
+    else:
+      guaranteed = 'inf: ' + reason
+    return dict(
+        local_epochs=not_given + 'one pass is the FedAvg default (Amendment: E not given)',
+        epsilon_split=not_given + 'Sec. IV-A asks epsilon_3 >> epsilon_1 + epsilon_2 and '
+        'epsilon_1 : epsilon_2 = q^(2/3) : 1 with q undefined: 5% / 5% / 90%',
+        delta_s=delta_s,
+        epsilon_claimed='the paper\'s epsilon (Theorem 2, per round; the paper does not '
+        'compose over rounds): one epsilon-DP release per client. With delta_s=scaled the '
+        'noise std is sigma C with sigma from Delta_S = 2 eta C / n_k, while the noised '
+        'vector g\' has sensitivity C: "epsilon" is then only the paper\'s label (the '
+        'guaranteed ledger states what the noise gives)',
+        guaranteed_scope='with perturb_all (or selection=all) and size weights: the '
+        'Gaussian (or Laplace) release of each participation, no amplification by the '
+        'uniform cohort (conservative; the spec suggests q = k/K); the sparse-vector test '
+        'is then not released (its outcome appears only in the significant_fraction '
+        'diagnostic) and is not charged; n_k is treated as public',
+        local_loss='L_k is the mean training loss over the local steps (the paper\'s '
+        'L_k(W_t) may mean the loss of the global model on the client\'s data)',
+        epsilon_guaranteed=guaranteed,
+        noise_rng='SVT and perturbation noise from TF\'s stateful RNG: runs are not '
+        'bit-reproducible')
+
+
+def round_metrics(metrics) -> dict:
+  """The factory's and eq. 37's measurements of a round (`Method.round_metrics`)."""
+  agg = metrics['aggregator']
+  sig, inner = agg['significant_gradient'], agg['inner']
+  return {'significant_fraction': float(sig['significant_fraction']),
+          'threshold': float(sig['threshold']), 'threshold_max': float(sig['threshold_max']),
+          'max_abs_gradient': float(sig['max_abs_gradient']),
+          'noise_std': float(sig['noise_std']),
+          'clipped_clients': int(sig['clipped']),
+          'mean_abs_gradient': float(sig['mean_abs_gradient']),
+          'num_trials': float(sig['num_trials']),
+          'weight_min': float(inner['weight_min']), 'weight_max': float(inner['weight_max'])}
 
 
 def _binomial_summary(sensitivities: np.ndarray, epsilon: float, delta: float,
