@@ -602,11 +602,15 @@ def _control_cause(figs: str, paper: float, private: float) -> str | None:
   if uniform:
     u = float(uniform[0]['final_test_accuracy'])
     fedavg = _fedavg_iid(figs, r['learning_rate'])
-    split = (f'; with uniform cohorts instead of the top-K selection (the clipping alone) '
-             f'it ends at {u:.2f}%'
-             + (f' against FedAvg\'s {fedavg:.2f}%' if fedavg is not None else '')
-             + f', so the fixed top-K selection costs {u - acc:.2f} points and the clipping '
-             + (f'{fedavg - u:.2f}' if fedavg is not None else 'the rest'))
+    selection = (f'the top-K selection makes no difference within the tolerance '
+                 f'({u - acc:+.2f} points, one seed)' if fidelity.within('accuracy', u, acc)
+                 else f'the fixed top-K selection costs {u - acc:.2f} points (one seed)')
+    split = (f'; with uniform cohorts instead of the top-K selection (the per-example '
+             f'clipping alone) it ends at {u:.2f}%'
+             + (f' against FedAvg\'s {fedavg:.2f}% on the same configuration'
+                if fedavg is not None else '')
+             + f': {selection}, and the clipping costs '
+             + (f'{fedavg - u:.2f} points' if fedavg is not None else 'the rest'))
   return (f'{where}, already below the paper\'s {paper:g}%: A-DPFL\'s clipping and '
           f'selection cost the gap before any noise{split}')
 
