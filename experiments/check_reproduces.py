@@ -174,11 +174,14 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
     runner.run(cfg, command=['experiments.check_reproduces'],
                log=lambda s: log(f'  {s}'))
     rerun = _rows(cfg.out)
+    with open(os.path.join(cfg.out, 'config.json')) as f:
+      rerun_config = json.load(f)
   compared = [r for r in committed if int(r['round']) <= rounds]
-  unseeded = unseeded_noise(recorded)
+  # This checkout's notes count too: a run recorded before its method said so.
+  unseeded = unseeded_noise(recorded) or unseeded_noise(rerun_config)
   diffs = compare(compared, rerun, rtol, atol, unseeded)
   status = 'differs' if diffs else 'reproduces'
-  what = (' (unseeded noise: the epsilons, cohort sizes and round-1 training loss)'
+  what = ('; unseeded noise: the epsilons, cohort sizes and round-1 training loss'
           if unseeded else '')
   log(f'{run_dir}: {status} over rounds 1-{rounds} ({len(compared)} committed rows '
       f'compared{what})')

@@ -270,7 +270,10 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
       notes=dict(accounting='client-level, Kairouz et al. 2021 Theorem 1 + Prop. 14 on '
                  'the DP query TFF states; no amplification by sampling (upper bound '
                  'when q < 1)',
-                 secure_aggregation='simulated: secure sums compiled to plain sums'))
+                 secure_aggregation='simulated: secure sums compiled to plain sums',
+                 noise_rng='TFF\'s DDGauss aggregator seeds its rotation and rounding from '
+                 'the clock (tf.timestamp) and draws its noise shares with no seed tffdp '
+                 'sets: runs are not bit-reproducible'))
 
 
 # ----- registry ---------------------------------------------------------------------

@@ -82,37 +82,20 @@ def build_client_update(keras_builder, learning_rate: float, insertion=None):
   return client_update
 
 
-def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: float,
-                      batch_size: int, noise_multiplier: float, clip_norm: float,
-                      local_epochs: int = 1, server_learning_rate: float = 1.0,
-                      seed: int = 0, cohort_sampling: str = 'uniform') -> common.Method:
-  """DP-SCAFFOLD (see module doc).
+def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch, *,
+                     learning_rate: float, noise_multiplier: float, clip_norm: float,
+                     server_learning_rate: float, seed: int):
+  """DP-SCAFFOLD's round as a TFF `IterativeProcess` with CLIENTS-placed client controls.
 
-  Args:
-    keras_builder: No-arg callable returning a fresh `tf.keras.Model` (logits out).
-    data: The federated data.
-    learning_rate: Local learning rate `eta_l` (`> 0`).
-    batch_size: DP-SGD batch size `B` (shuffled batches, `local_epochs` passes).
-    noise_multiplier: DP-SGD sigma (`>= 0`; 0: no noise, no finite guarantee).
-    clip_norm: Per-example clip `C` (`> 0`).
-    local_epochs: Passes over the client data per round (`K = E ceil(n_i / B)` steps).
-    server_learning_rate: Global step `eta_g` (`> 0`; SCAFFOLD's default 1).
-    seed: Initial-model seed.
-    cohort_sampling: The runner's cohort draw (`uniform` or `poisson`).
+  `next(server state, client ids@CLIENTS, seeds@CLIENTS, controls@CLIENTS[, canary
+  tables@CLIENTS]) -> <server state, new controls@CLIENTS, metrics>`; the server state is
+  `<model, control, noise_multiplier, clip_norm>@SERVER`. In an audit build
+  (`canaries.inserting`) each client's canary table rides beside its data.
 
   Returns:
-    A `common.Method`.
-
-  Raises:
-    ValueError: On a non-positive learning rate, `clip_norm`, or a negative sigma.
+    `(process, control_spec, insertion)`: the process, the `tf.TensorSpec`s of a control
+    (one per trainable variable), and the audit's `canaries.Insertion` (None outside one).
   """
-  for name, value in (('learning_rate', learning_rate), ('clip_norm', clip_norm),
-                      ('server_learning_rate', server_learning_rate)):
-    if value <= 0:
-      raise ValueError(f'{name} must be positive. Found {value}.')
-  if noise_multiplier < 0:
-    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier}.')
-  batching = ShuffleBatch(batch_size, local_epochs)
   init_weights = common.initial_weights_computation(keras_builder, seed)
   weights_type = init_weights.type_signature.result
   control_spec = [tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable]
@@ -193,9 +176,46 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
       return round_body(state, tff.federated_map(value, (client_ids, client_seeds, tables)),
                         controls)
 
-  # The round as TFF's template: next(server state, ids, seeds, controls[, tables]) ->
-  # <server state, controls@CLIENTS, metrics>, the client state CLIENTS-placed.
-  process = tff.templates.IterativeProcess(init_fn, round_fn)
+  return tff.templates.IterativeProcess(init_fn, round_fn), control_spec, insertion
+
+
+def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: float,
+                      batch_size: int, noise_multiplier: float, clip_norm: float,
+                      local_epochs: int = 1, server_learning_rate: float = 1.0,
+                      seed: int = 0, cohort_sampling: str = 'uniform') -> common.Method:
+  """DP-SCAFFOLD (see module doc).
+
+  Args:
+    keras_builder: No-arg callable returning a fresh `tf.keras.Model` (logits out).
+    data: The federated data.
+    learning_rate: Local learning rate `eta_l` (`> 0`).
+    batch_size: DP-SGD batch size `B` (shuffled batches, `local_epochs` passes).
+    noise_multiplier: DP-SGD sigma (`>= 0`; 0: no noise, no finite guarantee).
+    clip_norm: Per-example clip `C` (`> 0`).
+    local_epochs: Passes over the client data per round (`K = E ceil(n_i / B)` steps).
+    server_learning_rate: Global step `eta_g` (`> 0`; SCAFFOLD's default 1).
+    seed: Initial-model seed.
+    cohort_sampling: The runner's cohort draw (`uniform` or `poisson`).
+
+  Returns:
+    A `common.Method`.
+
+  Raises:
+    ValueError: On a non-positive learning rate, `clip_norm`, or a negative sigma.
+  """
+  for name, value in (('learning_rate', learning_rate), ('clip_norm', clip_norm),
+                      ('server_learning_rate', server_learning_rate)):
+    if value <= 0:
+      raise ValueError(f'{name} must be positive. Found {value}.')
+  if noise_multiplier < 0:
+    raise ValueError(f'noise_multiplier must be >= 0. Found {noise_multiplier}.')
+  batching = ShuffleBatch(batch_size, local_epochs)
+  process, control_spec, insertion = scaffold_process(
+      keras_builder, data, batching, learning_rate=learning_rate,
+      noise_multiplier=noise_multiplier, clip_norm=clip_norm,
+      server_learning_rate=server_learning_rate, seed=seed)
+  num_clients = data.num_clients
+  init_fn = process.initialize
   zeros = [np.zeros(s.shape, s.dtype.as_numpy_dtype) for s in control_spec]
 
   def initialize() -> dict:
