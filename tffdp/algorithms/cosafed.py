@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from typing import Callable, Optional
 
 import dp_accounting
@@ -379,6 +380,124 @@ def build_laplace_upload_process(
 BUDGET_RULES = ('cosafed', 'lapfed', 'adpfl', 'cosfed')
 
 
+def laplace_upload_round(round_fn, insertion, state, cohort, round_num, run_seed):
+  """`Method.run_round` of a Laplace-upload method: `round_fn` on the cohort's ids and
+  seeds (in an audit, canary ids `N + j` run on client 0's data), the clients' `epsilon'`
+  added to the metrics as `client_epsilons` (float64 `[len(cohort)]`, cohort order)."""
+  seeds = common.client_seeds(run_seed, round_num, cohort)
+  if insertion is None:
+    state, metrics, eps = round_fn(state, [str(c) for c in cohort], seeds)
+  else:  # an audit: canary ids `N + j` run on client 0's data
+    ids, index = insertion.split(cohort)
+    state, metrics, eps = round_fn(state, ids, seeds, [np.int32(i) for i in index])
+  metrics = collections.OrderedDict(metrics)
+  metrics['client_epsilons'] = np.asarray(eps, np.float64).ravel()
+  return state, metrics
+
+
+@dataclasses.dataclass(frozen=True)
+class LaplaceUploadLedgers:
+  """The releases of a Laplace-upload round in both ledgers, from the `epsilon'` each
+  client's upload was noised with (`client_epsilons`, returned by the round), and the
+  check of each round against what `aggregators.LaplaceUploadFactory` states.
+
+  Attributes:
+    method: `cosafed`, `lapfed`, `adpfl` or `cosfed`.
+    sensitivity: `Delta_f`.
+    l1_clip: The L1 bound of each upload, or None (paper-literal: no guarantee).
+  """
+  method: str
+  sensitivity: float
+  l1_clip: Optional[float]
+
+  def releases(self, cohort, state, metrics) -> tuple[common.Releases, common.Releases]:
+    """Claimed: each upload `epsilon'`-DP (Theorem 1). Guaranteed: `inf` without a clip
+    or for cosAFed (data-dependent scale); otherwise `Lap(Delta_f / epsilon')` on an
+    update of L1 norm `<= l1_clip` (add/remove adjacency): `epsilon' l1_clip / Delta_f`.
+    An `epsilon'` of 0 (infinite noise) releases nothing and is not charged."""
+    del state
+    claimed, guaranteed = [], []
+    for c, e in zip(cohort, metrics['client_epsilons']):
+      who = np.array([c])
+      if not e > 0:
+        continue
+      if np.isinf(e):
+        claimed.append((who, None, "epsilon' = inf: no noise"))
+        guaranteed.append((who, None, "epsilon' = inf: no noise"))
+        continue
+      claimed.append((who, privacy_event(e), ''))
+      if self.l1_clip is None:
+        guaranteed.append((who, None, UNBOUNDED_REASON))
+      elif self.method == 'cosafed':
+        guaranteed.append((who, None, DATA_DEPENDENT_REASON))
+      else:
+        guaranteed.append((who, privacy_event(e * self.l1_clip / self.sensitivity), ''))
+    return claimed, guaranteed
+
+  def check_round(self, cohort, state, metrics) -> Optional[str]:
+    """The clients the aggregator counted and the `epsilon'` it noised with (its sum)
+    against the cohort and the budgets the ledgers account."""
+    del state
+    upload = metrics['aggregator']['laplace_upload']
+    eps = metrics['client_epsilons']
+    if int(upload['clients']) != len(cohort) or len(eps) != len(cohort):
+      return (f'{int(upload["clients"])} clients uploaded and {len(eps)} budgets came '
+              f'back; the cohort has {len(cohort)}')
+    if not np.isclose(float(upload['epsilon_sum']), float(np.sum(eps)), rtol=1e-5):
+      return (f"the aggregator noised with epsilon' summing to {float(upload['epsilon_sum'])}; "
+              f'the ledger would account {float(np.sum(eps))}')
+    return None
+
+
+def laplace_upload_round_metrics(epsilon: float, metrics) -> dict:
+  """The budgets, scores and upload measurements of a round (`Method.round_metrics`)."""
+  upload, signals = metrics['aggregator']['laplace_upload'], metrics['signals']
+  eps = metrics['client_epsilons']
+  return {'epsilon_prime_sum': float(np.sum(eps)),
+          'adjusted_clients': int(np.sum(~np.isclose(eps, epsilon, rtol=1e-6))),
+          'epsilon_prime_min': float(np.min(eps)), 'epsilon_prime_max': float(np.max(eps)),
+          'score': float(signals['score']), 'score_loss': float(signals['score_loss']),
+          'score_acc': float(signals['score_acc']), 'score_t': float(signals['score_t']),
+          'global_cosine': float(signals['global_cosine']),
+          'mean_cosine': float(upload['mean_cosine']), 'mean_p': float(metrics['mean_p']),
+          'floor_binding': int(metrics['floor_binding']),
+          'zero_budget_clients': int(upload['zero_budget_clients']),
+          'l1_clipped': int(upload['l1_clipped']),
+          'mean_l1_norm': float(upload['mean_l1_norm'])}
+
+
+def laplace_upload_notes(method: str, sensitivity: float, l1_clip: Optional[float]) -> dict:
+  """The config notes of a Laplace-upload method (`Method.notes`)."""
+  not_given = 'not given in the paper; chosen because '
+  notes = dict(
+      learning_rate=not_given + 'see the experiment config (Amendment 7)',
+      sensitivity='Delta_f is not given: calibrated against LAPFed 81.95 (Equal, N = 3, '
+      'epsilon 100; Amendment 3), see the experiment config',
+      epsilon_claimed="the paper's count: per client the sum of its epsilon' (Theorem 1 "
+      'per upload, basic composition); Table 3 sums it over clients (epsilon_prime_sum)',
+      epsilon_guaranteed=('inf: ' + UNBOUNDED_REASON) if l1_clip is None else
+      ('inf: ' + DATA_DEPENDENT_REASON) if method == 'cosafed' else
+      "client-level, add/remove adjacency (a client's absence counts as a zero upload; "
+      "replacing a client doubles the cost): each upload Lap(Delta_f / epsilon') on an "
+      f"update of L1 norm <= {l1_clip}, i.e. (epsilon' {l1_clip} / Delta_f)-DP; per "
+      "client the best of basic composition, dp_accounting's RDP and PLD",
+      diagnostics="the per-round measurements (mean cosine, mean L1 norm, clipped count, "
+      "the epsilon' values, the score inputs) are simulation diagnostics, not part of "
+      'the released mechanism, and are not accounted',
+      noise_rng="Laplace noise from TF's stateful RNG: runs are not bit-reproducible")
+  if method != 'cosafed':
+    notes['method'] = (f'{RECONSTRUCTED[method]} from cosAFed\'s description '
+                       '(baselines.md), not from its own paper')
+  if method == 'adpfl':
+    notes['p_fixed'] = ('Amendment 2: 0.95 makes the paper\'s totals 103,155 / 103,170 '
+                        'whole numbers of adjustments')
+  if l1_clip is not None and l1_clip != sensitivity:
+    notes['l1_clip'] = (f'l1_clip {l1_clip} != Delta_f {sensitivity}: each upload is '
+                        f"(epsilon' l1_clip / Delta_f)-DP (the guaranteed ledger's event); "
+                        "the claimed ledger counts epsilon' as the paper does")
+  return notes
+
+
 def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str = 'cosafed',
                   rounds: int, cohort_size: int, epsilon: float = 100.0,
                   sensitivity: float = 1.0, l1_clip: Optional[float] = None,
@@ -429,112 +548,25 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
   privacy.check_delta(delta)
 
   insertion = canaries.active()
-
-  def run_round(state, cohort, round_num, run_seed):
-    seeds = common.client_seeds(run_seed, round_num, cohort)
-    if insertion is None:
-      state, metrics, eps = round_fn(state, [str(c) for c in cohort], seeds)
-    else:  # an audit: canary ids `N + j` run on client 0's data
-      ids, index = insertion.split(cohort)
-      state, metrics, eps = round_fn(state, ids, seeds, [np.int32(i) for i in index])
-    metrics = collections.OrderedDict(metrics)
-    metrics['client_epsilons'] = np.asarray(eps, np.float64).ravel()
-    return state, metrics
-
-  def releases(cohort, state, metrics):
-    """Claimed: each upload `epsilon'`-DP (Theorem 1). Guaranteed: `inf` without a clip
-    or for cosAFed (data-dependent scale); otherwise `Lap(Delta_f / epsilon')` on an
-    update of L1 norm `<= l1_clip` (add/remove adjacency): `epsilon' l1_clip / Delta_f`.
-    An `epsilon'` of 0 (infinite noise) releases nothing and is not charged."""
-    del state
-    claimed, guaranteed = [], []
-    for c, e in zip(cohort, metrics['client_epsilons']):
-      who = np.array([c])
-      if not e > 0:
-        continue
-      if np.isinf(e):
-        claimed.append((who, None, "epsilon' = inf: no noise"))
-        guaranteed.append((who, None, "epsilon' = inf: no noise"))
-        continue
-      claimed.append((who, privacy_event(e), ''))
-      if l1_clip is None:
-        guaranteed.append((who, None, UNBOUNDED_REASON))
-      elif method == 'cosafed':
-        guaranteed.append((who, None, DATA_DEPENDENT_REASON))
-      else:
-        guaranteed.append((who, privacy_event(e * l1_clip / sensitivity), ''))
-    return claimed, guaranteed
-
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    del state
-    upload = metrics['aggregator']['laplace_upload']
-    eps = metrics['client_epsilons']
-    if int(upload['clients']) != len(cohort) or len(eps) != len(cohort):
-      return (f'{int(upload["clients"])} clients uploaded and {len(eps)} budgets came '
-              f'back; the cohort has {len(cohort)}')
-    if not np.isclose(float(upload['epsilon_sum']), float(np.sum(eps)), rtol=1e-5):
-      return (f"the aggregator noised with epsilon' summing to {float(upload['epsilon_sum'])}; "
-              f'the ledger would account {float(np.sum(eps))}')
-    return None
-
-  def round_metrics(metrics) -> dict:
-    upload, signals = metrics['aggregator']['laplace_upload'], metrics['signals']
-    eps = metrics['client_epsilons']
-    return {'epsilon_prime_sum': float(np.sum(eps)),
-            'adjusted_clients': int(np.sum(~np.isclose(eps, epsilon, rtol=1e-6))),
-            'epsilon_prime_min': float(np.min(eps)), 'epsilon_prime_max': float(np.max(eps)),
-            'score': float(signals['score']), 'score_loss': float(signals['score_loss']),
-            'score_acc': float(signals['score_acc']), 'score_t': float(signals['score_t']),
-            'global_cosine': float(signals['global_cosine']),
-            'mean_cosine': float(upload['mean_cosine']), 'mean_p': float(metrics['mean_p']),
-            'floor_binding': int(metrics['floor_binding']),
-            'zero_budget_clients': int(upload['zero_budget_clients']),
-            'l1_clipped': int(upload['l1_clipped']),
-            'mean_l1_norm': float(upload['mean_l1_norm'])}
-
-  not_given = 'not given in the paper; chosen because '
-  notes = dict(
-      learning_rate=not_given + 'see the experiment config (Amendment 7)',
-      sensitivity='Delta_f is not given: calibrated against LAPFed 81.95 (Equal, N = 3, '
-      'epsilon 100; Amendment 3), see the experiment config',
-      epsilon_claimed="the paper's count: per client the sum of its epsilon' (Theorem 1 "
-      'per upload, basic composition); Table 3 sums it over clients (epsilon_prime_sum)',
-      epsilon_guaranteed=('inf: ' + UNBOUNDED_REASON) if l1_clip is None else
-      ('inf: ' + DATA_DEPENDENT_REASON) if method == 'cosafed' else
-      "client-level, add/remove adjacency (a client's absence counts as a zero upload; "
-      "replacing a client doubles the cost): each upload Lap(Delta_f / epsilon') on an "
-      f"update of L1 norm <= {l1_clip}, i.e. (epsilon' {l1_clip} / Delta_f)-DP; per "
-      "client the best of basic composition, dp_accounting's RDP and PLD",
-      diagnostics="the per-round measurements (mean cosine, mean L1 norm, clipped count, "
-      "the epsilon' values, the score inputs) are simulation diagnostics, not part of "
-      'the released mechanism, and are not accounted',
-      noise_rng="Laplace noise from TF's stateful RNG: runs are not bit-reproducible")
-  if method != 'cosafed':
-    notes['method'] = (f'{RECONSTRUCTED[method]} from cosAFed\'s description '
-                       '(baselines.md), not from its own paper')
-  if method == 'adpfl':
-    notes['p_fixed'] = ('Amendment 2: 0.95 makes the paper\'s totals 103,155 / 103,170 '
-                        'whole numbers of adjustments')
-  if l1_clip is not None and l1_clip != sensitivity:
-    notes['l1_clip'] = (f'l1_clip {l1_clip} != Delta_f {sensitivity}: each upload is '
-                        f"(epsilon' l1_clip / Delta_f)-DP (the guaranteed ledger's event); "
-                        "the claimed ledger counts epsilon' as the paper does")
+  ledgers = LaplaceUploadLedgers(method, sensitivity, l1_clip)
   return common.Method(
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
-      cohort_sampling='uniform', run_round=run_round, round_computation=round_fn,
+      cohort_sampling='uniform', round_computation=round_fn,
+      run_round=functools.partial(laplace_upload_round, round_fn, insertion),
       claimed_releases=lambda cohort, state: [], guaranteed_releases=lambda cohort, state: [],
-      releases_from_round=releases, ledger='laplace', check_round=check_round,
+      releases_from_round=ledgers.releases, ledger='laplace', check_round=ledgers.check_round,
       # LapFed's budget is constant: every upload at epsilon', whatever the round did.
       fixed_round_metrics=((lambda cohort: {'client_epsilons': np.full(len(cohort), epsilon)})
                            if method == 'lapfed' else None),
-      adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
+      adaptive_quantities=lambda state: {},
+      round_metrics=functools.partial(laplace_upload_round_metrics, epsilon),
       hyperparameters=dict(
           method=method, rounds=rounds, cohort_size=cohort_size, epsilon=epsilon,
           sensitivity=sensitivity, l1_clip=l1_clip, epsilon_floor=epsilon_floor,
           score_acc=score_acc, p_fixed=p_fixed, cosfed_cosine=cosfed_cosine,
           learning_rate=learning_rate, batch_size=batch_size, local_epochs=local_epochs,
           scale_by_cosine=method == 'cosafed', reconstructed=method != 'cosafed'),
-      notes=notes)
+      notes=laplace_upload_notes(method, sensitivity, l1_clip))
 
 
 def privacy_event(epsilon_prime: float):
