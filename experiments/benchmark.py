@@ -375,21 +375,39 @@ def pilot(args, command, cal: Calibrations) -> int:
   items = [(spec, dataclasses.replace(cfg, stop_after_round=min(PILOT_ROUNDS, cfg.rounds)),
             out + '_pilot') for spec, cfg, out in _items(specs, args, cal)]
   t0 = time.time()
-  lines = []
-  for (entry, *_), _, metrics in _run(items, command):
-    seconds = float(np.median([float(r['round_seconds']) for r in metrics[1:]]))
-    runs = sum(TRIALS + (1 if e.knob in ('none', 'claimed') else len(args.epsilons))
-               * len(args.seeds) - 1 for e in entries_of([entry.track])) * len(args.datasets)
-    rounds = TRACKS[entry.settings]['rounds']
-    hours = runs * rounds * seconds / 3600
-    lines.append(f'[benchmark pilot] {entry.track} track ({entry.name}): median round '
-                 f'{seconds:.3f} s; {runs} runs of {rounds} rounds would take about '
-                 f'{hours:.1f} h alone at that rate (Adap DP-FL trains every client every '
-                 'round: its runs cost more)')
+  lines = [pilot_line(entry, metrics, args)
+           for (entry, *_), _, metrics in _run(items, command)]
   for line in lines:
-    print(line, flush=True)
+    print(f'[benchmark pilot] {line}', flush=True)
   print(f'[benchmark pilot] wall {time.time() - t0:.0f} s', flush=True)
   return 0
+
+
+def pilot_line(entry: Entry, metrics: list[dict], args) -> str:
+  """The projected cost of `entry`'s track from its pilot run's rows: the median round
+  (the first, which compiles, left out) times the track's rounds and planned runs."""
+  seconds = float(np.median([float(r['round_seconds']) for r in metrics[1:]]))
+  runs = sum(TRIALS + (1 if e.knob in ('none', 'claimed') else len(args.epsilons))
+             * len(args.seeds) - 1 for e in entries_of([entry.track])) * len(args.datasets)
+  rounds = TRACKS[entry.settings]['rounds']
+  return (f'{entry.track} track ({entry.name}): median round {seconds:.3f} s; {runs} runs '
+          f'of {rounds} rounds would take about {runs * rounds * seconds / 3600:.1f} h '
+          'alone at that rate (Adap DP-FL trains every client every round: its runs cost '
+          'more)')
+
+
+def pilot_lines(args) -> list[str]:
+  """`pilot_line` of each pilot run found in `--runs-dir` (`--stage pilot` made them)."""
+  lines = []
+  for entry in ENTRIES:
+    if entry.name not in PILOT or entry.track not in args.track:
+      continue
+    spec = (entry, args.datasets[0], TUNING_EPSILON, 0, grid(entry, args.quick)[0])
+    out = os.path.join(args.runs_dir, run_name(*spec, args.quick) + '_pilot')
+    metrics = common.read_rows(os.path.join(out, 'metrics.csv'))
+    if metrics and len(metrics) > 1:
+      lines.append(pilot_line(entry, metrics, args))
+  return lines
 
 
 def tuning_specs(args) -> list:
@@ -470,12 +488,24 @@ def _float(x) -> float:
 
 
 def _spread(values) -> tuple[float, float, float, float]:
-  """Mean, std, min and max of the finite values (NaN if none)."""
+  """Mean, sample standard deviation (0 for one value), min and max of the finite
+  values (NaN if none)."""
   v = np.asarray([_float(x) for x in values], dtype=float)
   v = v[np.isfinite(v)]
   if not v.size:
     return (float('nan'),) * 4
-  return float(np.mean(v)), float(np.std(v)), float(np.min(v)), float(np.max(v))
+  std = float(np.std(v, ddof=1)) if v.size > 1 else 0.0
+  return float(np.mean(v)), std, float(np.min(v)), float(np.max(v))
+
+
+def cell_text(cell: list[dict]) -> str:
+  """A leaderboard cell: `mean +- sd (n seeds: values)`, or `value (1 seed)`, in %."""
+  mean, std, _, _ = _spread(r['final_test_accuracy'] for r in cell)
+  values = [100 * _float(r['final_test_accuracy']) for r in cell]
+  if len(cell) == 1:
+    return f'{values[0]:.2f} (1 seed)'
+  return (f'{100 * mean:.2f} +- {100 * std:.2f} ({len(cell)} seeds: '
+          + ', '.join(f'{v:.1f}' for v in values) + ')')
 
 
 def cells(rows: list[dict]) -> dict:
@@ -562,17 +592,15 @@ def leaderboard(rows: list[dict], track: str, dataset: str, epsilons) -> list[st
       if not cell:
         cols.append('-')
         continue
-      mean, std, _, _ = _spread(r['final_test_accuracy'] for r in cell)
-      if not np.isfinite(mean):
+      if not np.isfinite(_spread(r['final_test_accuracy'] for r in cell)[0]):
         cols.append('no accuracy (' + (cell[0]['stop_reason'] or 'not evaluated') + ')')
         continue
-      seeds = ', '.join(f'{100 * _float(r["final_test_accuracy"]):.1f}' for r in cell)
       within = all(r['within_2pct'] in ('yes', '') for r in cell)
-      cols.append(f'{100 * mean:.2f} +- {100 * std:.2f} ({seeds})'
-                  + ('' if within else ' [epsilon off target]'))
+      cols.append(cell_text(cell) + ('' if within else ' [epsilon off target]'))
       walls += [float(r['wall_seconds']) for r in cell]
-    lines.append(f'| {n} | ' + ' | '.join(cols) + f' | {ranks.get(n, "-")} | '
-                 f'{np.mean(walls):.0f} |' if walls else f'| {n} | ' + ' | '.join(cols)
+    label = f'{n} (non-private ceiling)' if n == 'fedavg' else n
+    lines.append(f'| {label} | ' + ' | '.join(cols) + f' | {ranks.get(n, "-")} | '
+                 f'{np.mean(walls):.0f} |' if walls else f'| {label} | ' + ' | '.join(cols)
                  + ' | - | - |')
   return lines
 
@@ -614,6 +642,9 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
   planned)}` runs (planned main runs: those of the entries tuned so far)."""
   f = common.fmt
   off = [r for r in rows if r['within_2pct'] == 'no']
+  tuning = [r for _, trial_rows in tuned.values() for r in trial_rows]
+  wall = lambda rs: sum(_float(r['wall_seconds']) for r in rs
+                        if np.isfinite(_float(r['wall_seconds']))) / 3600
   (tuned_done, tuning_all), (main_done, main_all) = progress['tuning'], progress['main']
   complete = tuned_done == tuning_all and main_done == main_all
   state = ('Complete: every planned run has finished.' if complete else
@@ -626,9 +657,12 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
       'edit)', '',
       f'Command: `{" ".join(command)}`' + (' (toy sizes: `--quick`)' if args.quick else ''),
       f'Machine: {platform.platform()}, {os.cpu_count()} CPUs. Runs: {len(rows)} main, '
-      f'{sum(len(v[1]) for v in tuned.values())} tuning; their summed wall time '
-      f'{sum(float(r["wall_seconds"] or 0) for r in rows) / 3600:.2f} h (main).', '',
+      f'{len(tuning)} tuning; their summed wall time {wall(rows):.2f} h (main) and '
+      f'{wall(tuning):.2f} h (tuning), with other work on the machine.', '',
       state, '',
+      '## Cost', '',
+      *([f'- Pilot (`--stage pilot`, {PILOT_ROUNDS} rounds): {line}.'
+         for line in pilot_lines(args)] or ['- No pilot run yet (`--stage pilot`).']), '',
       '## Protocol', '', *[f'- {line}' for line in (
           'Client-level track: ' + ', '.join(f'{k}={v}' for k, v in CLIENT.items()) +
           ' (uniform cohorts of 50 for the methods that take no other).',

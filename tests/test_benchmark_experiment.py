@@ -88,6 +88,44 @@ def test_seed_ranges_decide_a_win():
   assert benchmark.separates(rows(0.85, 0.92), rows(0.9, 0.91)) == 0
 
 
+def test_leaderboard_cells_give_the_seed_count_and_a_sample_sd():
+  row = lambda entry, acc, seed=0, target=4.0: dict(
+      track='client', dataset='mnist', entry=entry, target_epsilon=target, seed=seed,
+      final_test_accuracy=acc, stop_reason='', table='main', within_2pct='yes',
+      wall_seconds=10.0)
+  assert benchmark.cell_text([row('dp_fedavg', 0.9)]) == '90.00 (1 seed)'
+  three = [row('dp_fedavg', a, s) for s, a in enumerate((0.90, 0.92, 0.94))]
+  assert benchmark.cell_text(three) == '92.00 +- 2.00 (3 seeds: 90.0, 92.0, 94.0)'
+  lines = benchmark.leaderboard(three + [row('fedavg', 0.97, target='')], 'client',
+                                'mnist', [4.0])
+  assert '| dp_fedavg | 92.00 +- 2.00 (3 seeds: 90.0, 92.0, 94.0) | 1 | 10 |' in lines
+  assert '| fedavg (non-private ceiling) | 97.00 (1 seed) | - | 10 |' in lines
+
+
+def test_the_readme_projects_the_cost_from_the_pilot_runs(tmp_path):
+  import argparse  # pylint: disable=g-import-not-at-top
+  from experiments import common  # pylint: disable=g-import-not-at-top
+  args = argparse.Namespace(track=['client', 'sample'], datasets=['mnist'],
+                            epsilons=[1.0, 4.0, 16.0], seeds=[0, 1, 2], quick=False,
+                            runs_dir=str(tmp_path))
+  assert benchmark.pilot_lines(args) == []
+  entry = next(e for e in benchmark.ENTRIES if e.name == 'dp_fedavg')
+  spec = (entry, 'mnist', benchmark.TUNING_EPSILON, 0, benchmark.grid(entry)[0])
+  out = tmp_path / (benchmark.run_name(*spec) + '_pilot')
+  os.makedirs(out)
+  common.write_table(str(out / 'metrics.csv'),  # the first round (compiling) is left out
+                     [dict(round=r, round_seconds=s) for r, s in ((1, 9.0), (2, 0.5),
+                                                                   (3, 0.7), (4, 0.6))])
+  client = [e for e in benchmark.ENTRIES if e.track == 'client']
+  runs = sum(benchmark.TRIALS + (1 if e.knob in ('none', 'claimed') else 3) * 3 - 1
+             for e in client)
+  hours = runs * benchmark.CLIENT['rounds'] * 0.6 / 3600
+  assert benchmark.pilot_lines(args) == [
+      f'client track (dp_fedavg): median round 0.600 s; {runs} runs of 100 rounds would '
+      f'take about {hours:.1f} h alone at that rate (Adap DP-FL trains every client every '
+      'round: its runs cost more)']
+
+
 def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   figs = tmp_path / 'figs'
   argv = ['--quick', '--datasets', 'mnist', '--epsilons', '4', '--seeds', '0',
