@@ -224,7 +224,7 @@ class Calibrations:
 
   def __init__(self, path: str):
     self.path = path
-    self.values = common._read_json(path) or {}  # pylint: disable=protected-access
+    self.values = common.read_json(path) or {}
     self.failures: dict = {}  # (entry, dataset, epsilon) -> why
 
   def config_at(self, entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
@@ -271,7 +271,7 @@ def _blank(x):
 def result_row(entry: Entry, dataset: str, epsilon, seed: int, trial: tuple, rows: list,
                out: str) -> dict:
   """One finished run as a row of `results.csv` / `tuning.csv`."""
-  summary, config = (common._read_json(os.path.join(out, f'{name}.json'))  # pylint: disable=protected-access
+  summary, config = (common.read_json(os.path.join(out, f'{name}.json'))
                      for name in ('summary', 'config'))
   last = rows[-1] if rows else {}
   g = float(summary.get('epsilon_guaranteed', float('nan')))

@@ -87,7 +87,7 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
       finished = os.path.exists(summary)
       stale = None
       if same and finished:
-        stale = stale_reason(old, _read_json(summary))
+        stale = stale_reason(old, read_json(summary))
       elif same and runner.has_checkpoint(out):   # an interrupted run: its segments so far
         stale = stale_reason(old, {'segments': runner.read_checkpoint(out).get('segments')})
       if stale:
@@ -137,7 +137,7 @@ def as_evaluated(rows: list[dict], cfg: config_lib.RunConfig) -> list[dict]:
   return out
 
 
-def _read_json(path: str) -> Optional[dict]:
+def read_json(path: str) -> Optional[dict]:
   """The JSON object in `path`, or None when there is no such file."""
   if not os.path.exists(path):
     return None
