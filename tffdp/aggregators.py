@@ -244,16 +244,16 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
                                tff.FederatedType(value_type, tff.CLIENTS),
                                tff.FederatedType(weight_type, tff.CLIENTS))
     def next_fn(state, value, weight):
-      table = tff.federated_broadcast(
-          tff.federated_map(_table_of(table_type), state.per_client_noise))
-      noised, sigma, kept, key = tff.federated_map(add_noise, (value, weight, table))
+      table = tff.federated_map(_table_of(table_type), state.per_client_noise)
+      noised, sigma, kept, key = tff.federated_map(
+          add_noise, (value, weight, tff.federated_broadcast(table)))
       out = (inner.next(state.inner, noised, weight) if weighted_inner
              else inner.next(state.inner, noised))
       measured = tff.federated_zip(collections.OrderedDict(
           noise_multiplier_sum=tff.federated_sum(sigma),
           nonzero_fraction=tff.federated_mean(kept),
           clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)),
-          noise_multipliers=tff.federated_map(_table_of(table_type), state.per_client_noise),
+          noise_multipliers=table,
           clients_per_key=tff.federated_sum(key)))
       return tff.templates.MeasuredProcessOutput(
           state=tff.federated_zip(collections.OrderedDict(
