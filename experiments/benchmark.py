@@ -467,6 +467,11 @@ def run_main(args, run, tuned) -> list[dict]:
           run(main_specs(args, tuned))]
 
 
+def tuning_rows(tuned: dict) -> list[dict]:
+  """Every tuning run's row (`tune`'s `{(entry, dataset): (best trial, rows)}`)."""
+  return [r for _, trial_rows in tuned.values() for r in trial_rows]
+
+
 def report(args, command, rows, tuned, failures: dict, progress: dict) -> None:
   """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
   figs = args.figures_dir
@@ -474,8 +479,7 @@ def report(args, command, rows, tuned, failures: dict, progress: dict) -> None:
   for r in rows:
     common.copy_results(r['run'], os.path.join(figs, 'runs', os.path.basename(r['run'])))
   common.write_table(os.path.join(figs, 'results.csv'), rows)
-  tuning = [r for _, trial_rows in tuned.values() for r in trial_rows]
-  common.write_table(os.path.join(figs, 'tuning.csv'), tuning)
+  common.write_table(os.path.join(figs, 'tuning.csv'), tuning_rows(tuned))
   plot(rows, figs)
   with open(os.path.join(figs, 'README.md'), 'w') as f:
     f.write(readme(rows, tuned, command, args, failures, progress))
@@ -642,7 +646,7 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
   planned)}` runs (planned main runs: those of the entries tuned so far)."""
   f = common.fmt
   off = [r for r in rows if r['within_2pct'] == 'no']
-  tuning = [r for _, trial_rows in tuned.values() for r in trial_rows]
+  tuning = tuning_rows(tuned)
   wall = lambda rs: sum(_float(r['wall_seconds']) for r in rs
                         if np.isfinite(_float(r['wall_seconds']))) / 3600
   (tuned_done, tuning_all), (main_done, main_all) = progress['tuning'], progress['main']
@@ -658,7 +662,8 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
       f'Command: `{" ".join(command)}`' + (' (toy sizes: `--quick`)' if args.quick else ''),
       f'Machine: {platform.platform()}, {os.cpu_count()} CPUs. Runs: {len(rows)} main, '
       f'{len(tuning)} tuning; their summed wall time {wall(rows):.2f} h (main) and '
-      f'{wall(tuning):.2f} h (tuning), with other work on the machine.', '',
+      f'{wall(tuning):.2f} h (tuning), as recorded (runs that shared the machine with '
+      'other work take longer than the pilot projects).', '',
       state, '',
       '## Cost', '',
       *([f'- Pilot (`--stage pilot`, {PILOT_ROUNDS} rounds): {line}.'

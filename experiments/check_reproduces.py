@@ -174,8 +174,7 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
     runner.run(cfg, command=['experiments.check_reproduces'],
                log=lambda s: log(f'  {s}'))
     rerun = _rows(cfg.out)
-    with open(os.path.join(cfg.out, 'config.json')) as f:
-      rerun_config = json.load(f)
+    rerun_config = common.read_json(os.path.join(cfg.out, 'config.json'))
   compared = [r for r in committed if int(r['round']) <= rounds]
   # This checkout's notes count too: a run recorded before its method said so.
   unseeded = unseeded_noise(recorded) or unseeded_noise(rerun_config)
