@@ -44,7 +44,7 @@ import os
 import platform
 import sys
 import time
-from typing import Optional
+from typing import Optional, Sequence
 
 os.environ.setdefault('TF_CPP_MIN_LOG_LEVEL', '3')
 
@@ -219,13 +219,24 @@ class Calibrations:
   as each new value is found), and the cells that could not be calibrated.
 
   Args:
-    path: The JSON file (`<runs dir>/calibrations.json`); read if it exists.
+    path: The JSON file (`<figures dir>/calibrations.json`, committed with the results,
+      so a fresh checkout calibrates nothing again); read if it exists.
+    also_read: Other such files whose values are taken in too (`<runs dir>/
+      calibrations.json`, where earlier versions kept them); `path`'s win.
   """
 
-  def __init__(self, path: str):
+  def __init__(self, path: str, also_read: Sequence[str] = ()):
     self.path = path
-    self.values = common.read_json(path) or {}
+    self.values = {}
+    for other in also_read:
+      self.values.update(common.read_json(other) or {})
+    self.values.update(common.read_json(path) or {})
     self.failures: dict = {}  # (entry, dataset, epsilon) -> why
+
+  def save(self) -> None:
+    """Writes every value known to `path` (atomically)."""
+    os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
+    runner.atomic_write(self.path, json.dumps(self.values, indent=1, sort_keys=True))
 
   def config_at(self, entry: Entry, cfg: config_lib.RunConfig, epsilon: Optional[float],
                 log=lambda line: print(line, flush=True)) -> config_lib.RunConfig:
@@ -255,8 +266,7 @@ class Calibrations:
           f'{"" if start is None else f" from {start:.6g}"})')
       self.values[key] = dict(value=result.value, epsilon=result.epsilon,
                               trials=result.trials, **cell)
-      os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
-      runner.atomic_write(self.path, json.dumps(self.values, indent=1, sort_keys=True))
+      self.save()
     return calibration.with_knob(cfg, entry.knob, self.values[key]['value'])
 
 
@@ -311,14 +321,15 @@ def main(argv=None) -> int:
     p.error('--quick writes toy results: give it its own --figures-dir')
   command = ['python', '-m', 'experiments.benchmark'] + list(
       argv if argv is not None else sys.argv[1:])
-  cal = Calibrations(os.path.join(args.runs_dir, 'calibrations.json'))
+  cal = Calibrations(os.path.join(args.figures_dir, 'calibrations.json'),
+                     also_read=[os.path.join(args.runs_dir, 'calibrations.json')])
   try:
     if args.stage == 'pilot':
       return pilot(args, command, cal)
     if args.stage == 'report':
       run = lambda specs: _finished(specs, args)
     else:
-      run = lambda specs: _run(_items(specs, args, cal), command)
+      run = lambda specs: _run(_items(specs, args, cal), command, args.figures_dir)
     tuned = tune(args, run, every_trial=args.stage == 'report')
     rows = run_main(args, run, tuned)
   except DataError as e:
@@ -326,6 +337,7 @@ def main(argv=None) -> int:
     return 2
   progress = dict(tuning=(sum(len(v[1]) for v in tuned.values()), len(tuning_specs(args))),
                   main=(len(rows), len(main_specs(args, tuned))))
+  cal.save()  # the values of `--runs-dir` too, beside the results
   report(args, command, rows, tuned, cal.failures, progress)
   return 0
 
@@ -349,20 +361,25 @@ def _items(specs, args, cal: Calibrations):
   return items
 
 
-def _run(items, command) -> list:
-  """`common.run_all` on `_items`' output; `[(spec, out, metrics rows)]`."""
-  results = common.run_all([(cfg, out) for _, cfg, out in items], command)
+def _run(items, command, figures_dir: str) -> list:
+  """`common.run_all` on `_items`' output; `[(spec, out, metrics rows)]`. Each run is
+  copied to `<figures_dir>/runs/` as it ends (`experiments.restore_runs` puts the copies
+  back on a fresh checkout, where they are reused)."""
+  results = common.run_all([(cfg, out) for _, cfg, out in items], command,
+                           publish_to=os.path.join(figures_dir, 'runs'))
   return [(spec, out, rows) for (spec, _, out), rows in zip(items, results)]
 
 
 def _finished(specs, args) -> list:
   """`[(spec, out, metrics rows)]` of the runs of `specs` that have finished (their
-  `summary.json` written), without running or calibrating anything (`--stage report`)."""
+  `summary.json` written), without running or calibrating anything (`--stage report`);
+  each is copied to `<figures dir>/runs/`, as `_run` does."""
   out = []
   for spec in specs:
     run = os.path.join(args.runs_dir, run_name(*spec, args.quick))
     rows = common.read_rows(os.path.join(run, 'metrics.csv'))
     if rows is not None and os.path.exists(os.path.join(run, 'summary.json')):
+      common.copy_results(run, os.path.join(args.figures_dir, 'runs', os.path.basename(run)))
       out.append((spec, run, rows))
   return out
 
@@ -376,7 +393,7 @@ def pilot(args, command, cal: Calibrations) -> int:
             out + '_pilot') for spec, cfg, out in _items(specs, args, cal)]
   t0 = time.time()
   lines = [pilot_line(entry, metrics, args)
-           for (entry, *_), _, metrics in _run(items, command)]
+           for (entry, *_), _, metrics in _run(items, command, args.figures_dir)]
   for line in lines:
     print(f'[benchmark pilot] {line}', flush=True)
   print(f'[benchmark pilot] wall {time.time() - t0:.0f} s', flush=True)
@@ -473,11 +490,10 @@ def tuning_rows(tuned: dict) -> list[dict]:
 
 
 def report(args, command, rows, tuned, failures: dict, progress: dict) -> None:
-  """Writes `--figures-dir`: run copies, results.csv, tuning.csv, plots, README.md."""
+  """Writes `--figures-dir`: results.csv, tuning.csv, plots, README.md (the run copies
+  are written as the runs are read: `_run`, `_finished`)."""
   figs = args.figures_dir
   os.makedirs(figs, exist_ok=True)  # other tracks' and datasets' copies stay
-  for r in rows:
-    common.copy_results(r['run'], os.path.join(figs, 'runs', os.path.basename(r['run'])))
   common.write_table(os.path.join(figs, 'results.csv'), rows)
   common.write_table(os.path.join(figs, 'tuning.csv'), tuning_rows(tuned))
   plot(rows, figs)

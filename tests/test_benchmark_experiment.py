@@ -2,6 +2,7 @@
 protocol's pieces: entries per track, run names, tuning settings, seed verdicts."""
 
 import csv
+import json
 import os
 
 import pytest
@@ -66,6 +67,11 @@ def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch)
   again = benchmark.Calibrations(cal.path)
   assert again.config_at(by['dp_fedavg'], cfg((0.2, 1.0)), 4.0).noise_multiplier == 3.5
   assert len(starts) == 5
+  # Values kept where earlier versions kept them are read too; the file's own win.
+  moved = benchmark.Calibrations(str(tmp_path / 'new.json'), also_read=[cal.path])
+  assert moved.values == cal.values and not os.path.exists(moved.path)
+  moved.save()
+  assert benchmark.Calibrations(moved.path).values == cal.values
 
 
 def test_one_seed_is_a_tie_and_inf_entries_get_no_verdict():
@@ -152,6 +158,14 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
   assert all(name.endswith('_quick') for name in os.listdir(tmp_path / 'runs')
              if name != 'calibrations.json')  # never the full-size runs' folders
+  # Every run (tuning ones included) is copied beside the results, with the calibrated
+  # values: a fresh checkout (empty runs folder) restores and reuses them.
+  copies = {p.parent.name for p in (figs / 'runs').glob('*/summary.json')}
+  assert copies == {p.parent.name for p in (tmp_path / 'runs').glob('*/summary.json')}
+  calibrated = json.loads((figs / 'calibrations.json').read_text())
+  assert copies and len(calibrated) == sum(
+      r['knob'] in ('noise_multiplier', 'epsilon') for r in rows)
+  assert not (tmp_path / 'runs' / 'calibrations.json').exists()
   # A second call reuses every run and calibration: no dry run, no run trained again.
   summaries = {p: os.path.getmtime(p) for p in (tmp_path / 'runs').glob('*/summary.json')}
 
