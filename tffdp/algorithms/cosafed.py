@@ -207,6 +207,155 @@ def _loss_and_accuracy(model, xs, ys):
   return s[1] / tf.maximum(s[2], 1.0), s[0] / tf.maximum(s[2], 1.0)
 
 
+def _check_arguments(epsilon, sensitivity, epsilon_floor, cosfed_cosine) -> None:
+  """Raises ValueError on arguments `build_laplace_upload_process` cannot run with."""
+  if epsilon <= 0 or sensitivity <= 0:
+    raise ValueError(f'epsilon and sensitivity must be positive. Found {epsilon}, '
+                     f'{sensitivity}.')
+  if epsilon_floor is not None and not 0 < epsilon_floor <= epsilon:
+    raise ValueError(f'epsilon_floor must be in (0, epsilon]. Found {epsilon_floor!r}.')
+  if cosfed_cosine not in COSFED_COSINES:
+    raise ValueError(f'cosfed_cosine must be one of {", ".join(COSFED_COSINES)}. '
+                     f'Found {cosfed_cosine!r}.')
+
+
+def _laplace_aggregator(trainable_type, sensitivity: float, l1_clip: Optional[float],
+                        scale_by_cosine: bool):
+  """`(aggregation process, update type)`: `aggregators.LaplaceUploadFactory` on uploads
+  `<update (as trainable_type), cosine float32, epsilon float32>`."""
+  update_specs = [tf.TensorSpec(t.shape, t.dtype) for t in trainable_type]
+  value_type = tff.types.tensorflow_to_type(collections.OrderedDict(
+      update=update_specs, cosine=tf.TensorSpec([], tf.float32),
+      epsilon=tf.TensorSpec([], tf.float32)))
+  process = aggregators.LaplaceUploadFactory(
+      sensitivity, l1_clip, scale_by_cosine).create(value_type)
+  return process, tff.types.tensorflow_to_type(update_specs)
+
+
+def _initial_history_computation(trainable_type, cohort_size: int):
+  """The server's history at round 1: `<recent_accuracy float32[N+1], recent_loss
+  float32[2], count int32, previous_model, previous_update>` (zeros; the models as
+  `trainable_type`)."""
+  zeros = [np.zeros(t.shape, np.float32) for t in trainable_type]
+
+  @tff.tensorflow.computation
+  def initial_history():
+    return collections.OrderedDict(
+        recent_accuracy=tf.zeros([cohort_size + 1]), recent_loss=tf.zeros([2]),
+        count=tf.constant(0, tf.int32), previous_model=[tf.constant(z) for z in zeros],
+        previous_update=[tf.constant(z) for z in zeros])
+  return initial_history
+
+
+def _signals_computation(history_type, weights_type, *, rounds: int, cohort_size: int,
+                         score_acc: str, cosfed_cosine: str):
+  """`(history, A^{t-1}) -> <score, score_loss, score_acc, score_t, global_cosine>`:
+  formulas 2-5 from the history, and cosFed's cosine of the last two models
+  (`cosfed_cosine='models'`) or updates (1 until there are two)."""
+  @tff.tensorflow.computation(history_type, weights_type)
+  def signals_fn(history, weights):
+    total_score, s_loss, s_acc, s_t = score(
+        history['recent_accuracy'], history['recent_loss'], history['count'],
+        rounds=rounds, cohort_size=cohort_size, score_acc=score_acc)
+    current = list(weights.trainable)
+    if cosfed_cosine == 'models':
+      g = tf.where(history['count'] >= 1,
+                   cosine_similarity(current, history['previous_model']), 1.0)
+    else:
+      last = [a - b for a, b in zip(current, history['previous_model'])]
+      g = tf.where(history['count'] >= 2,
+                   cosine_similarity(last, history['previous_update']), 1.0)
+    return collections.OrderedDict(score=total_score, score_loss=s_loss, score_acc=s_acc,
+                                   score_t=s_t, global_cosine=g)
+  return signals_fn
+
+
+def _budget_computation(weights_type, result_type, signals_type, *, rule, epsilon: float,
+                        epsilon_floor: Optional[float], num_clients: int, cohort_size: int,
+                        total_examples: float, epochs: float):
+  """`(A^{t-1}, client result, signals) -> (upload, extra, epsilon')` at a client: its
+  cosine `S_c = cos(A^{t-1}, B_i^t)`, its budget `epsilon'` from `rule` (floored at
+  `epsilon_floor`), the upload `<update, cosine, epsilon>` the Laplace factory perturbs,
+  and `extra = <floor_binding int32, p float32>` (formula 1's `p`) for the metrics."""
+  @tff.tensorflow.computation(weights_type, result_type, signals_type)
+  def adjust_fn(weights, result, signals):
+    a = list(weights.trainable)
+    b = [w - u for w, u in zip(a, result.update)]
+    cos = cosine_similarity(a, b)
+    fraction = result.update_weight / epochs / total_examples
+    raw = rule(BudgetInputs(epsilon=epsilon, cosine=cos, data_fraction=fraction,
+                            num_clients=num_clients, cohort_size=cohort_size,
+                            score=signals['score'], global_cosine=signals['global_cosine']))
+    raw = tf.cast(raw, tf.float32)
+    eps = raw if epsilon_floor is None else tf.maximum(raw, epsilon_floor)
+    value = collections.OrderedDict(update=result.update, cosine=cos, epsilon=eps)
+    extra = collections.OrderedDict(
+        floor_binding=tf.cast(eps > raw, tf.int32),
+        p=adjustment_coefficient(cos, num_clients, cohort_size, fraction))
+    return value, extra, eps
+  return adjust_fn
+
+
+def _server_update_computation(keras_builder, data: FederatedData, weights_type,
+                               update_type, history_type):
+  """`(A^{t-1}, mean upload, history) -> (A^t, history, <validation_accuracy,
+  validation_loss>)`: `A^t = A^{t-1} - mean Q`, and the validation accuracy and loss of
+  `A^t` appended to the history (Alg. 1 line 12)."""
+  @tff.tensorflow.computation(weights_type, update_type, history_type)
+  def server_fn(weights, mean_update, history):
+    old = list(weights.trainable)
+    new = [w - u for w, u in zip(old, mean_update)]
+    evaluate = common.server_split_metric(keras_builder, data, 'validation',
+                                          _loss_and_accuracy)
+    accuracy, loss = evaluate(new)
+    new_history = collections.OrderedDict(
+        recent_accuracy=tf.concat([history['recent_accuracy'][1:], [accuracy]], 0),
+        recent_loss=tf.stack([history['recent_loss'][1], loss]),
+        count=history['count'] + 1, previous_model=old,
+        previous_update=[a - b for a, b in zip(old, history['previous_model'])])
+    model = tff.learning.models.ModelWeights(trainable=new,
+                                             non_trainable=list(weights.non_trainable))
+    return model, new_history, collections.OrderedDict(validation_accuracy=accuracy,
+                                                       validation_loss=loss)
+  return server_fn
+
+
+def _model_weights_accessors(state_type, weights_type):
+  """`get_model_weights` and `set_model_weights` of the process's server state."""
+  @tff.tensorflow.computation(state_type.member)
+  def get_model_weights(state):
+    return state['model']
+
+  @tff.tensorflow.computation(state_type.member, weights_type)
+  def set_model_weights(state, weights):
+    return collections.OrderedDict(model=weights, history=state['history'],
+                                   client_work=state['client_work'],
+                                   aggregator=state['aggregator'])
+  return get_model_weights, set_model_weights
+
+
+def _round_on_client_ids(body, data: FederatedData, batching, insertion, state_type):
+  """`round_fn(state, client_ids@CLIENTS, client_seeds@CLIENTS[, canary@CLIENTS])`:
+  `body` on the clients' data built from their ids and seeds (in an audit, each client's
+  canary index too: `canaries.Insertion.split`)."""
+  client_data_comp = data.client_data_computation(batching)
+  ids_type = tff.FederatedType(np.str_, tff.CLIENTS)
+  seeds_type = tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS)
+  if insertion is None:
+    @tff.federated_computation(state_type, ids_type, seeds_type)
+    def round_fn(state, client_ids, client_seeds):
+      return body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
+    return round_fn
+  insertion.took_round()
+  value = canaries.client_value(client_data_comp)
+
+  @tff.federated_computation(state_type, ids_type, seeds_type,
+                             tff.FederatedType(np.int32, tff.CLIENTS))
+  def canary_round_fn(state, client_ids, client_seeds, canary):
+    return body(state, tff.federated_map(value, (client_ids, client_seeds, canary)))
+  return canary_round_fn
+
+
 def build_laplace_upload_process(
     keras_builder, data: FederatedData, validation, *, rule: Callable[[BudgetInputs], tf.Tensor],
     rounds: int, cohort_size: int, epsilon: float, sensitivity: float,
@@ -223,42 +372,17 @@ def build_laplace_upload_process(
   Raises:
     ValueError: On invalid arguments.
   """
-  if epsilon <= 0 or sensitivity <= 0:
-    raise ValueError(f'epsilon and sensitivity must be positive. Found {epsilon}, '
-                     f'{sensitivity}.')
-  if epsilon_floor is not None and not 0 < epsilon_floor <= epsilon:
-    raise ValueError(f'epsilon_floor must be in (0, epsilon]. Found {epsilon_floor!r}.')
-  if cosfed_cosine not in COSFED_COSINES:
-    raise ValueError(f'cosfed_cosine must be one of {", ".join(COSFED_COSINES)}. '
-                     f'Found {cosfed_cosine!r}.')
+  _check_arguments(epsilon, sensitivity, epsilon_floor, cosfed_cosine)
   data.add_server_split('validation', *validation)
-  num_clients, total = data.num_clients, float(np.sum(data.client_sizes))
-  epochs = float(batching.local_epochs)
   init_weights = common.initial_weights_computation(keras_builder, seed)
   weights_type = init_weights.type_signature.result
-  trainable_type = weights_type.trainable
   # In an audit build, canary clients' update is `norm * u_j` (`canaries.with_canaries`).
   client_work = canaries.wrap_client_work(dp_sgd_client_work(
       keras_builder, data, learning_rate=learning_rate, dp_sgd='none', batching=batching))
   insertion = canaries.active()
-  client_data_type = client_work.next.type_signature.parameter[2].member
-  update_specs = [tf.TensorSpec(t.shape, t.dtype) for t in trainable_type]
-  update_type = tff.types.tensorflow_to_type(update_specs)
-  value_type = tff.types.tensorflow_to_type(collections.OrderedDict(
-      update=update_specs, cosine=tf.TensorSpec([], tf.float32),
-      epsilon=tf.TensorSpec([], tf.float32)))
-  aggregator = aggregators.LaplaceUploadFactory(
-      sensitivity, l1_clip, scale_by_cosine).create(value_type)
-  width = cohort_size + 1
-  zeros = [np.zeros(t.shape, np.float32) for t in trainable_type]
-
-  @tff.tensorflow.computation
-  def initial_history():
-    return collections.OrderedDict(
-        recent_accuracy=tf.zeros([width]), recent_loss=tf.zeros([2]),
-        count=tf.constant(0, tf.int32), previous_model=[tf.constant(z) for z in zeros],
-        previous_update=[tf.constant(z) for z in zeros])
-
+  aggregator, update_type = _laplace_aggregator(weights_type.trainable, sensitivity,
+                                                l1_clip, scale_by_cosine)
+  initial_history = _initial_history_computation(weights_type.trainable, cohort_size)
   history_type = initial_history.type_signature.result
 
   @tff.federated_computation
@@ -269,60 +393,16 @@ def build_laplace_upload_process(
         client_work=client_work.initialize(), aggregator=aggregator.initialize()))
 
   state_type = init_fn.type_signature.result
-
-  @tff.tensorflow.computation(history_type, weights_type)
-  def signals_fn(history, weights):
-    total_score, s_loss, s_acc, s_t = score(
-        history['recent_accuracy'], history['recent_loss'], history['count'],
-        rounds=rounds, cohort_size=cohort_size, score_acc=score_acc)
-    current = list(weights.trainable)
-    if cosfed_cosine == 'models':
-      g = tf.where(history['count'] >= 1,
-                   cosine_similarity(current, history['previous_model']), 1.0)
-    else:
-      last = [a - b for a, b in zip(current, history['previous_model'])]
-      g = tf.where(history['count'] >= 2,
-                   cosine_similarity(last, history['previous_update']), 1.0)
-    return collections.OrderedDict(score=total_score, score_loss=s_loss, score_acc=s_acc,
-                                   score_t=s_t, global_cosine=g)
-
-  signals_type = signals_fn.type_signature.result
-  result_type = client_work.next.type_signature.result.result.member
-
-  @tff.tensorflow.computation(weights_type, result_type, signals_type)
-  def adjust_fn(weights, result, signals):
-    a = list(weights.trainable)
-    b = [w - u for w, u in zip(a, result.update)]
-    cos = cosine_similarity(a, b)
-    fraction = result.update_weight / epochs / total
-    raw = rule(BudgetInputs(epsilon=epsilon, cosine=cos, data_fraction=fraction,
-                            num_clients=num_clients, cohort_size=cohort_size,
-                            score=signals['score'], global_cosine=signals['global_cosine']))
-    raw = tf.cast(raw, tf.float32)
-    eps = raw if epsilon_floor is None else tf.maximum(raw, epsilon_floor)
-    value = collections.OrderedDict(update=result.update, cosine=cos, epsilon=eps)
-    extra = collections.OrderedDict(
-        floor_binding=tf.cast(eps > raw, tf.int32),
-        p=adjustment_coefficient(cos, num_clients, cohort_size, fraction))
-    return value, extra, eps
-
-  @tff.tensorflow.computation(weights_type, update_type, history_type)
-  def server_fn(weights, mean_update, history):
-    """`A^t = A^{t-1} - mean Q`; validation accuracy and loss of `A^t` into the history."""
-    old = list(weights.trainable)
-    new = [w - u for w, u in zip(old, mean_update)]
-    evaluate = common.server_split_metric(keras_builder, data, 'validation',
-                                          _loss_and_accuracy)
-    accuracy, loss = evaluate(new)
-    new_history = collections.OrderedDict(
-        recent_accuracy=tf.concat([history['recent_accuracy'][1:], [accuracy]], 0),
-        recent_loss=tf.stack([history['recent_loss'][1], loss]),
-        count=history['count'] + 1, previous_model=old,
-        previous_update=[a - b for a, b in zip(old, history['previous_model'])])
-    model = tff.learning.models.ModelWeights(trainable=new,
-                                             non_trainable=list(weights.non_trainable))
-    return model, new_history, collections.OrderedDict(validation_accuracy=accuracy,
-                                                       validation_loss=loss)
+  signals_fn = _signals_computation(history_type, weights_type, rounds=rounds,
+                                    cohort_size=cohort_size, score_acc=score_acc,
+                                    cosfed_cosine=cosfed_cosine)
+  adjust_fn = _budget_computation(
+      weights_type, client_work.next.type_signature.result.result.member,
+      signals_fn.type_signature.result, rule=rule, epsilon=epsilon,
+      epsilon_floor=epsilon_floor, num_clients=data.num_clients, cohort_size=cohort_size,
+      total_examples=float(np.sum(data.client_sizes)), epochs=float(batching.local_epochs))
+  server_fn = _server_update_computation(keras_builder, data, weights_type, update_type,
+                                         history_type)
 
   def body(state, client_data):
     signals = tff.federated_map(signals_fn, (state.history, state.model))
@@ -341,39 +421,16 @@ def build_laplace_upload_process(
         mean_p=tff.federated_mean(extra.p), server=server_metrics))
     return new_state, metrics, eps
 
+  client_data_type = client_work.next.type_signature.parameter[2].member
+
   @tff.federated_computation(state_type, tff.FederatedType(client_data_type, tff.CLIENTS))
   def next_fn(state, client_data):
     new_state, metrics, _ = body(state, client_data)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  client_data_comp = data.client_data_computation(batching)
-  ids_type = tff.FederatedType(np.str_, tff.CLIENTS)
-  seeds_type = tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS)
-  if insertion is None:
-    @tff.federated_computation(state_type, ids_type, seeds_type)
-    def round_fn(state, client_ids, client_seeds):
-      return body(state, tff.federated_map(client_data_comp, (client_ids, client_seeds)))
-  else:  # an audit: each client's canary index too (`canaries.Insertion.split`)
-    insertion.took_round()
-    value = canaries.client_value(client_data_comp)
-
-    @tff.federated_computation(state_type, ids_type, seeds_type,
-                               tff.FederatedType(np.int32, tff.CLIENTS))
-    def round_fn(state, client_ids, client_seeds, canary):
-      return body(state, tff.federated_map(value, (client_ids, client_seeds, canary)))
-
-  @tff.tensorflow.computation(state_type.member)
-  def get_model_weights(state):
-    return state['model']
-
-  @tff.tensorflow.computation(state_type.member, weights_type)
-  def set_model_weights(state, weights):
-    return collections.OrderedDict(model=weights, history=state['history'],
-                                   client_work=state['client_work'],
-                                   aggregator=state['aggregator'])
-
-  process = tff.learning.templates.LearningProcess(init_fn, next_fn, get_model_weights,
-                                                   set_model_weights)
+  round_fn = _round_on_client_ids(body, data, batching, insertion, state_type)
+  process = tff.learning.templates.LearningProcess(
+      init_fn, next_fn, *_model_weights_accessors(state_type, weights_type))
   return process, round_fn
 
 
