@@ -82,6 +82,55 @@ def build_client_update(keras_builder, learning_rate: float, insertion=None):
   return client_update
 
 
+def _initial_server_state_computation(init_weights, noise_multiplier: float,
+                                      clip_norm: float):
+  """The server state at round 1: `<model, control (zeros), noise_multiplier float32,
+  clip_norm float32>`."""
+  @tff.tensorflow.computation
+  def initial_server_state():
+    weights = init_weights()
+    return collections.OrderedDict(
+        model=weights, control=[tf.zeros_like(w) for w in weights.trainable],
+        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
+        clip_norm=tf.constant(clip_norm, tf.float32))
+  return initial_server_state
+
+
+def _client_computation(keras_builder, learning_rate: float, insertion, server_state_type,
+                        control_type, data_type):
+  """`(server state, c_i, client data) -> <dy, dc, control, train>` at a client:
+  `build_client_update` on its data (with its canary table in an audit build)."""
+  @tff.tensorflow.computation(server_state_type, control_type, data_type)
+  def client_fn(state, c_i, client_data):
+    client_update = build_client_update(keras_builder, learning_rate, insertion)
+    table = None
+    if insertion is not None:
+      client_data, table = client_data['data'], client_data['canary_steps'].get_single_element()
+    dy, dc, new_c_i, metrics = client_update(
+        list(state['model'].trainable), list(state['control']), list(c_i),
+        client_data['batches'], client_data['seed'].get_single_element(),
+        state['noise_multiplier'], state['clip_norm'], table)
+    return collections.OrderedDict(dy=dy, dc=dc, control=new_c_i, train=metrics)
+  return client_fn
+
+
+def _server_update_computation(server_state_type, control_type, server_learning_rate: float,
+                               num_clients: int):
+  """`(server state, mean dy, sum dc) -> server state`: `x + eta_g mean dy` and
+  `c + sum dc / M` (SCAFFOLD's server step, option II controls)."""
+  @tff.tensorflow.computation(server_state_type, control_type, control_type)
+  def server_update(state, mean_dy, sum_dc):
+    trainable = [w + server_learning_rate * d
+                 for w, d in zip(state['model'].trainable, mean_dy)]
+    control = [c + d / num_clients for c, d in zip(state['control'], sum_dc)]
+    return collections.OrderedDict(
+        model=tff.learning.models.ModelWeights(
+            trainable=trainable, non_trainable=list(state['model'].non_trainable)),
+        control=control, noise_multiplier=state['noise_multiplier'],
+        clip_norm=state['clip_norm'])
+  return server_update
+
+
 def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch, *,
                      learning_rate: float, noise_multiplier: float, clip_norm: float,
                      server_learning_rate: float, seed: int):
@@ -97,19 +146,11 @@ def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch,
     (one per trainable variable), and the audit's `canaries.Insertion` (None outside one).
   """
   init_weights = common.initial_weights_computation(keras_builder, seed)
-  weights_type = init_weights.type_signature.result
-  control_spec = [tf.TensorSpec(t.shape, t.dtype) for t in weights_type.trainable]
+  control_spec = [tf.TensorSpec(t.shape, t.dtype)
+                  for t in init_weights.type_signature.result.trainable]
   control_type = tff.types.tensorflow_to_type(control_spec)
-  num_clients = data.num_clients
-
-  @tff.tensorflow.computation
-  def initial_server_state():
-    weights = init_weights()
-    return collections.OrderedDict(
-        model=weights, control=[tf.zeros_like(w) for w in weights.trainable],
-        noise_multiplier=tf.constant(noise_multiplier, tf.float32),
-        clip_norm=tf.constant(clip_norm, tf.float32))
-
+  initial_server_state = _initial_server_state_computation(init_weights, noise_multiplier,
+                                                           clip_norm)
   server_state_type = initial_server_state.type_signature.result
   client_data_comp = data.client_data_computation(batching)
   client_data_type = client_data_comp.type_signature.result
@@ -122,28 +163,10 @@ def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch,
     insertion.took_round()
     data_type = canaries.with_table_type(client_data_type)
 
-  @tff.tensorflow.computation(server_state_type, control_type, data_type)
-  def client_fn(state, c_i, client_data):
-    client_update = build_client_update(keras_builder, learning_rate, insertion)
-    table = None
-    if insertion is not None:
-      client_data, table = client_data['data'], client_data['canary_steps'].get_single_element()
-    dy, dc, new_c_i, metrics = client_update(
-        list(state['model'].trainable), list(state['control']), list(c_i),
-        client_data['batches'], client_data['seed'].get_single_element(),
-        state['noise_multiplier'], state['clip_norm'], table)
-    return collections.OrderedDict(dy=dy, dc=dc, control=new_c_i, train=metrics)
-
-  @tff.tensorflow.computation(server_state_type, control_type, control_type)
-  def server_update(state, mean_dy, sum_dc):
-    trainable = [w + server_learning_rate * d
-                 for w, d in zip(state['model'].trainable, mean_dy)]
-    control = [c + d / num_clients for c, d in zip(state['control'], sum_dc)]
-    return collections.OrderedDict(
-        model=tff.learning.models.ModelWeights(
-            trainable=trainable, non_trainable=list(state['model'].non_trainable)),
-        control=control, noise_multiplier=state['noise_multiplier'],
-        clip_norm=state['clip_norm'])
+  client_fn = _client_computation(keras_builder, learning_rate, insertion, server_state_type,
+                                  control_type, data_type)
+  server_update = _server_update_computation(server_state_type, control_type,
+                                             server_learning_rate, data.num_clients)
 
   @tff.federated_computation
   def init_fn():
