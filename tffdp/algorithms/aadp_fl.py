@@ -195,6 +195,45 @@ def budgets_of(state) -> np.ndarray:
   return np.asarray(state['budget']['budgets'], np.float64)
 
 
+def _check_arguments(clip_norm: float, rounds: int, delta: float) -> None:
+  """Raises ValueError unless `clip_norm > 0`, `rounds > 0` and `delta` is in (0, 1)."""
+  if clip_norm <= 0:
+    raise ValueError(f'clip_norm S must be positive. Found clip_norm={clip_norm!r}.')
+  if rounds <= 0:
+    raise ValueError(f'rounds must be positive. Found rounds={rounds!r}.')
+  privacy.check_delta(delta)
+
+
+@dataclasses.dataclass(frozen=True)
+class SizeTable:
+  """Eq. 2's budgets by client size: they depend on `d_i` only, so the noise table has one
+  entry per distinct size (`u` of them).
+
+  Attributes:
+    client_budgets: float64 `[M]`, eq. 2's `epsilon_i` of every client.
+    unique_sizes: int64 `[u]`, the distinct `d_i`, ascending.
+    client_key: int64 `[M]`, each client's entry in `unique_sizes`.
+    initial_budgets: float64 `[u]`, the budget of each entry.
+    rates: float64 `[u]`, Theorem 1's sampling rate `q_i = min(1, B / d_i)` of each entry.
+  """
+  client_budgets: np.ndarray
+  unique_sizes: np.ndarray
+  client_key: np.ndarray
+  initial_budgets: np.ndarray
+  rates: np.ndarray
+
+  @classmethod
+  def of(cls, client_sizes, epsilon: float, batch_size: int) -> 'SizeTable':
+    """The table of clients of `client_sizes` (`[M]`) at mean budget `epsilon`, batch `B`."""
+    sizes = np.asarray(client_sizes, np.int64)
+    client_budgets = data_volume_budgets(sizes, epsilon)
+    unique_sizes, client_key = np.unique(sizes, return_inverse=True)
+    initial_budgets = client_budgets[
+        [np.flatnonzero(client_key == j)[0] for j in range(len(unique_sizes))]]
+    return cls(client_budgets, unique_sizes, client_key, initial_budgets,
+               np.minimum(1.0, batch_size / unique_sizes))
+
+
 def theorem1_table(budgets, *, rates, delta: float, rounds: int) -> np.ndarray:
   """Theorem 1's sigma per distinct client size, as float32 (what the clients use).
 
@@ -396,26 +435,19 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
                 cap_at_max=cap_at_max, noise_scale=noise_scale, noise_on=noise_on,
                 server_learning_rate=server_learning_rate,
                 nadam_epsilon=nadam_epsilon)  # one set of checks
-  if clip_norm <= 0:
-    raise ValueError(f'clip_norm S must be positive. Found clip_norm={clip_norm!r}.')
-  if rounds <= 0:
-    raise ValueError(f'rounds must be positive. Found rounds={rounds!r}.')
-  privacy.check_delta(delta)
-  sizes = np.asarray(data.client_sizes, np.int64)
-  client_budgets = data_volume_budgets(sizes, epsilon)
-  unique_sizes, client_key = np.unique(sizes, return_inverse=True)
-  initial_budgets = client_budgets[  # eq. 2 depends on d_i only: one per distinct size
-      [np.flatnonzero(client_key == j)[0] for j in range(len(unique_sizes))]]
-  rates = np.minimum(1.0, batch_size / unique_sizes)
-  calibrate = functools.partial(theorem1_table, rates=rates, delta=delta, rounds=rounds)
-  initial_sigmas = calibrate(initial_budgets)
+  _check_arguments(clip_norm, rounds, delta)
+  table = SizeTable.of(data.client_sizes, epsilon, batch_size)
+  calibrate = functools.partial(theorem1_table, rates=table.rates, delta=delta,
+                                rounds=rounds)
+  initial_sigmas = calibrate(table.initial_budgets)
   per_multiplier = {'batch': clip_norm / batch_size, 'update': clip_norm, 'none': 0.0}[
       noise_scale]
   aggregator = aggregators.longitudinal_clipping_factory(
       aggregators.norm_recording_constant(clip_norm),
       aggregators.PerClientGaussianFactory(
-          local_epochs * unique_sizes, initial_sigmas, per_multiplier,
+          local_epochs * table.unique_sizes, initial_sigmas, per_multiplier,
           tff.aggregators.UnweightedMeanFactory(), noise_on=noise_on))
+  client_key = table.client_key
   batching = ShuffleBatch(batch_size, local_epochs)
   inner = common.compose_fedavg_style(
       keras_builder,
@@ -423,11 +455,12 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
                          batching=batching),
       aggregator, seed, server_optimizer=optimizers.build_nadam(
           server_learning_rate, epsilon=nadam_epsilon))
-  process = with_budget_increase(inner, initial_budgets, l=l, rho=rho,
+  process = with_budget_increase(inner, table.initial_budgets, l=l, rho=rho,
                                  epsilon_max=epsilon_max, cap_at_max=cap_at_max)
   cohort_run_round, round_computation = common.cohort_round(process, data, batching)
 
-  ledgers = AADPFLLedgers(client_key, initial_sigmas, rates, per_multiplier / clip_norm,
+  ledgers = AADPFLLedgers(client_key, initial_sigmas, table.rates,
+                          per_multiplier / clip_norm,
                           q_user, noise_scale, noise_on)
   return common.Method(
       name='aadp_fl', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
@@ -448,7 +481,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
           q_user=q_user, rho=rho, l=l,
           epsilon_max=epsilon_max, cap_at_max=cap_at_max, noise_scale=noise_scale,
           noise_on=noise_on,
-          initial_budgets=[float(b) for b in client_budgets],
+          initial_budgets=[float(b) for b in table.client_budgets],
           initial_noise_multipliers=[float(initial_sigmas[k]) for k in client_key]),
       notes=dict(NOTES))
 
