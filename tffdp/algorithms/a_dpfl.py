@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import collections
 import dataclasses
+import functools
 from typing import Optional
 
 import numpy as np
@@ -148,6 +149,58 @@ def with_noise_adjustment(inner: tff.learning.templates.LearningProcess,
   return common.wrapped_learning_process(init_fn, next_fn, 'noise_adjustment')
 
 
+def noise_multiplier_of(state) -> float:
+  """sigma_t, the noise multiplier the clients draw with this round (from the state)."""
+  return float(state['learning'].client_work['noise_multiplier'])
+
+
+def adaptive_quantities(state) -> dict:
+  """`Method.adaptive_quantities`: sigma_t and C, logged per round."""
+  return {'noise_multiplier': noise_multiplier_of(state),
+          'clip_norm': float(state['learning'].client_work['clip_norm'])}
+
+
+def round_metrics(metrics) -> dict:
+  """`Method.round_metrics`: Alg. 4's server validation accuracy of the round."""
+  return {'server_validation_accuracy':
+          float(metrics['noise_adjustment']['validation_accuracy'])}
+
+
+def select_cohort(probabilities: np.ndarray, clients_per_round: int, selection: str,
+                  seed: int, round_num: int) -> np.ndarray:
+  """Alg. 2's participants of round `round_num` (`selection_lib.select_participants` with
+  the round's selection stream): int `[K]` client indices."""
+  rng = seeds.round_rng(seed, round_num, seeds.SELECTION)
+  return selection_lib.select_participants(probabilities, clients_per_round, selection, rng)
+
+
+@dataclasses.dataclass(frozen=True)
+class ADPFLLedgers:
+  """A-DPFL's releases of a round in both ledgers: each client's DP-SGD steps at the
+  round's sigma_t. Claimed: with subsampling amplification (the paper's analysis).
+  Guaranteed: without it (shuffled batches are not Poisson-sampled), or `inf` for
+  `dp_sgd='paper_order'` (`PAPER_ORDER_REASON`).
+
+  Attributes:
+    data: The clients' data (their sizes set the step counts).
+    batching: The client work's batching.
+    dp_sgd: `clip_then_noise` or `paper_order`.
+  """
+  data: FederatedData
+  batching: ShuffleBatch
+  dp_sgd: str
+
+  def claimed(self, cohort, state):
+    return common.dp_sgd_releases(cohort, self.data, self.batching,
+                                  noise_multiplier_of(state), amplified=True)
+
+  def guaranteed(self, cohort, state):
+    if self.dp_sgd == 'paper_order':
+      return [(cohort, None, PAPER_ORDER_REASON)]
+    return common.dp_sgd_releases(cohort, self.data, self.batching,
+                                  noise_multiplier_of(state), amplified=False)
+
+
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],
                  *, clients_per_round: int, learning_rate: float = 0.05,
                  batch_size: int = 20, noise_multiplier: float = 1.0,
@@ -206,50 +259,36 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   probs = selection_lib.selection_probabilities(
       selection_lib.wasserstein_distances(data.label_histograms), l_z)
 
-  def select(round_num: int) -> np.ndarray:
-    rng = seeds.round_rng(seed, round_num, seeds.SELECTION)
-    return selection_lib.select_participants(probs, clients_per_round, selection, rng)
-
-  sigma_of = lambda state: float(state['learning'].client_work['noise_multiplier'])
-
-  def claimed(cohort, state):
-    return common.dp_sgd_releases(cohort, data, batching, sigma_of(state), amplified=True)
-
-  def guaranteed(cohort, state):
-    if dp_sgd == 'paper_order':
-      return [(cohort, None, PAPER_ORDER_REASON)]
-    return common.dp_sgd_releases(cohort, data, batching, sigma_of(state), amplified=False)
-
-  not_given = 'not given in the paper; chosen because '
+  ledgers = ADPFLLedgers(data, batching, dp_sgd)
   run_round, round_computation = common.cohort_round(process, data, batching, clients_per_slice)
   return common.Method(
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       run_round=run_round, round_computation=round_computation,
       check_round=common.dp_sgd_step_check(data, batching),
-      cohort_sampling=selection, claimed_releases=claimed, guaranteed_releases=guaranteed,
-      adaptive_quantities=lambda state: {
-          'noise_multiplier': sigma_of(state),
-          'clip_norm': float(state['learning'].client_work['clip_norm'])},
-      round_metrics=lambda m: {'server_validation_accuracy':
-                               float(m['noise_adjustment']['validation_accuracy'])},
-      select_cohort=select, clients_per_slice=clients_per_slice,
+      cohort_sampling=selection, claimed_releases=ledgers.claimed,
+      guaranteed_releases=ledgers.guaranteed, adaptive_quantities=adaptive_quantities,
+      round_metrics=round_metrics,
+      select_cohort=functools.partial(select_cohort, probs, clients_per_round, selection,
+                                      seed),
+      clients_per_slice=clients_per_slice,
       hyperparameters=dict(learning_rate=learning_rate, batch_size=batch_size,
                            noise_multiplier=noise_multiplier, clip_norm=clip_norm, k=k,
                            alpha=alpha, adjust_every=adjust_every, local_epochs=local_epochs,
                            dp_sgd=dp_sgd, selection=selection, l_z=l_z,
                            clients_per_round=clients_per_round),
-      notes=dict(
-          alpha=not_given + 'a 1-point accuracy gain is the smallest that a 5,000-example '
-          'validation split measures reliably (its standard error is about 0.4 points)',
-          adjust_every=not_given + 'Alg. 4 reads as a per-round check',
-          local_epochs=not_given + 'one pass over the client data is the FedAvg default',
-          clients_per_round=not_given + '10% of N, the usual FedAvg cohort',
-          l_z='eq. 12 constant; the top-K set does not depend on it'))
+      notes=dict(NOTES))
 
 
 # ----- registry ---------------------------------------------------------------------
 
 _NOT_GIVEN = 'not given in the paper; chosen because '
+NOTES = dict(
+    alpha=_NOT_GIVEN + 'a 1-point accuracy gain is the smallest that a 5,000-example '
+    'validation split measures reliably (its standard error is about 0.4 points)',
+    adjust_every=_NOT_GIVEN + 'Alg. 4 reads as a per-round check',
+    local_epochs=_NOT_GIVEN + 'one pass over the client data is the FedAvg default',
+    clients_per_round=_NOT_GIVEN + '10% of N, the usual FedAvg cohort',
+    l_z='eq. 12 constant; the top-K set does not depend on it')
 
 
 @dataclasses.dataclass(frozen=True)
