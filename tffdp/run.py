@@ -169,11 +169,14 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--learning-rate', type=float, default=d.learning_rate, help='client learning rate')
   m.add_argument('--batch-size', type=int, default=d.batch_size, help='client batch size B')
   m.add_argument('--local-epochs', type=int, default=d.local_epochs)
-  m.add_argument('--noise-multiplier', type=float, default=d.noise_multiplier, help='sigma')
-  m.add_argument('--clip-norm', type=float, default=d.clip_norm,
-                 help='the clipping norm of the method\'s DP mechanism: ' + '; '.join(
-                     f'{s.name}: {s.shared_meanings["clip_norm"]}' for s in specs
-                     if 'clip_norm' in s.shared_meanings))
+  # Default None: a value given to a method that does not read it is refused
+  # (`config_from_args`); left out, the shared default is recorded as before.
+  for name, what in (('noise_multiplier', 'the noise multiplier sigma'),
+                     ('clip_norm', 'the clipping norm of the method\'s DP mechanism')):
+    m.add_argument('--' + name.replace('_', '-'), type=float, help=(
+        f'{what} (default: {getattr(d, name)}): ' + '; '.join(
+            f'{s.name}: {s.shared_meanings[name]}' for s in specs
+            if name in s.shared_meanings)))
   m.add_argument('--delta', type=float, default=d.delta)
   m.add_argument('--clients-per-slice', type=int,
                  help='clients per TFF client computation (cohort slices; same results, '
@@ -197,12 +200,17 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   return p
 
 
+# Shared settings some methods do not read (`MethodSpec.unused_reason`): given to such a
+# method, `config_from_args` refuses them rather than ignore them.
+UNUSED_CHECKED = ('noise_multiplier', 'clip_norm')
+
+
 def config_from_args(args) -> config_lib.RunConfig:
   """The `RunConfig` of parsed arguments (method options only where given).
 
   Raises:
-    ValueError: On bad JSON in `--partition-options`, or an option the chosen method
-      does not have.
+    ValueError: On bad JSON in `--partition-options`, an option the chosen method does
+      not have, or a shared setting it does not read (`UNUSED_CHECKED`).
   """
   try:
     options = json.loads(args.partition_options)
@@ -210,6 +218,15 @@ def config_from_args(args) -> config_lib.RunConfig:
     raise ValueError(f'partition_options must be a JSON object. Found {args.partition_options!r}.') from e
   method_options = {k[len(_OPTION_DEST):]: v for k, v in vars(args).items()
                     if k.startswith(_OPTION_DEST)}
+  shared = {}
+  for name in UNUSED_CHECKED:
+    value = getattr(args, name)
+    reason = registry.get(args.method).unused_reason(name) if (
+        args.method in config_lib.methods()) else None
+    if value is not None and reason:
+      flag = '--' + name.replace('_', '-')
+      raise ValueError(f'method {args.method} does not use {flag} ({reason}); leave it out')
+    shared[name] = getattr(config_lib.RunConfig, name) if value is None else value
   if args.method in config_lib.methods():
     # A name several methods share came in as text: read it as the chosen method's.
     cls = registry.get(args.method).hparams
@@ -225,8 +242,7 @@ def config_from_args(args) -> config_lib.RunConfig:
       clients=args.clients, clients_per_round=args.clients_per_round,
       partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
       model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,
-      local_epochs=args.local_epochs, noise_multiplier=args.noise_multiplier,
-      clip_norm=args.clip_norm, delta=args.delta, cohort_sampling=args.cohort_sampling,
+      local_epochs=args.local_epochs, **shared, delta=args.delta, cohort_sampling=args.cohort_sampling,
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
       eval_validation=args.eval_validation,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,

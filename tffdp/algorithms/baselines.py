@@ -286,7 +286,9 @@ def _build_dp_fedavg(ctx: registry.BuildContext, hp) -> common.Method:
 
 METHODS = (
     registry.MethodSpec('fedavg', _build_fedavg, registry.NoOptions,
-                        'FedAvg (McMahan et al. 2017), non-private'),
+                        'FedAvg (McMahan et al. 2017), non-private',
+                        shared_meanings=dict(noise_multiplier='unused: FedAvg adds no noise',
+                                             clip_norm='unused: FedAvg clips nothing')),
     registry.MethodSpec('dpfl', _build_dpfl, registry.NoOptions,
                         'DPFL: FedAvg with DP-SGD clients (fixed sigma)',
                         shared_meanings=dict(clip_norm='per-example clipping norm C',

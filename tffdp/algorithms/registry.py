@@ -132,13 +132,21 @@ class MethodSpec:
     build: `(BuildContext, hparams) -> tffdp.algorithms.common.Method`.
     hparams: The method's `MethodHparams` subclass.
     title: One line for `--help` (the paper or definition).
-    shared_meanings: Shared setting -> what it means for this method (for `--help`).
+    shared_meanings: Shared setting -> what it means for this method (for `--help`); a
+      meaning that starts with `unused` marks a setting the method does not read
+      (`unused_reason`), which `python -m tffdp.run` then refuses.
   """
   name: str
   build: Callable[[BuildContext, MethodHparams], Any]
   hparams: type = NoOptions
   title: str = ''
   shared_meanings: dict = dataclasses.field(default_factory=dict)
+
+  def unused_reason(self, setting: str) -> Optional[str]:
+    """Why this method does not read the shared `setting` (its `shared_meanings` entry,
+    which starts with `unused`), or None where it reads it."""
+    meaning = self.shared_meanings.get(setting, '')
+    return meaning if meaning.startswith('unused') else None
 
 
 _lock = threading.Lock()
