@@ -32,6 +32,9 @@ projects the cost of the whole grid from its round time; `all` tunes, runs and w
 `--figures-dir` (README.md, results.csv, tuning.csv, accuracy-vs-epsilon plots), reusing
 finished runs and resuming interrupted ones; `report` writes `--figures-dir` from the runs
 finished so far, running and calibrating nothing (the README says how far the grid is).
+Every stage also keeps in `--figures-dir` what a fresh checkout needs to go on: the
+calibrated values (`calibrations.json`) and a copy of each run, tuning and pilot runs
+included (`runs/`; `python -m experiments.restore_runs` puts them back).
 """
 
 from __future__ import annotations
@@ -216,7 +219,8 @@ def _cache_key(cfg: config_lib.RunConfig, target: float) -> str:
 
 class Calibrations:
   """The calibrated knob values of this benchmark's cells, kept in `path` (JSON, written
-  as each new value is found), and the cells that could not be calibrated.
+  as each new value is found and when a stage ends), and the cells that could not be
+  calibrated.
 
   Args:
     path: The JSON file (`<figures dir>/calibrations.json`, committed with the results,
@@ -234,7 +238,10 @@ class Calibrations:
     self.failures: dict = {}  # (entry, dataset, epsilon) -> why
 
   def save(self) -> None:
-    """Writes every value known to `path` (atomically)."""
+    """Writes every value known to `path` (atomically), merged with the values the file
+    holds now (another process may have found some since): a value already in the file
+    is never replaced, so the runs calibrated with it stay reusable."""
+    self.values = {**self.values, **(common.read_json(self.path) or {})}
     os.makedirs(os.path.dirname(self.path) or '.', exist_ok=True)
     runner.atomic_write(self.path, json.dumps(self.values, indent=1, sort_keys=True))
 
@@ -317,7 +324,8 @@ def main(argv=None) -> int:
   p.add_argument('--figures-dir', default=os.path.join('figures', 'benchmark'))
   p.add_argument('--quick', action='store_true', help='toy sizes (tests)')
   args = p.parse_args(argv)
-  if args.quick and args.figures_dir == p.get_default('figures_dir'):
+  if args.quick and os.path.abspath(args.figures_dir) == os.path.abspath(
+      p.get_default('figures_dir')):
     p.error('--quick writes toy results: give it its own --figures-dir')
   command = ['python', '-m', 'experiments.benchmark'] + list(
       argv if argv is not None else sys.argv[1:])

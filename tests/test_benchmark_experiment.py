@@ -72,6 +72,12 @@ def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch)
   assert moved.values == cal.values and not os.path.exists(moved.path)
   moved.save()
   assert benchmark.Calibrations(moved.path).values == cal.values
+  # Saving never replaces a value the file holds (another process may have found it).
+  key = next(iter(cal.values))
+  stale = benchmark.Calibrations(moved.path)
+  stale.values[key] = dict(stale.values[key], value=-1.0)
+  stale.save()
+  assert benchmark.Calibrations(moved.path).values == cal.values == stale.values
 
 
 def test_one_seed_is_a_tie_and_inf_entries_get_no_verdict():
@@ -192,3 +198,6 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
 def test_quick_needs_its_own_figures_folder(tmp_path):
   with pytest.raises(SystemExit):
     benchmark.main(['--quick', '--runs-dir', str(tmp_path)])
+  with pytest.raises(SystemExit):  # the same folder spelt another way
+    benchmark.main(['--quick', '--runs-dir', str(tmp_path), '--figures-dir',
+                    os.path.abspath(os.path.join('figures', 'benchmark', ''))])

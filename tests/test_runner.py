@@ -79,6 +79,11 @@ def test_cli_refuses_a_shared_setting_the_method_does_not_read(method, flag):
   cfg = run_cli.config_from_args(parser.parse_args(
       ['--method', 'dpfl', '--dataset', 'synthetic', flag, '2.0']))
   assert getattr(cfg, flag[2:].replace('-', '_')) == 2.0
+  if flag == '--clip-norm':  # an audit takes it as the canaries' norm, unless given one
+    audit = base + ['--audit-canaries', '10', flag, '2.0']
+    assert run_cli.config_from_args(parser.parse_args(audit)).clip_norm == 2.0
+    with pytest.raises(ValueError, match=f'does not use {flag}'):
+      run_cli.config_from_args(parser.parse_args(audit + ['--audit-canary-norm', '1']))
 
 
 _TOY_CLI = ['--dataset', 'synthetic', '--rounds', '2', '--clients', '20',

@@ -201,7 +201,8 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
 
 
 # Shared settings some methods do not read (`MethodSpec.unused_reason`): given to such a
-# method, `config_from_args` refuses them rather than ignore them.
+# method, `config_from_args` refuses them rather than ignore them (except `--clip-norm`
+# in an audit without `--audit-canary-norm`: the canaries' norm defaults to it).
 UNUSED_CHECKED = ('noise_multiplier', 'clip_norm')
 
 
@@ -223,6 +224,8 @@ def config_from_args(args) -> config_lib.RunConfig:
     value = getattr(args, name)
     reason = registry.get(args.method).unused_reason(name) if (
         args.method in config_lib.methods()) else None
+    if name == 'clip_norm' and args.audit_canaries and args.audit_canary_norm is None:
+      reason = None  # an audit's canary norm defaults to --clip-norm, whatever the method
     if value is not None and reason:
       flag = '--' + name.replace('_', '-')
       raise ValueError(f'method {args.method} does not use {flag} ({reason}); leave it out')

@@ -210,9 +210,9 @@ class SizeTable:
   entry per distinct size (`u` of them).
 
   Attributes:
-    client_budgets: float64 `[M]`, eq. 2's `epsilon_i` of every client.
+    client_budgets: float64 `[N]`, eq. 2's `epsilon_i` of every client.
     unique_sizes: int64 `[u]`, the distinct `d_i`, ascending.
-    client_key: int64 `[M]`, each client's entry in `unique_sizes`.
+    client_key: int64 `[N]`, each client's entry in `unique_sizes`.
     initial_budgets: float64 `[u]`, the budget of each entry.
     rates: float64 `[u]`, Theorem 1's sampling rate `q_i = min(1, B / d_i)` of each entry.
   """
@@ -224,7 +224,7 @@ class SizeTable:
 
   @classmethod
   def of(cls, client_sizes, epsilon: float, batch_size: int) -> 'SizeTable':
-    """The table of clients of `client_sizes` (`[M]`) at mean budget `epsilon`, batch `B`."""
+    """The table of clients of `client_sizes` (`[N]`) at mean budget `epsilon`, batch `B`."""
     sizes = np.asarray(client_sizes, np.int64)
     client_budgets = data_volume_budgets(sizes, epsilon)
     unique_sizes, client_key = np.unique(sizes, return_inverse=True)

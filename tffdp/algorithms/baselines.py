@@ -288,7 +288,8 @@ METHODS = (
     registry.MethodSpec('fedavg', _build_fedavg, registry.NoOptions,
                         'FedAvg (McMahan et al. 2017), non-private',
                         shared_meanings=dict(noise_multiplier='unused: FedAvg adds no noise',
-                                             clip_norm='unused: FedAvg clips nothing')),
+                                             clip_norm='unused: FedAvg clips nothing (an audit '
+                                             'takes it as the canaries\' norm)')),
     registry.MethodSpec('dpfl', _build_dpfl, registry.NoOptions,
                         'DPFL: FedAvg with DP-SGD clients (fixed sigma)',
                         shared_meanings=dict(clip_norm='per-example clipping norm C',

@@ -117,7 +117,7 @@ def _client_computation(keras_builder, learning_rate: float, insertion, server_s
 def _server_update_computation(server_state_type, control_type, server_learning_rate: float,
                                num_clients: int):
   """`(server state, mean dy, sum dc) -> server state`: `x + eta_g mean dy` and
-  `c + sum dc / M` (SCAFFOLD's server step, option II controls)."""
+  `c + sum dc / N`, N all clients (SCAFFOLD's server step, option II controls)."""
   @tff.tensorflow.computation(server_state_type, control_type, control_type)
   def server_update(state, mean_dy, sum_dc):
     trainable = [w + server_learning_rate * d

@@ -134,7 +134,9 @@ class MethodSpec:
     title: One line for `--help` (the paper or definition).
     shared_meanings: Shared setting -> what it means for this method (for `--help`); a
       meaning that starts with `unused` marks a setting the method does not read
-      (`unused_reason`), which `python -m tffdp.run` then refuses.
+      (`unused_reason`); `python -m tffdp.run` refuses such a `--noise-multiplier` or
+      `--clip-norm` (`tffdp.run.UNUSED_CHECKED`; `--clip-norm` is taken in an audit, as
+      the canaries' default norm).
   """
   name: str
   build: Callable[[BuildContext, MethodHparams], Any]
