@@ -2,6 +2,9 @@
 `dp_accounting` directly, rescaled events against rebuilt ones, and the bisection."""
 
 import dataclasses
+import os
+import subprocess
+import sys
 
 import dp_accounting
 import pytest
@@ -45,6 +48,23 @@ def test_dry_run_of_dp_fedavg_equals_dp_accounting(tmp_path):
   # (30 rounds summed vs one self-composition: float64 round-off only.)
   assert dry.epsilon() == pytest.approx(acc.get_epsilon(1e-5), rel=1e-6)
   assert dry.scalable()
+
+
+def test_a_dry_run_from_plain_python_uses_tffdp_s_local_context(tmp_path):
+  # Not TFF's default context, whose worker is unconfined and outlives the process (it
+  # held a pipe open after its Python process ended).
+  code = ('from tffdp import calibration, config, runtime\n'
+          f'cfg = config.RunConfig.create(**{dict(TOY, method="dpfl", out=str(tmp_path))!r})\n'
+          'assert runtime._local_context is None\n'
+          'calibration.DryRun(cfg)\n'
+          'assert runtime._local_context is not None\n'
+          'print("ok")\n')
+  # Output to files, not pipes: a worker that outlives the process would hold a pipe open.
+  with open(tmp_path / 'out', 'w') as out, open(tmp_path / 'err', 'w') as err:
+    r = subprocess.run([sys.executable, '-c', code], stdout=out, stderr=err, timeout=600,
+                       env=dict(os.environ, TFFDP_CACHE_DIR=str(tmp_path / 'c')))
+  assert r.returncode == 0 and (tmp_path / 'out').read_text().strip().endswith('ok'), (
+      (tmp_path / 'err').read_text()[-2000:])
 
 
 @pytest.mark.parametrize('method,knob,settings,values', [

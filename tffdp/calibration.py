@@ -36,7 +36,7 @@ import dp_accounting
 import numpy as np
 
 from tffdp import config as config_lib
-from tffdp import runner
+from tffdp import runner, runtime
 
 KNOBS = ('noise_multiplier', 'epsilon')
 
@@ -110,6 +110,9 @@ class DryRun:
   def __init__(self, config: config_lib.RunConfig, log: Callable[[str], None] = lambda s: None):
     if config.audit_canaries:
       raise ValueError('a dry run has no canaries; set audit_canaries=0')
+    # Building the method runs TFF computations: on tffdp's local context, as a run does,
+    # never TFF's default one (its worker is unconfined and outlives this process).
+    runtime.ensure_local_context()
     self.config = config.resolved()
     exp = runner.build_experiment(self.config, log=log)
     self.method = method = exp.method
