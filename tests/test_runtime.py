@@ -371,6 +371,33 @@ def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
   assert local['epsilon_guaranteed'] == remote['epsilon_guaranteed']
 
 
+def test_the_example_method_on_two_workers_matches_the_local_context(tmp_path, two_workers,
+                                                                    monkeypatch):
+  # A method added from outside the package (one module, one registry line) runs on
+  # workers as the built-in ones do: its seeded server noise drawn once, after the merge.
+  from examples import clipped_mean_method  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  clipped_mean_method.register()
+  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
+  try:
+    cfg = config_lib.RunConfig.create(**dict(
+        TOY, method=clipped_mean_method.NAME, rounds=2, noise_multiplier=1.0, clip_norm=1.0))
+    lines = []
+    runs = {name: runner.run(config_lib.RunConfig(**dict(
+        vars(cfg), out=str(tmp_path / name), **extra)), log=lines.append)
+            for name, extra in (('local', {}), ('remote', two_workers))}
+  finally:
+    registry.unregister(clipped_mean_method.NAME)
+  assert any('2 TFF worker(s)' in line for line in lines)
+  for a, b in zip(_state(tmp_path / 'local'), _state(tmp_path / 'remote')):
+    np.testing.assert_allclose(np.asarray(b, np.float64), np.asarray(a, np.float64),
+                               rtol=1e-5, atol=1e-6)
+  for ra, rb in zip(_rows(tmp_path / 'local'), _rows(tmp_path / 'remote')):
+    for col in ('test_accuracy', 'test_loss', 'train_loss', 'epsilon_guaranteed'):
+      assert float(rb[col]) == pytest.approx(float(ra[col]), rel=1e-5, abs=1e-6), col
+  assert runs['local']['epsilon_guaranteed'] == runs['remote']['epsilon_guaranteed']
+
+
 @pytest.mark.parametrize('method,kw', [
     # Secure sums run as their plain-sum bodies on the workers, as in the local context.
     ('ddgauss', dict(noise_multiplier=1e-3, clip_norm=1.0)),
