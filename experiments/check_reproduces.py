@@ -131,11 +131,21 @@ def unseeded_noise(recorded: dict) -> bool:
   return 'not bit-reproducible' in str(recorded.get('method_notes', {}).get('noise_rng', ''))
 
 
+def epsilons_follow_noise(recorded: dict) -> bool:
+  """Whether the DP events of the run of `recorded` react to its (unseeded) noise from
+  round 2 on (an adaptive budget: its method notes say the epsilons are `comparable in
+  round 1 only`)."""
+  return 'comparable in round 1 only' in str(
+      recorded.get('method_notes', {}).get('noise_rng', ''))
+
+
 def compare(committed: list[dict], rerun: list[dict], rtol: float, atol: float,
-            unseeded: bool = False) -> list[str]:
+            unseeded: bool = False, first_round_epsilons: bool = False) -> list[str]:
   """Differences between rows of the same rounds: `'round R column: committed vs rerun'`.
 
   `unseeded`: compare only `UNSEEDED_COLUMNS`, plus `train_loss` in round 1.
+  `first_round_epsilons` (with `unseeded`): the epsilons in round 1 only, the cohort
+  sizes in every round (`epsilons_follow_noise`).
   """
   by_round = {r['round']: r for r in rerun}
   out = []
@@ -144,8 +154,10 @@ def compare(committed: list[dict], rerun: list[dict], rtol: float, atol: float,
     if new is None:
       out.append(f'round {row["round"]}: committed, missing from the rerun')
       continue
-    columns = (COLUMNS if not unseeded else
-               UNSEEDED_COLUMNS + (('train_loss',) if int(row['round']) == 1 else ()))
+    first = int(row['round']) == 1
+    columns = (COLUMNS if not unseeded else ('cohort_size',)
+               if first_round_epsilons and not first else
+               UNSEEDED_COLUMNS + (('train_loss',) if first else ()))
     for col in columns:
       a, b = row.get(col, ''), new.get(col, '')
       if a in ('', None):
@@ -178,10 +190,13 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
   compared = [r for r in committed if int(r['round']) <= rounds]
   # This checkout's notes count too: a run recorded before its method said so.
   unseeded = unseeded_noise(recorded) or unseeded_noise(rerun_config)
-  diffs = compare(compared, rerun, rtol, atol, unseeded)
+  follow = epsilons_follow_noise(recorded) or epsilons_follow_noise(rerun_config)
+  diffs = compare(compared, rerun, rtol, atol, unseeded, first_round_epsilons=follow)
   status = 'differs' if diffs else 'reproduces'
-  what = ('; unseeded noise: the epsilons, cohort sizes and round-1 training loss'
-          if unseeded else '')
+  what = ('' if not unseeded else
+          '; unseeded noise, adaptive budget: round 1\'s epsilons and training loss, the '
+          'cohort sizes' if follow else
+          '; unseeded noise: the epsilons, cohort sizes and round-1 training loss')
   log(f'{run_dir}: {status} over rounds 1-{rounds} ({len(compared)} committed rows '
       f'compared{what})')
   for d in diffs[:20]:

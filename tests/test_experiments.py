@@ -412,6 +412,14 @@ def test_check_reproduces_keeps_the_horizon_and_reads_unseeded_runs_by_their_eve
   assert [d.split(':')[0] for d in check_reproduces.compare(
       rows[:2], edited, 1e-6, 0, unseeded=True)] == [
           'round 1 train_loss', 'round 2 epsilon_claimed']
+  # AADP-FL's budgets follow its noisy model from round 2 on: its notes say so, and then
+  # only round 1's epsilons are compared (the cohort sizes in every round).
+  with open(out / 'config.json') as f:
+    assert check_reproduces.epsilons_follow_noise(json.load(f))
+  edited[1]['cohort_size'] = '3'
+  assert [d.split(':')[0] for d in check_reproduces.compare(
+      rows[:2], edited, 1e-6, 0, unseeded=True, first_round_epsilons=True)] == [
+          'round 1 train_loss', 'round 2 cohort_size']
 
 
 def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):

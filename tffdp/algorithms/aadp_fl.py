@@ -388,7 +388,9 @@ NOTES = dict(
     'noise multiplier sigma_i^t * (S/B) / S (noise_scale=batch) or sigma_i^t '
     '(update), amplified only by q_user; dp_accounting conversion',
     rdp_orders='integer orders 2-256 (Theorem 1, Amendment 2), both ledgers',
-    noise_rng='per-client noise from TF\'s stateful RNG: runs are not bit-reproducible')
+    noise_rng='per-client noise from TF\'s stateful RNG: runs are not bit-reproducible; '
+    'sigma_i^t follows the budget increases, which follow the noisy model from round 2 '
+    'on, so a rerun\'s epsilons are comparable in round 1 only')
 
 
 def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 4.0,

@@ -541,7 +541,9 @@ def laplace_upload_notes(method: str, sensitivity: float, l1_clip: Optional[floa
       diagnostics="the per-round measurements (mean cosine, mean L1 norm, clipped count, "
       "the epsilon' values, the score inputs) are simulation diagnostics, not part of "
       'the released mechanism, and are not accounted',
-      noise_rng="Laplace noise from TF's stateful RNG: runs are not bit-reproducible")
+      noise_rng="Laplace noise from TF's stateful RNG: runs are not bit-reproducible" + (
+          '' if method == 'lapfed' else "; the budgets epsilon' follow the noisy model "
+          "from round 2 on, so a rerun's epsilons are comparable in round 1 only"))
   if method != 'cosafed':
     notes['method'] = (f'{RECONSTRUCTED[method]} from cosAFed\'s description '
                        '(baselines.md), not from its own paper')
