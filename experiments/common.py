@@ -441,9 +441,12 @@ def copy_results(out: str, dest: str) -> None:
 
 
 def write_table(path: str, rows: list[dict]) -> None:
-  """Writes `rows` (dicts with the same keys) as CSV, creating the folder."""
+  """Writes `rows` (dicts with the same keys) as CSV, creating the folder; no rows: an
+  empty file (a report whose runs have not finished yet)."""
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
   with open(path, 'w') as f:
+    if not rows:
+      return
     w = csv.DictWriter(f, fieldnames=list(rows[0]))
     w.writeheader()
     w.writerows(rows)

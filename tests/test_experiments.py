@@ -1948,3 +1948,14 @@ def test_a_failing_run_in_the_pool_stops_the_others_at_once(tmp_path):
     common.run_all([('cfg', str(tmp_path / 'sleep')), ('cfg', str(tmp_path / 'fail'))], ['x'],
                    log=lambda s: None, run_fn=_fails_or_sleeps, jobs=2)
   assert time.monotonic() - start < 120   # not the sleeper's 600 s
+
+
+def test_write_table_without_rows_writes_an_empty_file(tmp_path):
+  # A report whose runs have not finished (the benchmark's --stage report on a fresh
+  # grid) writes its tables empty rather than fail.
+  from experiments import common  # pylint: disable=g-import-not-at-top
+  path = tmp_path / 'sub' / 'results.csv'
+  common.write_table(str(path), [])
+  assert path.read_text() == '' and common.read_rows(str(path)) == []
+  common.write_table(str(path), [dict(a=1, b='x')])
+  assert common.read_rows(str(path)) == [dict(a='1', b='x')]
