@@ -155,9 +155,12 @@ def compare(committed: list[dict], rerun: list[dict], rtol: float, atol: float,
       out.append(f'round {row["round"]}: committed, missing from the rerun')
       continue
     first = int(row['round']) == 1
-    columns = (COLUMNS if not unseeded else ('cohort_size',)
-               if first_round_epsilons and not first else
-               UNSEEDED_COLUMNS + (('train_loss',) if first else ()))
+    if not unseeded:
+      columns = COLUMNS
+    elif first:
+      columns = UNSEEDED_COLUMNS + ('train_loss',)
+    else:
+      columns = ('cohort_size',) if first_round_epsilons else UNSEEDED_COLUMNS
     for col in columns:
       a, b = row.get(col, ''), new.get(col, '')
       if a in ('', None):
