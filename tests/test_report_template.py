@@ -1,0 +1,47 @@
+"""Tests of `experiments.report_template`: the reports' prose templates."""
+
+import os
+
+import pytest
+
+from experiments import report_template
+
+
+def _template(tmp_path, text):
+  (tmp_path / 'paper.md').write_text(text)
+  return report_template.Template('paper', folder=str(tmp_path))
+
+
+def test_blocks_fill_with_the_significant_digits_spec(tmp_path):
+  t = _template(tmp_path, '<!-- block note -->\n\nBest {acc:~4}%, {missing:~3} and {n:d}; '
+                          '{{literal}}.\n\n\n<!-- block two -->\nline 1\n\nline 2\n')
+  assert t.text('note', acc='80.8249', missing='', n=3) == 'Best 80.82%, - and 3; {literal}.'
+  assert t.lines('two') == ['line 1', '', 'line 2']
+  assert t.text('note', dict(acc=1 / 3, missing=None, n=1), n=2) == 'Best 0.3333%, - and 2; {literal}.'
+
+
+def test_table_repeats_its_last_line_per_row(tmp_path):
+  t = _template(tmp_path, '<!-- block t -->\n| run | acc ({unit}) |\n|---|---|\n'
+                          '| {run} | {acc:~3} |\n')
+  rows = [dict(run='a', acc='91.234'), dict(run='b', acc=float('inf'))]
+  assert t.table('t', rows, unit='%') == ['| run | acc (%) |', '|---|---|', '| a | 91.2 |',
+                                          '| b | inf |']
+  assert t.table('t', [], unit='%') == ['| run | acc (%) |', '|---|---|']
+
+
+def test_errors_name_the_block_and_the_value(tmp_path):
+  t = _template(tmp_path, '<!-- block note -->\nvalue {x}\n')
+  with pytest.raises(KeyError, match="block 'note': no value for 'x'"):
+    t.text('note')
+  with pytest.raises(KeyError, match="no block 'other'. Its blocks: note"):
+    t.text('other')
+  with pytest.raises(ValueError, match='before the first block'):
+    _template(tmp_path, 'stray\n<!-- block a -->\n')
+  with pytest.raises(ValueError, match="block 'a' appears twice"):
+    _template(tmp_path, '<!-- block a -->\nx\n<!-- block a -->\ny\n')
+
+
+@pytest.mark.parametrize('name', sorted(
+    f[:-3] for f in os.listdir(report_template.TEMPLATES_DIR) if f.endswith('.md')))
+def test_committed_templates_parse(name):
+  assert report_template.Template(name).blocks
