@@ -13,8 +13,9 @@ order live in `experiments/templates/<paper>.md`, a markdown file of named block
 
 A line `<!-- block NAME -->` starts block NAME; it runs to the next such line, blank
 lines at either end dropped. A block is `str.format` text (`{{` and `}}` for literal
-braces) with one extra format spec: `{value:~N}` writes `value` (a number or a CSV cell)
-to N significant digits, `-` where it is missing or empty (`experiments.common.dash`).
+braces) with two extra format specs for a number or a CSV cell: `{value:~N}` writes it to
+N significant digits, `-` where it is missing or empty (`experiments.common.dash`);
+`{value:?N}` the same with nothing where it is missing (`experiments.common.fmt`).
 `Template.text` fills a block, `Template.lines` gives it as report lines, and
 `Template.table` repeats a table block's last line (its row line) once per row.
 """
@@ -30,16 +31,17 @@ from experiments import common
 
 TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'templates')
 _MARKER = re.compile(r'^<!-- block (\w+) -->$')
-_SIGNIFICANT = re.compile(r'^~(\d+)$')
+_SIGNIFICANT = re.compile(r'^([~?])(\d+)$')
 
 
 class _Formatter(string.Formatter):
-  """`str.format` plus the `~N` spec (N significant digits, `-` when missing)."""
+  """`str.format` plus the `~N` and `?N` specs (N significant digits; `-` or nothing when
+  missing)."""
 
   def format_field(self, value, format_spec):
     m = _SIGNIFICANT.match(format_spec)
     if m:
-      return common.dash(value, int(m.group(1)))
+      return common.fmt(value, int(m.group(2)), empty='-' if m.group(1) == '~' else '')
     return super().format_field(value, format_spec)
 
 

@@ -14,8 +14,10 @@ def _template(tmp_path, text):
 
 def test_blocks_fill_with_the_significant_digits_spec(tmp_path):
   t = _template(tmp_path, '<!-- block note -->\n\nBest {acc:~4}%, {missing:~3} and {n:d}; '
-                          '{{literal}}.\n\n\n<!-- block two -->\nline 1\n\nline 2\n')
+                          '{{literal}}.\n\n\n<!-- block two -->\nline 1\n\nline 2\n'
+                          '<!-- block blank -->\n[{missing:?3}] [{acc:?2}] [{text:?2}]\n')
   assert t.text('note', acc='80.8249', missing='', n=3) == 'Best 80.82%, - and 3; {literal}.'
+  assert t.text('blank', acc=80.8249, missing=None, text='abc') == '[] [81] [abc]'
   assert t.lines('two') == ['line 1', '', 'line 2']
   assert t.text('note', dict(acc=1 / 3, missing=None, n=1), n=2) == 'Best 0.3333%, - and 2; {literal}.'
 
