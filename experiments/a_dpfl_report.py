@@ -32,8 +32,9 @@ from experiments.common import read_rows as _rows
 from experiments.a_dpfl_fig6 import K_VALUES, REUSED_K
 from experiments.a_dpfl_local_epochs import EPOCHS
 from experiments.a_dpfl_table2 import PAPER as PAPER_T2
+from experiments.report_template import Template
 
-PAPER_FIG4 = 'A-DPFL > CL-FL > DPFL, all below non-private (read off the figure; no numbers given)'
+T = Template('a_dpfl')
 # Sec. 6.4.1 (Fig. 5): (sigma, rounds it held) for the first four holds.
 PAPER_FIG5_HOLDS = ((1.0, 20), (0.7, 4), (0.49, 4), (0.34, 7))
 PAPER_FIG5 = (f'sigma {PAPER_FIG5_HOLDS[0][0]:.1f} for {PAPER_FIG5_HOLDS[0][1]} rounds, '
@@ -85,75 +86,64 @@ def _flags(setting: Setting) -> str:
           (f' --learning-rate {lr:g}' if lr != common.COMMON['learning_rate'] else ''))
 
 
+def _fig4_section(figs: str, setting: Setting, dataset: str, name: str) -> list[str]:
+  sfx, tag = _sfx(setting), f' ({_label(setting)})'
+  rows = _rows(os.path.join(figs, f'fig4_{dataset}{sfx}.csv'))
+  out = [T.text('fig4_title', panel='a' if dataset == 'mnist' else 'b', name=name, tag=tag)]
+  if rows is None:
+    return out + ['', T.text('fig4_not_regenerated', dataset=dataset, flags=_flags(setting)),
+                  '', *_finished_so_far(os.path.join(figs, f'fig4_{dataset}{sfx}'))]
+  command = lambda r: _command(os.path.join(figs, f'fig4_{dataset}{sfx}', _slug(r['method'])))
+  return out + ['', f'![fig4](fig4_{dataset}{sfx}.png)', '', T.text('fig4_paper'), '',
+                *T.table('fig4_table', [dict(r, command=command(r)) for r in rows]), '',
+                _ordering(rows), '']
+
+
+def _fig6_section(figs: str, setting: Setting) -> list[str]:
+  sfx = _sfx(setting)
+  rows = _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv'))
+  out = [T.text('fig6_title', tag=f' ({_label(setting)})')]
+  if rows is None:
+    return out + ['', 'Not regenerated yet.', '',
+                  *_finished_so_far(os.path.join(figs, f'fig6_mnist{sfx}'))]
+  command = lambda r: _command(os.path.join(figs, f'fig6_mnist{sfx}',
+                                            'k' + format(float(r['k']), 'g')))
+  acc = [float(r['final_test_accuracy']) for r in rows]
+  return out + ['', f'![fig6](fig6_mnist{sfx}.png)', '', f'Paper: {PAPER_FIG6}.', '',
+                *T.table('fig6_table', [dict(r, command=command(r),
+                                             wall_seconds=r.get('wall_seconds')) for r in rows]),
+                '', T.text('fig6_reading', first=acc[0], first_k=rows[0]['k'], last=acc[-1],
+                           last_k=rows[-1]['k'], spread=100 * (max(acc) - min(acc)),
+                           low=min(acc), high=max(acc),
+                           sigma=max(float(r['final_noise_multiplier']) for r in rows)), '']
+
+
 def _figure_sections(figs: str, setting: Setting) -> list[str]:
   """Figs. 4-6 and Table 2 as regenerated with `setting` (local epochs, learning rate)."""
   sfx, tag = _sfx(setting), f' ({_label(setting)})'
-  out = []
-  for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
-    rows = _rows(os.path.join(figs, f'fig4_{dataset}{sfx}.csv'))
-    out.append(f'### Fig. 4{"a" if dataset == "mnist" else "b"} ({name}): test accuracy vs '
-               f'round{tag}')
-    if rows is None:
-      out += ['', 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset '
-              f'{dataset}{_flags(setting)}`', '']
-      out += _finished_so_far(os.path.join(figs, f'fig4_{dataset}{sfx}'))
-      continue
-    out += ['', f'![fig4](fig4_{dataset}{sfx}.png)', '', f'Paper: {PAPER_FIG4}.', '',
-            '| method | final test acc | best test acc | epsilon_claimed | epsilon_guaranteed | wall s | command |',
-            '|---|---|---|---|---|---|---|']
-    for r in rows:
-      out.append(f"| {r['method']} | {_f(r['final_test_accuracy'])} | {_f(r['best_test_accuracy'])} | "
-                 f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
-                 f"{_f(r['wall_seconds'], 5)} | `{_command(os.path.join(figs, f'fig4_{dataset}{sfx}', _slug(r['method'])))}` |")
-    out += ['', _ordering(rows), '']
+  out = [*_fig4_section(figs, setting, 'mnist', 'MNIST'),
+         *_fig4_section(figs, setting, 'cifar10', 'CIFAR-10')]
   rows = _rows(os.path.join(figs, f'fig5_mnist{sfx}.csv'))
-  out.append(f'### Fig. 5 (MNIST): sigma vs round{tag}')
+  out.append(T.text('fig5_title', tag=tag))
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
   else:
-    out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', f'- Paper: {PAPER_FIG5}.',
-            f'- tffdp: sigma {_holds([r["noise_multiplier"] for r in rows])} (rounds).', '']
-  rows = _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv'))
-  out.append(f'### Fig. 6 (MNIST): final accuracy vs k{tag}')
-  if rows is None:
-    out += ['', 'Not regenerated yet.', '']
-    out += _finished_so_far(os.path.join(figs, f'fig6_mnist{sfx}'))
-  else:
-    out += ['', f'![fig6](fig6_mnist{sfx}.png)', '', f'Paper: {PAPER_FIG6}.', '',
-            '| k | final test acc | final sigma | epsilon_claimed | epsilon_guaranteed | wall s | command |',
-            '|---|---|---|---|---|---|---|']
-    out += [f"| {r['k']} | {_f(r['final_test_accuracy'])} | {_f(r['final_noise_multiplier'], 3)} | "
-            f"{_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
-            f"{_f(r.get('wall_seconds'), 5)} | "
-            f"`{_command(os.path.join(figs, f'fig6_mnist{sfx}', 'k' + format(float(r['k']), 'g')))}` |"
-            for r in rows]
-    acc = [float(r['final_test_accuracy']) for r in rows]
-    out += ['', f"tffdp: final test accuracy {_f(acc[0])} at k = {rows[0]['k']} to {_f(acc[-1])} "
-            f"at k = {rows[-1]['k']}; all k within {_f(100 * (max(acc) - min(acc)), 2)} points "
-            f"({_f(min(acc))}-{_f(max(acc))}). The final sigma is at most "
-            f"{_f(max(float(r['final_noise_multiplier']) for r in rows), 2)} for every k (from "
-            'sigma_0 = 1), so k changes how fast sigma vanishes and how large epsilon grows, '
-            'more than where the model ends.']
-    out.append('')
+    out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', *T.lines(
+        'fig5', paper=PAPER_FIG5, holds=_holds([r['noise_multiplier'] for r in rows])), '']
+  out += _fig6_section(figs, setting)
   rows = _rows(os.path.join(figs, f'table2{sfx}.csv'))
-  out.append(f'### Table 2: A-DPFL accuracy, non-IID vs IID{tag}')
+  out.append(T.text('table2_title', tag=tag))
   if rows is None:
-    out += ['', 'Not regenerated yet.', '']
-    out += _finished_so_far(os.path.join(figs, f'table2{sfx}'))
-  else:
-    out += ['', '| dataset | setting | partition | paper | selection | tffdp final | tffdp best | epsilon_claimed | epsilon_guaranteed | wall s | command |',
-            '|---|---|---|---|---|---|---|---|---|---|---|']
-    for r in rows:
-      run = _table2_run(figs, sfx, r)
-      out.append(f"| {r['dataset']} | {r['setting']} | {_partition(run)} | {r['paper_accuracy']} | "
-                 f"{r.get('selection') or 'top_k'} | {_f(r['tffdp_final_accuracy'])} | "
-                 f"{_f(r['tffdp_best_accuracy'])} | {_f(r['epsilon_claimed'])} | {_f(r['epsilon_guaranteed'])} | "
-                 f"{_f(r['wall_seconds'], 5)} | `{_command(run)}` |")
-    missing = {'mnist', 'cifar10'} - {r['dataset'] for r in rows}
-    if missing:
-      out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
-    out.append('')
-  return out
+    return out + ['', 'Not regenerated yet.', '',
+                  *_finished_so_far(os.path.join(figs, f'table2{sfx}'))]
+  runs = [_table2_run(figs, sfx, r) for r in rows]
+  out += ['', *T.table('table2_table', [
+      dict(r, partition=_partition(run), selection=r.get('selection') or 'top_k',
+           command=_command(run)) for r, run in zip(rows, runs)])]
+  missing = {'mnist', 'cifar10'} - {r['dataset'] for r in rows}
+  if missing:
+    out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
+  return out + ['']
 
 
 PRIVATE = ('DPFL', 'CL-FL', 'A-DPFL')  # the paper's private curves of Fig. 4
@@ -165,13 +155,11 @@ def _ordering(rows) -> str:
   paper_curves = [r for r in rows if r['method'] in PRIVATE]
   missing = [m for m in PRIVATE if m not in {r['method'] for r in paper_curves}]
   if missing:
-    return (f'No ordering of the paper\'s private methods yet: {", ".join(missing)} not run '
-            '(`--methods`).')
+    return T.text('no_ordering', missing=', '.join(missing))
   ranked = sorted(paper_curves, key=lambda r: -float(r['final_test_accuracy']))
   order = ' > '.join(r['method'] for r in ranked)
-  verdict = 'reproduces' if order == 'A-DPFL > CL-FL > DPFL' else 'does NOT reproduce'
-  return (f'tffdp ordering of the paper\'s private methods by final accuracy: {order} '
-          f'({verdict} the paper\'s A-DPFL > CL-FL > DPFL).')
+  return T.text('ordering', order=order, verdict='reproduces' if order == 'A-DPFL > CL-FL > DPFL'
+                else 'does NOT reproduce')
 
 
 def _finished_so_far(folder: str) -> list[str]:
@@ -180,8 +168,7 @@ def _finished_so_far(folder: str) -> list[str]:
   table = finished_runs_table(folder, extra=[('command', lambda d: f'`{_command(d)}`')])
   if not table:
     return []
-  return ['Finished so far (the figure and its table are written when every run of the '
-          'command has finished):', '', *table, '']
+  return [*T.lines('finished_so_far'), '', *table, '']
 
 
 def _holds(values) -> str:
@@ -231,10 +218,8 @@ def _pilot_warning(figs: str, setting: Setting) -> list[str]:
           if (int(r['local_epochs']), float(r['learning_rate'])) == setting]
   if not rows or _pilot_outcome(rows)[0] != 'chance':
     return []
-  return [f'The pilot above found A-DPFL with {_label(setting)} at chance on CIFAR-10 for its '
-          f"first {max(int(r['round']) for r in rows)} rounds: its CIFAR-10 A-DPFL runs here "
-          '(Fig. 4b\'s A-DPFL rows, Table 2) would most likely spend these hours without '
-          'training.', '']
+  return [T.text('pilot_warning', setting=_label(setting),
+                 rounds=max(int(r['round']) for r in rows)), '']
 
 
 def _cifar10_pilot_section(figs: str) -> list[str]:
@@ -255,26 +240,15 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
   if 'client_examples' not in rows[0]:
     raise ValueError(f'{figs}/cifar10_pilot.csv predates its client_examples column: rerun '
                      '`python -m experiments.a_dpfl_cifar10_pilot` (it reuses the pilot runs)')
-  examples = rows[0]['client_examples']
-  out = ['## Pilot: A-DPFL on CIFAR-10 with the local work chosen on MNIST', '',
-         'The sweep above chose E and lr on MNIST, where a client holds about 52 examples. A '
-         f'CIFAR-10 client holds {examples}, so the same E is several times the DP-SGD steps, each adding Gaussian noise of '
-         f'per-coordinate std sigma C / B ({per_step:g} at sigma_0 = '
-         f'{common.COMMON["noise_multiplier"]:g}, C = {t1["clip_norm"]:g}, B = '
-         f'{common.COMMON["batch_size"]}) to the batch-mean gradient. "Noise walk" is a '
-         'coordinate\'s round-1 noise over a client\'s round, lr sigma_0 C / B sqrt(steps). '
-         f'Fig. 4b\'s A-DPFL configuration, paused after round {paused}: '
-         '`python -m experiments.a_dpfl_cifar10_pilot` (add `--data-dir`).', '',
-         '| E | lr | DP-SGD steps a round | noise walk | round-1 train loss | test acc (min-max) '
-         '| last round | test acc there | sigma there | epsilon_guaranteed there | verdict | run |',
-         '|---|---|---|---|---|---|---|---|---|---|---|---|']
-  stuck, learned, between = [], [], []
+  out = [*T.lines('pilot', examples=rows[0]['client_examples'], per_step=per_step,
+                  sigma=common.COMMON['noise_multiplier'], clip=t1['clip_norm'],
+                  batch=common.COMMON['batch_size'], paused=paused), '']
+  stuck, learned, between, table = [], [], [], []
   for setting in settings:
     rs = [r for r in rows if r['setting'] == setting]
     acc = [float(r['test_accuracy']) for r in rs if r['test_accuracy']]
     first, last = rs[0], rs[-1]
     steps, lr = int(first['local_steps']), float(first['learning_rate'])
-    walk = lr * per_step * steps ** 0.5
     outcome, trains = _pilot_outcome(rs)
     label = f"E = {first['local_epochs']}, lr {lr:g}"
     if outcome == 'trains':
@@ -288,11 +262,11 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
       between.append(label)
     else:
       verdict = 'no round evaluated'
-    span = f'{min(acc):.2%}-{max(acc):.2%}' if acc else ''
-    out.append(f"| {first['local_epochs']} | {lr:g} | {steps} | {walk:.3f} | "
-               f"{_f(first['train_loss'], 3)} | {span} | {last['round']} | "
-               f"{_f(last['test_accuracy'])} | {_f(last['noise_multiplier'], 3)} | "
-               f"{_f(last['epsilon_guaranteed'], 4)} | {verdict} | `{first['run']}` |")
+    table.append(dict(last, local_epochs=first['local_epochs'], lr=lr, steps=steps,
+                      walk=lr * per_step * steps ** 0.5, train_loss=first['train_loss'],
+                      span=f'{min(acc):.2%}-{max(acc):.2%}' if acc else '',
+                      last_round=last['round'], verdict=verdict, run=first['run']))
+  out += T.table('pilot_table', table)
   said = []
   if learned:
     said.append(f"{' and '.join(learned)} {'train' if len(learned) > 1 else 'trains'}")
@@ -300,54 +274,32 @@ def _cifar10_pilot_section(figs: str) -> list[str]:
     said.append(f"{' and '.join(between)} {'leave' if len(between) > 1 else 'leaves'} "
                 f'chance without reaching {TRAINS:.0%}')
   if stuck:
-    said.append(f"{' and '.join(l for l, _ in stuck)} {'stay' if len(stuck) > 1 else 'stays'} "
-                'at chance while Alg. 4 decays sigma (no validation gain) to '
-                f'{max(s for _, s in stuck):.3g} or below, so epsilon grows without the model '
-                'training')
+    said.append(T.text('pilot_stuck', settings=' and '.join(l for l, _ in stuck),
+                       verb='stay' if len(stuck) > 1 else 'stays',
+                       sigma=max(s for _, s in stuck)))
   if said:
     out += ['', f'tffdp: within {rounds} rounds, ' + '; '.join(said) + '.']
-  out += ['']
-  return out
+  return out + ['']
 
 
 def _sweep_section(figs: str) -> list[str]:
   rows = _rows(os.path.join(figs, 'local_epochs.csv'))
-  out = ['## Local epochs (issue 11, point 1)', '']
   if rows is None:
-    return out + ['Not run yet: `python -m experiments.a_dpfl_local_epochs --datasets mnist` '
-                  '(non-private FedAvg at the paper\'s scale for E in 1, 2, 5, 10 and lr 0.05 / '
-                  '0.1, stopping after the first E that reaches 98%).', '']
-  out += ['Non-private FedAvg at the paper\'s scale (non-IID label skew, 50 rounds, B = 20) '
-          'for each number of local epochs E and learning rate; the smallest E whose final '
-          'accuracy reaches the target (MNIST 98%, CIFAR-10 the paper\'s private 64.1%) is '
-          'chosen, the stated lr 0.05 preferred at equal E, and E above it is not run; when '
-          'no setting reaches it, the smallest E within half a point of the highest final '
-          'accuracy (one seed does not resolve smaller gaps, and each epoch adds about a '
-          'one-epoch run to every A-DPFL run). '
-          'Command: `python -m experiments.a_dpfl_local_epochs`.', '',
-          '| dataset | E | lr | final test acc | best test acc | target | chosen | wall s |',
-          '|---|---|---|---|---|---|---|---|']
-  out += [f"| {r['dataset']} | {r['local_epochs']} | {r['learning_rate']} | "
-          f"{_f(r['final_test_accuracy'])} | {_f(r['best_test_accuracy'])} | {r['target']} | "
-          f"{'**yes**' if r['chosen'] == 'True' else ''} | {_f(r['wall_seconds'], 5)} |"
-          for r in rows]
+    return T.lines('sweep_not_run') + ['']
+  out = [*T.lines('sweep'), '', *T.table('sweep_table', [
+      dict(r, chosen_mark='**yes**' if r['chosen'] == 'True' else '') for r in rows])]
   rules = sorted({f"{r['dataset']}: {r['choice_rule']}" for r in rows if r.get('choice_rule')})
   if rules:
     out += ['', 'Choice: ' + '; '.join(rules) + '.']
   for dataset in sorted({r['dataset'] for r in rows}):
     mine = [r for r in rows if r['dataset'] == dataset]
     top = max(mine, key=lambda r: float(r['final_test_accuracy']))
-    if top['chosen'] != 'True' and not any(r['reaches_target'] == 'True' for r in mine):
-      out += ['', f"{dataset}: the highest final accuracy is E = {top['local_epochs']}, lr "
-              f"{top['learning_rate']} ({_f(top['final_test_accuracy'])}); "
-              '`--tolerance 0` chooses it.']
-    ran = {int(r['local_epochs']) for r in mine}
-    left = [e for e in EPOCHS if e > max(ran)]
-    if left and not any(r['reaches_target'] == 'True' for r in mine):
-      out += ['', f'{dataset}: E = {", ".join(map(str, left))} of the grid not in this table '
-              'yet (no smaller E reached the target, so the choice above may change): '
-              f'`python -m experiments.a_dpfl_local_epochs --datasets {dataset}` runs it '
-              'and reuses the runs above.']
+    reached = any(r['reaches_target'] == 'True' for r in mine)
+    if top['chosen'] != 'True' and not reached:
+      out += ['', T.text('sweep_highest', top)]
+    left = [e for e in EPOCHS if e > max(int(r['local_epochs']) for r in mine)]
+    if left and not reached:
+      out += ['', T.text('sweep_left', dataset=dataset, left=', '.join(map(str, left)))]
   return out + ['']
 
 
@@ -382,11 +334,7 @@ def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], b
 
 def _changes(figs: str, settings: list[Setting]) -> list[str]:
   """'What changed the numbers': each issue-11 reading against the first regeneration."""
-  out = ['## What changed the numbers (issue 11)', '',
-         'Computed from the result files above; each line names what differs between the '
-         f'runs it compares (one seed each, so gaps under about {SETTLED_POINTS:g} point are '
-         'not settled).',
-         '']
+  out = [*T.lines('changes', settled=SETTLED_POINTS), '']
   for e in [x for x in settings if x != FIRST]:
     for dataset in ('mnist', 'cifar10'):
       old_rows = _rows(os.path.join(figs, f'fig4_{dataset}.csv'))
@@ -395,12 +343,11 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
       eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
       both = [m for m in cur if m in old]
       if both:
-        out.append(f'- **{_label(FIRST)} -> {_label(e)}** ({dataset}, Fig. 4'
-                   + (', the runs finished so far' if so_far else '') + ', final test '
-                   'accuracy, and epsilon_guaranteed: more local steps also spend more of a '
-                   'sample-level budget): '
-                   + '; '.join(f'{m} {_f(old[m])} -> {_f(cur[m])} (epsilon '
-                               f'{_f(eps_old[m])} -> {_f(eps_cur[m])})' for m in both) + '.')
+        out.append(T.text('change_setting', first=_label(FIRST), setting=_label(e),
+                          dataset=dataset, so_far=T.text('so_far') if so_far else '',
+                          parts='; '.join(T.text(
+                              'change_setting_part', method=m, old=old[m], new=cur[m],
+                              eps_old=eps_old[m], eps_new=eps_cur[m]) for m in both)))
   for e in settings:
     rows = _rows(os.path.join(figs, f'table2{_sfx(e)}.csv')) or []
     for dataset in ('mnist', 'cifar10'):
@@ -412,21 +359,20 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
           a = float(by[('non-IID', sel)]['tffdp_final_accuracy'])
           b = float(by[('IID', sel)]['tffdp_final_accuracy'])
           part = _partition(_table2_run(figs, _sfx(e), by[('IID', sel)]))
-          gaps.append(f'{sel}: non-IID {_f(a)}, IID {_f(b)} (IID - non-IID '
-                      f'{100 * (b - a):+.2f} points; IID partition {part})')
+          gaps.append(T.text('change_split_part', selection=sel, non_iid=a, iid=b,
+                             gap=100 * (b - a), partition=part))
       if gaps:
-        out.append(f'- **Selection and the IID split** ({dataset}, Table 2, {_label(e)}; paper '
-                   f"IID - non-IID {100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')]):+.1f} "
-                   'points): ' + '; '.join(gaps) + '.')
+        out.append(T.text('change_split', dataset=dataset, setting=_label(e), gaps='; '.join(gaps),
+                          paper=100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])))
   for e in settings:
     trace = _sigma_trace(figs, e)
     if trace:
       closest = min(trace, key=lambda t: abs(t[1] - PAPER_SIGMA_HOLDS))
-      verdict = (f' The reading closest to the paper\'s {PAPER_SIGMA_HOLDS} rounds: '
-                 f'{closest[0]} ({closest[1]} rounds).' if len(trace) > 1 else '')
-      out.append(f'- **When sigma first decays** (MNIST, {_label(e)}; paper: sigma holds '
-                 f'{PAPER_SIGMA_HOLDS} rounds): '
-                 + '; '.join(f'{label}: {hold}' for label, _, hold in trace) + '.' + verdict)
+      verdict = T.text('change_sigma_closest', paper=PAPER_SIGMA_HOLDS, reading=closest[0],
+                       rounds=closest[1]) if len(trace) > 1 else ''
+      out.append(T.text('change_sigma', setting=_label(e), paper=PAPER_SIGMA_HOLDS,
+                        verdict=verdict,
+                        traces='; '.join(f'{label}: {hold}' for label, _, hold in trace)))
   for e in settings:
     line = _decay_factor_line(_rows(os.path.join(figs, f'fig6_mnist{_sfx(e)}.csv')), e)
     if line:
@@ -437,18 +383,13 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
     cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
     if 'A-DPFL' in acc and len(cl) > 1:
       ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
-      out.append(f'- **CL-FL\'s sigma** (MNIST, {_label(e)}'
-                 + (', the runs finished so far' if so_far else '')
-                 + '; final test accuracy, epsilon_guaranteed sample-level for A-DPFL, '
-                 f'client-level for CL-FL): A-DPFL {_f(acc["A-DPFL"])} (epsilon '
-                 f'{_f(eps["A-DPFL"])}) against '
-                 + ', '.join(f'{m} {_f(a)} (epsilon {_f(eps[m])})' for m, a in cl.items())
-                 + f': A-DPFL ahead of {len(ahead)} of {len(cl)} CL-FL settings, so the Fig. 4 '
-                 'ordering against CL-FL ' + ('does not hinge on CL-FL\'s sigma.'
-                                             if len(ahead) in (0, len(cl)) else
-                                             'hinges on CL-FL\'s sigma.'))
-  return out + ([''] if len(out) > 4 else ['Nothing to compare yet: the issue-11 runs are '
-                                           'listed as not regenerated above.', ''])
+      out.append(T.text(
+          'change_cl_fl', setting=_label(e), so_far=T.text('so_far') if so_far else '',
+          accuracy=acc['A-DPFL'], epsilon=eps['A-DPFL'], ahead=len(ahead), settings=len(cl),
+          others=', '.join(f'{m} {_f(a)} (epsilon {_f(eps[m])})' for m, a in cl.items()),
+          verdict='does not hinge on CL-FL\'s sigma.' if len(ahead) in (0, len(cl))
+          else 'hinges on CL-FL\'s sigma.'))
+  return out + ([''] if len(out) > 4 else [T.text('nothing_to_compare'), ''])
 
 
 PAPER_K_KNEE = 0.7  # Fig. 6: accuracy declines slowly up to this k, faster beyond
@@ -482,9 +423,9 @@ def _decay_factor_line(rows, setting: Setting) -> str | None:
         ', as the paper shows' if spread >= SETTLED_POINTS else
         f', but all k lie within {spread:.2f} points, under the {SETTLED_POINTS:g} point '
         'one seed resolves')
-  return (f'- **Decay factor k** (MNIST, Fig. 6, {_label(setting)}; paper: {PAPER_FIG6}): '
-          f'final test accuracy {min(low):.2f}-{max(low):.2f}% at k <= {knee}, '
-          f'{min(high):.2f}-{max(high):.2f}% at k > {knee}; {verdict}.')
+  return T.text('decay_factor', setting=_label(setting), paper=PAPER_FIG6, knee=knee,
+                low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
+                verdict=verdict)
 
 
 def _sigma_trace(figs: str, setting: Setting):
@@ -591,28 +532,22 @@ def _control_cause(figs: str, paper: float, private: float) -> str | None:
     return None
   r = control[0]
   acc = float(r['final_test_accuracy'])
-  where = (f'A-DPFL without noise (clipping and top-K selection kept; E = '
-           f'{r["local_epochs"]}, lr = {r["learning_rate"]}) ends at {acc:.2f}% '
-           f'(`{COMMANDS["ceiling"]}`)')
+  where = T.text('control_where', r, accuracy=acc, command=COMMANDS['ceiling'])
   if fidelity.within('accuracy', paper, acc) or acc > paper:
-    return (f'{where}, within the tolerance of the paper\'s {paper:g}%: the noise costs the '
-            f'{acc - private:.2f} points to the private run')
+    return T.text('control_noise', where=where, paper=paper, gap=acc - private)
   uniform = _ceiling_rows(figs, 'A-DPFL, no noise, uniform selection')
   split = ''
   if uniform:
     u = float(uniform[0]['final_test_accuracy'])
     fedavg = _fedavg_iid(figs, r['learning_rate'])
-    selection = (f'the top-K selection makes no difference within the tolerance '
-                 f'({u - acc:+.2f} points, one seed)' if fidelity.within('accuracy', u, acc)
-                 else f'the fixed top-K selection costs {u - acc:.2f} points (one seed)')
-    split = (f'; with uniform cohorts instead of the top-K selection (the per-example '
-             f'clipping alone) it ends at {u:.2f}%'
-             + (f' against FedAvg\'s {fedavg:.2f}% on the same configuration'
-                if fedavg is not None else '')
-             + f': {selection}, and the clipping costs '
-             + (f'{fedavg - u:.2f} points' if fedavg is not None else 'the rest'))
-  return (f'{where}, already below the paper\'s {paper:g}%: A-DPFL\'s clipping and '
-          f'selection cost the gap before any noise{split}')
+    split = T.text(
+        'control_split', uniform=u,
+        fedavg=f' against FedAvg\'s {fedavg:.2f}% on the same configuration'
+        if fedavg is not None else '',
+        selection=T.text('control_selection_none' if fidelity.within('accuracy', u, acc)
+                         else 'control_selection', gap=u - acc),
+        clipping=f'{fedavg - u:.2f} points' if fedavg is not None else 'the rest')
+  return T.text('control_clipping', where=where, paper=paper, split=split)
 
 
 def _fedavg_iid(figs: str, learning_rate: str):
@@ -665,9 +600,8 @@ def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> l
     if ceiling:
       top = max(ceiling, key=lambda k: ceiling[k][0])
       if not fidelity.within('accuracy', 100 * paper, ceiling[top][0]):
-        cause = (f'non-private FedAvg on the same split reaches at most {ceiling[top][0]:.2f}% '
-                 f'in {rounds} rounds ({top}, `{ceiling[top][1]}`; {len(ceiling)} runs): the '
-                 'setup without noise is below the paper\'s private number')
+        cause = T.text('cause_ceiling', accuracy=ceiling[top][0], rounds=rounds, reading=top,
+                       command=ceiling[top][1], runs=len(ceiling))
       elif split == 'IID' and dataset == 'mnist' and value is not None:
         cause = _control_cause(figs, 100 * paper, value) or cause
     numbers.append(fidelity.PaperNumber(
@@ -696,7 +630,7 @@ def _fallback_note(setting: Setting, default: Setting) -> str:
 def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> list:
   claims = []
   for dataset, name, panel in (('mnist', 'MNIST', '4a'), ('cifar10', 'CIFAR-10', '4b')):
-    text = f'Fig. {panel} ({name}): A-DPFL > CL-FL > DPFL in final test accuracy'
+    text = T.text('claim_fig4', panel=panel, name=name)
     acc = lambda s: {m: 100 * a for m, a in _final(_fig4_rows(figs, dataset, s)[0]).items()}
     s = _first_with(settings, default, lambda s: all(m in acc(s) for m in PRIVATE))
     if s is None:
@@ -705,10 +639,10 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     a = acc(s)
     others = [m for m in a if m.startswith('CL-FL (')]
     claims.append(fidelity.Claim(
-        text, _gap_verdict([a['A-DPFL'] - a['CL-FL'], a['CL-FL'] - a['DPFL']]),
-        f'{_fallback_note(s, default)}: A-DPFL {a["A-DPFL"]:.2f}, CL-FL {a["CL-FL"]:.2f}, '
-        f'DPFL {a["DPFL"]:.2f}%' + (' (' + ', '.join(f'{m} {a[m]:.2f}%' for m in others) + ')'
-                                    if others else '') + '.'))
+        text, _gap_verdict([a['A-DPFL'] - a['CL-FL'], a['CL-FL'] - a['DPFL']]), T.text(
+            'claim_fig4_evidence', setting=_fallback_note(s, default), a_dpfl=a['A-DPFL'],
+            cl_fl=a['CL-FL'], dpfl=a['DPFL'], others=' (' + ', '.join(
+                f'{m} {a[m]:.2f}%' for m in others) + ')' if others else '')))
   text = f'Fig. 6 (MNIST): {PAPER_FIG6}'
   fig6 = lambda s: _rows(os.path.join(figs, f'fig6_mnist{_sfx(s)}.csv')) or []
   s = _first_with(settings, default, lambda s: (
@@ -721,14 +655,14 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
     high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
     claims.append(seed_checks.restate(fidelity.Claim(
-        text, _gap_verdict([min(low) - max(high)]),
-        f'{_fallback_note(s, default)}: {min(low):.2f}-{max(low):.2f}% at k <= '
-        f'{PAPER_K_KNEE:g}, {min(high):.2f}-{max(high):.2f}% at k > {PAPER_K_KNEE:g}; all k '
-        f'within {max(acc.values()) - min(acc.values()):.2f} points.'), figs,
+        text, _gap_verdict([min(low) - max(high)]), T.text(
+            'claim_fig6_evidence', setting=_fallback_note(s, default), knee=PAPER_K_KNEE,
+            low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
+            spread=max(acc.values()) - min(acc.values()))), figs,
         'a_dpfl_fig6_mnist', s == seed_checks.A_DPFL_SETTING))
   for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
     paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
-    text = f'Table 2 ({name}): IID above non-IID (paper {paper:+.1f} points)'
+    text = T.text('claim_table2', name=name, paper=paper)
     cell = lambda s, split: _table2_readings(figs, [s], dataset, split)
     top_k = lambda s, split: next((v for k, v in cell(s, split).items()
                                    if k.split(', IID read as')[0] == _label(s)), None)
@@ -744,12 +678,10 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     others = [f'{sel} {iid[_reading(s, sel)] - non[_reading(s, sel)]:+.2f}'
               for sel in common.SELECTIONS[1:]
               if _reading(s, sel) in iid and _reading(s, sel) in non]
-    claim = fidelity.Claim(
-        text, _gap_verdict([gap]),
-        f'{_fallback_note(s, default)}, top_k: IID {top_k(s, "IID"):.2f}%, non-IID '
-        f'{top_k(s, "non-IID"):.2f}% ({gap:+.2f} points'
-        + (f'; {split_note}' if split_note else '') + ')'
-        + (f'; other selections: {", ".join(others)} points' if others else '') + '.')
+    claim = fidelity.Claim(text, _gap_verdict([gap]), T.text(
+        'claim_table2_evidence', setting=_fallback_note(s, default), iid=top_k(s, 'IID'),
+        non_iid=top_k(s, 'non-IID'), gap=gap, split=f'; {split_note}' if split_note else '',
+        others=f'; other selections: {", ".join(others)} points' if others else ''))
     claims.append(seed_checks.restate(claim, figs, 'a_dpfl_table2_mnist',
                                       s == seed_checks.A_DPFL_SETTING)
                   if dataset == 'mnist' else claim)
@@ -763,42 +695,22 @@ def _fidelity(figs: str) -> list[str]:
   default = _default_setting(figs)
   numbers = _fidelity_numbers(figs, settings, default)
   claims = _fidelity_claims(figs, settings, default)
-  return [*fidelity.section(numbers, claims), '',
-          f'Default reading: the spec with its Amendments: the local work the sweep below '
-          f'chose ({_label(default)}), top_k selection (Alg. 2 as printed), Alg. 4 every '
-          'round, Table 2\'s IID rows on the `iid` partition, seed 0. Best reading run: the '
-          f'closest of the other readings run: the first regeneration ({_label(FIRST)}, the '
-          'paper\'s lr; its IID rows are label skew 0, before the Amendment), `weighted_sample` and '
-          '`uniform` selection, Alg. 4 every 5 rounds. Table 2 is the final accuracy. Fig. 5\'s '
-          'numbers are the rounds each sigma holds (a hold still running at the last round is '
-          'not counted); its sigmas '
-          + ', '.join(f'{s}' for s, _ in PAPER_FIG5_HOLDS[1:])
-          + ' are sigma_0 k^n by construction and not counted. '
-          'Figs. 4 and 6 print no numbers. One seed per run: a claim\'s gap of '
-          f'{SETTLED_POINTS:g} point or less is a tie (the resolution this report assumes for one '
-          'seed; no seed spread is measured for A-DPFL). A claim is judged on the default '
-          'reading where it has the runs, else on the first regeneration (named).']
+  return [*fidelity.section(numbers, claims), '', T.text(
+      'fidelity_readings', default=_label(default), first=_label(FIRST),
+      settled=SETTLED_POINTS, sigmas=', '.join(f'{s}' for s, _ in PAPER_FIG5_HOLDS[1:]))]
 
 
 def _ceiling_section(figs) -> list[str]:
   """Fidelity pass 2, item 4: non-private FedAvg on Table 2's IID split."""
   from experiments import a_dpfl_ceiling  # pylint: disable=g-import-not-at-top
   rows = _rows(os.path.join(figs, 'ceiling.csv'))
-  out = ['## Non-private ceiling on Table 2\'s IID split (fidelity pass 2)', '']
   if not rows:
-    return out + ['Not run yet. Command: `python -m experiments.a_dpfl_ceiling`.', '']
-  out += ['Command: `python -m experiments.a_dpfl_ceiling --learning-rates '
-          + ' '.join(dict.fromkeys(f'{float(r["learning_rate"]):g}'
-                                   for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG)))
-          + '` (FedAvg, MNIST, Table 1\'s scale, E = '
-          + ', '.join(dict.fromkeys(r['local_epochs'] for r in rows)) + ', seed 0).', '',
-          '| method | partition | E | lr | final acc (%) | best (%) | gain over the last 10% '
-          'of rounds (points) | paper, private A-DPFL (%) | wall s |',
-          '|---|---|---|---|---|---|---|---|---|']
-  out += [f"| {r.get('method') or 'FedAvg'} | {r['partition']} | {r['local_epochs']} | "
-          f"{r['learning_rate']} | {r['final_test_accuracy']} | {r['best_test_accuracy']} | "
-          f"{r['gain_last_10pct']} | {r['paper_private_iid'] or '-'} | {r['wall_seconds']} |"
-          for r in rows]
+    return T.lines('ceiling_not_run') + ['']
+  out = [*T.lines('ceiling', rates=' '.join(dict.fromkeys(
+      f'{float(r["learning_rate"]):g}' for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG))),
+                  epochs=', '.join(dict.fromkeys(r['local_epochs'] for r in rows))), '',
+         *T.table('ceiling_table', [dict(r, method=r.get('method') or 'FedAvg',
+                                         paper=r['paper_private_iid'] or '-') for r in rows])]
   iid = [r for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG) if r['partition'] == 'iid']
   if iid:
     best = max(iid, key=lambda r: float(r['final_test_accuracy']))
@@ -807,16 +719,10 @@ def _ceiling_section(figs) -> list[str]:
             if best['gain_last_10pct'] not in ('', None) else '')
     others = ', '.join(f'lr {r["learning_rate"]}: {r["final_test_accuracy"]}%' for r in iid
                        if r is not best)
-    out += ['', f'- The best non-private IID run ends at {acc:g}% (lr {best["learning_rate"]}'
-            f'{gain}{"; at " + others if others else ""}), '
-            + (f'below the paper\'s private {paper:g}% by more than the tolerance: at '
-               f'{best["rounds"]} rounds this setup cannot reach '
-               'the IID cell even without noise, so the setup (local work, rounds, lr) bounds '
-               'it, not A-DPFL\'s mechanism.' if not fidelity.within('accuracy', paper, acc)
-               else
-               f'within 1.5 points of or above the paper\'s private {paper:g}%: the setup '
-               'allows the IID cell, so its gap comes from A-DPFL\'s private training '
-               '(noise, clipping, its cohort selection).')]
+    verdict = T.text('ceiling_within' if fidelity.within('accuracy', paper, acc)
+                     else 'ceiling_below', paper=paper, rounds=best['rounds'])
+    out += ['', T.text('ceiling_best', accuracy=acc, learning_rate=best['learning_rate'],
+                       gain=gain, others='; at ' + others if others else '', verdict=verdict)]
     default = _default_setting(figs)
     private = _table2_readings(figs, [default], 'mnist', 'IID').get(_reading(default))
     cause = _control_cause(figs, paper, private) if private is not None else None
@@ -827,19 +733,7 @@ def _ceiling_section(figs) -> list[str]:
 
 def build(figs: str) -> str:
   settings = _settings_present(figs)
-  out = ['# A-DPFL: regenerated figures and tables', '',
-         'Generated by `python -m experiments.a_dpfl_report` from the result files in this',
-         'folder; every number below comes from a run listed with its command. Settings: A-DPFL',
-         'Table 1 (sigma_0 = 1.0, k = 0.7, B = 20, lr = 0.05, C = 4.0 MNIST / 7.0 CIFAR-10,',
-         'N = 1000 / 100, 50 rounds), K = N/10, alpha = 0.01, delta = 1e-5, E local epochs',
-         '(one in the first regeneration; issue 11 reruns with the E the sweep below chooses),',
-         'the Deep-MNIST CNN (3.3M parameters on MNIST), label-skew non-IID partition',
-         '(`s_i ~ U[0,1)`; 52 examples per MNIST client after the 5,000-example validation',
-         'hold-out), seed 0. Defaults the paper does not give are commented in each',
-         '`config.json` (`notes`). CL-FL: client-level DP-FedAvg, sigma = 1.0, S = 1.0,',
-         'Poisson cohort q = K/N (not given in the paper). Epsilons: max over clients,',
-         'sample-level except CL-FL (client-level). Machine: 2-core x86_64 CPU, 24 GiB.', '']
-  out += ['## Fidelity: every paper number attempted', '', *_fidelity(figs), '']
+  out = [*T.lines('intro'), '', *_fidelity(figs), '']
   out += _sweep_section(figs)
   out += _ceiling_section(figs)
   out += _cifar10_pilot_section(figs)
@@ -856,23 +750,7 @@ def build(figs: str) -> str:
     out += ['## Interrupted runs', '', *parked]
   out += ['## What regenerating it costs', '', *cost_section('a_dpfl')]
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
-  out += ['## Notes', '',
-          '- Top-K selection (Alg. 2) scores clients by their static label histograms, so it',
-          '  picks the same K clients (the least skewed) in every round: A-DPFL trains on 10% of',
-          '  the clients\' data, and those clients take part in all 50 rounds. How far Alg. 4',
-          '  decays sigma moves epsilon far more than participation does (compare the',
-          '  selections\' epsilon_guaranteed in the tables).',
-          '- Alg. 4 multiplies sigma by k whenever the validation accuracy gains <= alpha; nothing',
-          '  bounds the decay, so sigma approaches 0 and epsilon grows without bound (the paper',
-          '  reports no epsilon). alpha is not given in the paper (0.01 here); the point at which',
-          '  the decay starts depends on it and on the validation noise.',
-          '- DPFL\'s two epsilons differ because of the batching (see the top-level README).']
-  out += _cl_fl_noise_note(figs)
-  out += ['- "wall s" is each run\'s elapsed time on the 2-core machine. Most runs shared the',
-          '  cores with a second job (often each on one thread), and several span sessions and',
-          '  code versions (the `segments` of their `summary.json`), so wall times are not',
-          '  exclusive timings. Runs made since pauses are detected (`tffdp/timing.py`) leave',
-          '  SIGSTOP pauses out (`paused_seconds`); earlier runs include them.', '']
+  out += [*T.lines('notes'), *_cl_fl_noise_note(figs), *T.lines('wall_note'), '']
   return '\n'.join(out) + '\n'
 
 
@@ -998,12 +876,8 @@ def _not_rerun(figs: str, setting: Setting) -> list[str]:
          f'python -m experiments.a_dpfl_table2 --datasets cifar10{flags}')
   if not items:
     return []
-  return [f'## Not rerun yet ({_label(setting)})', '',
-          'Issue 11 asks for every MNIST artefact in full and, for CIFAR-10, at least the '
-          'FedAvg and A-DPFL rows. Costs are one run after another, at round times measured '
-          'beside other jobs on the 2 cores (add `--data-dir` and `--runs-dir` as for the '
-          'other commands; finished runs are reused and interrupted ones resume):', '',
-          *items, '', *_pilot_warning(figs, setting)]
+  return [*T.lines('not_rerun', setting=_label(setting)), '', *items, '',
+          *_pilot_warning(figs, setting)]
 
 
 def _cl_fl_noise_note(figs: str) -> list[str]:
@@ -1022,13 +896,9 @@ def _cl_fl_noise_note(figs: str) -> list[str]:
   from tffdp import models  # pylint: disable=g-import-not-at-top
   c = configs['cifar10']
   dim = models.count_params(c['model'], (32, 32, 3), 10)
-  return [f"- CL-FL on CIFAR-10 stays near chance: with N = {c['clients']} and q = K/N the "
-          f"expected cohort is {c['clients_per_round']}, so the server's noise has per-coordinate "
-          f"std sigma S / (qN) = {_f(std['cifar10'])} ({_f(std['mnist'])} on MNIST, "
-          f"N = {configs['mnist']['clients']}). Over the {dim:,} weights of the CIFAR-10 network "
-          f"its norm is about {_f(std['cifar10'] * dim ** 0.5, 3)}, against a mean clipped update "
-          f"of norm <= S = {_f(c['clip_norm'])}. CL-FL's sigma and S are not given in the A-DPFL "
-          'paper (see `notes` in its `config.json`).']
+  return [T.text('cl_fl_noise', clients=c['clients'], cohort=c['clients_per_round'],
+                 std=std['cifar10'], std_mnist=std['mnist'], clients_mnist=configs['mnist']['clients'],
+                 dim=dim, norm=std['cifar10'] * dim ** 0.5, clip=c['clip_norm'])]
 
 
 def _slug(label: str) -> str:
