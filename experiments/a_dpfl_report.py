@@ -362,8 +362,9 @@ def _changes(figs: str, settings: list[Setting]) -> list[str]:
           gaps.append(T.text('change_split_part', selection=sel, non_iid=a, iid=b,
                              gap=100 * (b - a), partition=part))
       if gaps:
-        out.append(T.text('change_split', dataset=dataset, setting=_label(e), gaps='; '.join(gaps),
-                          paper=100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])))
+        paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
+        out.append(T.text('change_split', dataset=dataset, setting=_label(e), paper=paper,
+                          gaps='; '.join(gaps)))
   for e in settings:
     trace = _sigma_trace(figs, e)
     if trace:
@@ -580,14 +581,6 @@ def _closest(paper: float, values: dict) -> tuple:
   return (min(found)[2], min(found)[1]) if found else (None, '')
 
 
-def _gap_verdict(gaps: list[float]) -> str:
-  """A claim's verdict from its gaps in points (positive: the paper's way round), one
-  seed per run: settled only beyond `SETTLED_POINTS`."""
-  if any(g < -SETTLED_POINTS for g in gaps):
-    return 'not reproduced'
-  return 'reproduced' if all(g > SETTLED_POINTS for g in gaps) else 'tie'
-
-
 def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> list:
   numbers = []
   rounds = common.COMMON['rounds']
@@ -639,7 +632,8 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     a = acc(s)
     others = [m for m in a if m.startswith('CL-FL (')]
     claims.append(fidelity.Claim(
-        text, _gap_verdict([a['A-DPFL'] - a['CL-FL'], a['CL-FL'] - a['DPFL']]), T.text(
+        text, fidelity.margin_verdict([a['A-DPFL'] - a['CL-FL'], a['CL-FL'] - a['DPFL']],
+                                     SETTLED_POINTS), T.text(
             'claim_fig4_evidence', setting=_fallback_note(s, default), a_dpfl=a['A-DPFL'],
             cl_fl=a['CL-FL'], dpfl=a['DPFL'], others=' (' + ', '.join(
                 f'{m} {a[m]:.2f}%' for m in others) + ')' if others else '')))
@@ -655,7 +649,7 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
     high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
     claims.append(seed_checks.restate(fidelity.Claim(
-        text, _gap_verdict([min(low) - max(high)]), T.text(
+        text, fidelity.margin_verdict([min(low) - max(high)], SETTLED_POINTS), T.text(
             'claim_fig6_evidence', setting=_fallback_note(s, default), knee=PAPER_K_KNEE,
             low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
             spread=max(acc.values()) - min(acc.values()))), figs,
@@ -678,7 +672,7 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
     others = [f'{sel} {iid[_reading(s, sel)] - non[_reading(s, sel)]:+.2f}'
               for sel in common.SELECTIONS[1:]
               if _reading(s, sel) in iid and _reading(s, sel) in non]
-    claim = fidelity.Claim(text, _gap_verdict([gap]), T.text(
+    claim = fidelity.Claim(text, fidelity.margin_verdict([gap], SETTLED_POINTS), T.text(
         'claim_table2_evidence', setting=_fallback_note(s, default), iid=top_k(s, 'IID'),
         non_iid=top_k(s, 'non-IID'), gap=gap, split=f'; {split_note}' if split_note else '',
         others=f'; other selections: {", ".join(others)} points' if others else ''))
@@ -897,7 +891,8 @@ def _cl_fl_noise_note(figs: str) -> list[str]:
   c = configs['cifar10']
   dim = models.count_params(c['model'], (32, 32, 3), 10)
   return [T.text('cl_fl_noise', clients=c['clients'], cohort=c['clients_per_round'],
-                 std=std['cifar10'], std_mnist=std['mnist'], clients_mnist=configs['mnist']['clients'],
+                 std=std['cifar10'], std_mnist=std['mnist'],
+                 clients_mnist=configs['mnist']['clients'],
                  dim=dim, norm=std['cifar10'] * dim ** 0.5, clip=c['clip_norm'])]
 
 

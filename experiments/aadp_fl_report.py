@@ -26,6 +26,7 @@ from experiments.common import finished_runs_table, finished_summaries, fmt, md_
 from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import copied_metrics, copied_run_file
 from experiments.common import dash as _f
+from experiments.report_template import Template
 
 COMMANDS = {
     'table2': 'python -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist',
@@ -41,73 +42,28 @@ COMMANDS = {
     'fig7_alexnet_cnn': 'python -m experiments.aadp_fl_fig7 --datasets cifar10 '
                         '--model alexnet_cnn --eval-every 10',
 }
-PAPER = {
-    'table2': 'MNIST within 1 point of FedAvg; Fashion-MNIST and CIFAR-10 within 2; ahead '
-              'of DP-FedAvg, DDGauss and DP-SCAFFOLD at epsilon = 4 (Table 2 is an image: '
-              'only these claims are in the text)',
-    'fig3': 'test loss per round on MNIST for every method, MLP and AlexNet panels (plot '
-            'only); the MLP panel is Table 2\'s `table2_mnist_loss.png`',
-    'fig4': 'accuracy falls as the non-IID percentage grows (plot only)',
-    'fig5': 'best S = 0.25 for the MNIST MLP, 0.2 for the CIFAR-10 CNN (plot only)',
-    'fig5_fl_mnist_cnn': 'no S for the MNIST CNN (Fig. 5 sweeps the MNIST MLP and the '
-                         'CIFAR-10 CNN only). The MLP\'s S = 0.25 leaves either CNN width a '
-                         'few dozen coordinates a round in the CNN pilot\'s first rounds, so '
-                         'this sweeps S from the top of the paper\'s range (0.3) up, without '
-                         'noise as in Fig. 5, over all 50 rounds',
-    'fig6': 'accuracy rises with the budget towards the non-private model (plot only)',
-    'fig7': 'AADP-FL ahead of DP-FedAvg at every user sampling probability (plot only)',
-    'fig6_fl_mnist_cnn': 'the CNN panel of Fig. 6 (plot only): "more complex models '
-                         '(CNN) [are] less affected when privacy budgets fluctuate" than '
-                         'the MLP. The paper gives no CNN widths; this panel runs the '
-                         '`CNNMnist` (21,840 weights) of the PyTorch FL code whose three '
-                         'networks match the paper\'s descriptions (see the CNN pilot above)',
-    'fig6_mcmahan_cnn': 'the CNN panel of Fig. 6 (plot only), here with the standard FL '
-                        'MNIST CNN of McMahan et al. 2017 (1,663,370 weights; tffdp\'s first '
-                        'reading of the unstated widths: see the CNN pilot above)',
-    'fig7_alexnet_cnn': 'Fig. 7a, CIFAR-10 with the AlexNet-style network (plot only; '
-                        'tffdp\'s narrowed widths)',
-}
+T = Template('aadp_fl')
+PAPER = {name: T.text(f'paper_{name}') for name in COMMANDS}  # what the paper shows
 # What the report lists as not run while it is missing: (what, present(tables), command,
 # cost). Costs come from the round times of finished runs of the same model, where any.
 EXPECTED = [
     ('Table 2, CIFAR-10 DP-SCAFFOLD at its own accountant\'s sigma',
      lambda t: _has(t['table2'], 'cifar10', common.LABELS['dp_scaffold_own']),
-     'python -m experiments.aadp_fl_table2 --datasets cifar10',
-     'about 2 h: its DP-SGD clients took 20-28 s a round with a second job on the cores'),
+     'python -m experiments.aadp_fl_table2 --datasets cifar10', T.text('cost_table2_cifar10')),
     ('Fig. 3, AlexNet-style panel', lambda t: _has_curves(t['fig3'], aadp_fl_fig3.CURVES),
-     COMMANDS['fig3'],
-     '5 runs of 50 MNIST rounds of the AlexNet-style network; its FedAvg run took 49-62 s a '
-     'round (45-57 s of training) over its first 6 rounds on one thread beside another job, '
-     'so about 45 min a run and 4 h or more for the five that way; alone on both cores '
-     '`python -m benchmarks.run --only figures` measured 28-32 s a round (DP-SCAFFOLD, '
-     'which clips per example, 45 s), 2.3 h for the five'),
+     COMMANDS['fig3'], T.text('cost_fig3')),
     ('Fig. 4b (CIFAR-10)', lambda t: _has(t['fig4'], 'cifar10'),
-     'python -m experiments.aadp_fl_fig4 --datasets cifar10',
-     '4 runs of 300 rounds at about 5 s a round, about 2 h'),
+     'python -m experiments.aadp_fl_fig4 --datasets cifar10', T.text('cost_cifar10_300')),
     ('Fig. 5, CIFAR-10', lambda t: _has(t['fig5'], 'cifar10'),
-     'python -m experiments.aadp_fl_fig5 --datasets cifar10',
-     '4 runs of 300 rounds at about 5 s a round, about 2 h'),
+     'python -m experiments.aadp_fl_fig5 --datasets cifar10', T.text('cost_cifar10_300')),
     ('Fig. 5 for the MNIST CNN', lambda t: bool(t['fig5_fl_mnist_cnn']),
-     COMMANDS['fig5_fl_mnist_cnn'], '4 runs of 50 MNIST rounds of a 21,840-weight CNN, '
-     'about 6-8 s a round on one thread'),
+     COMMANDS['fig5_fl_mnist_cnn'], T.text('cost_fig5_cnn')),
     ('Fig. 6, CNN panel (the paper code\'s CNN)', lambda t: bool(t['fig6_fl_mnist_cnn']),
-     COMMANDS['fig6_fl_mnist_cnn'], '5 runs of 50 MNIST rounds of a 21,840-weight CNN'),
+     COMMANDS['fig6_fl_mnist_cnn'], T.text('cost_fig6_fl_mnist_cnn')),
     ('Fig. 6, CNN panel (McMahan CNN)', lambda t: bool(t['fig6_mcmahan_cnn']),
-     COMMANDS['fig6_mcmahan_cnn'],
-     '5 runs of 50 MNIST rounds; the committed FedAvg run (`runs/mnist_fedavg_mcmahan_cnn_'
-     'seed0`) took a median 51 s a round on one thread beside another job, so about 3.5 h '
-     'for the five; at epsilon = 1 its first rounds train least of the CNN pilot\'s runs, '
-     'so it comes after the paper code\'s CNN'),
+     COMMANDS['fig6_mcmahan_cnn'], T.text('cost_fig6_mcmahan_cnn')),
     ('Fig. 7a (CIFAR-10, AlexNet-style)', lambda t: bool(t['fig7_alexnet_cnn']),
-     COMMANDS['fig7_alexnet_cnn'],
-     '10 runs of 300 CIFAR-10 rounds of the AlexNet-style network; alone on both cores '
-     '`python -m benchmarks.run --only figures --figures fig7a` measured 6-8 s a round '
-     'at q = 0.2 and 32-33 s at q = 1 (scaled to the expected cohort), and projects 15.2 h '
-     'for the ten (`benchmarks/README.md`); the figure reads final accuracies, so the runs '
-     'evaluate every 10 rounds (each evaluation is a forward pass over 15,000 images); a '
-     'DP-FedAvg run stops after 10 rounds in a row whose update was rejected as non-finite '
-     '(`stop_after_rejected`: at q = 0.2 every round from round 5 on gave NaN), so the '
-     'projection is an upper bound'),
+     COMMANDS['fig7_alexnet_cnn'], T.text('cost_fig7a')),
 ]
 
 
@@ -144,9 +100,8 @@ def _not_run(tables, figs) -> list[str]:
       if done:
         state = (f'{len(done)} of {total} runs finished ('
                  + ', '.join(f'`{d}`' for d in done) + '), the rest to run')
-    missing.append(f'- {what}: {state}: `{command}` ({cost}; runs resume from their '
-                   'checkpoints; the command launched twice runs two side by side).')
-  return missing or ['Nothing: every artefact of the issue is regenerated.']
+    missing.append(T.text('not_run_item', what=what, state=state, command=command, cost=cost))
+  return missing or T.lines('nothing_missing')
 
 
 def _span(values, digits=4) -> str:
@@ -166,8 +121,8 @@ def _profile(rows) -> str:
   def med(k):
     vals = [float(r[k]) for r in rows if r.get(k) not in (None, '')]
     return statistics.median(vals) if vals else math.nan
-  return (f"{_f(med('train_seconds'), 3)} / {_f(med('accounting_seconds'), 2)} / "
-          f"{_f(med('eval_seconds'), 2)}")
+  return T.text('profile', {k: med(k) for k in ('train_seconds', 'accounting_seconds',
+                                                 'eval_seconds')})
 
 
 def _table(figs, rows, extra_cols=()) -> list[str]:
@@ -206,44 +161,21 @@ def _pilot(figs, table2) -> list[str]:
   s, b, k = cfg['clip_norm'], cfg['batch_size'], cfg['clients']
   sigma = hp['initial_noise_multipliers'][0]
   predicted = 0.1 * sigma * s / b / math.sqrt(k)
-  out = [f"MNIST MLP, {k} clients, non-IID percentage 0.5, S = {s:g}, B = {b}, epsilon = "
-         f"{opts['epsilon']:g}, T = {cfg['rounds']}, l = {opts['l']:g} (the Table 2 run). "
-         'Per round (values the round used; rms columns are the changes of the Nadam '
-         'moments that eq. 3 compares with l):', '',
-         '| round | sigma_i | budget | rms(m_t - m_{t-1}) | rms(n_t - n_{t-1}) | '
-         'non-zero fraction after clip | clients clipped | mean update norm (pre-clip) | '
-         'test acc |', '|---|---|---|---|---|---|---|---|---|']
   picks = sorted({1, 2, 5, 10, 15, 20, 25, 30, 40, len(metrics)} & set(range(1, len(metrics) + 1)))
-  for i in picks:
-    m = metrics[i - 1]
-    out.append(f"| {m['round']} | {_f(m['noise_multiplier_max'])} | "
-               f"{_f(m['epsilon_budget_max'])} | {_f(m['rms_first_moment_change'], 3)} | "
-               f"{_f(m['rms_second_moment_change'], 3)} | "
-               f"{_f(m['nonzero_fraction_after_clip'], 3)} | {m['clipped_clients']} | "
-               f"{_f(m['update_norm'], 3)} | {_f(m['test_accuracy'])} |")
   rms = [float(m['rms_first_moment_change']) for m in metrics]
   zeroed = [int(m['round']) for m in metrics if float(m['nonzero_fraction_after_clip']) < 0.01]
-  out += ['', f"- **Convergence test (eq. 3).** The rms change of the first moment stays at "
-          f"{_span(rms, 3)} over all {len(metrics)} rounds; Amendment 4 "
-          f"predicts 0.1 sigma S / B / sqrt(K) = {_f(predicted, 3)} from the noise alone. It "
-          f"does not fall as the model converges, so with l = {opts['l']:g} the test never "
-          'fires (budget increases: '
-          f"{metrics[-1]['budget_increases']}). {_l_ablation(figs, table2, opts)} The test "
-          'measures the noise, not convergence.',
-          f"- **Longitudinal clipping.** While the update norm is above S, the largest "
-          'coordinate often exceeds S by itself and the whole update is zeroed, or only a '
-          'handful of coordinates survive: the non-zero fraction stays below 1% in rounds '
-          f"{_range(zeroed)}. Nadam's per-coordinate normalisation still moves the model "
-          'along the few kept coordinates, and once the norms fall under S (about round '
-          f"25) the updates pass unclipped. {_stability(metrics)}",
-          f"- **Noise.** sigma_i = {_f(sigma)} from Theorem 1 (Def. 4 conversion); the noise "
-          f"std on a client's update is sigma S / B = {_f(sigma * s / b, 3)} (Amendment 1). "
-          'As a client-level Gaussian mechanism on an update of norm <= S that is noise '
-          f"multiplier {_f(sigma / b, 3)} per round, which is why epsilon_guaranteed is "
-          f"{_f(metrics[-1]['epsilon_guaranteed'])} after {len(metrics)} rounds while "
-          'epsilon_claimed (the paper\'s sample-level Theorem 1) is '
-          f"{_f(metrics[-1]['epsilon_claimed'])}."]
-  return out + _baseline_pilot(figs, table2)
+  last = metrics[-1]
+  return [*T.lines('pilot_heading', clients=k, clip=s, batch=b, epsilon=opts['epsilon'],
+                   rounds=cfg['rounds'], l=opts['l']), '',
+          *T.table('pilot_table', [metrics[i - 1] for i in picks]), '',
+          T.text('pilot_convergence', span=_span(rms, 3), rounds=len(metrics),
+                 predicted=predicted, l=opts['l'], increases=last['budget_increases'],
+                 ablation=_l_ablation(figs, table2, opts)),
+          T.text('pilot_clipping', zeroed=_range(zeroed), stability=_stability(metrics)),
+          T.text('pilot_noise', sigma=sigma, std=sigma * s / b, multiplier=sigma / b,
+                 guaranteed=last['epsilon_guaranteed'], rounds=len(metrics),
+                 claimed=last['epsilon_claimed']),
+          *_baseline_pilot(figs, table2)]
 
 
 def _baseline_pilot(figs, table2) -> list[str]:
@@ -258,13 +190,9 @@ def _baseline_pilot(figs, table2) -> list[str]:
     n, s = cfg['clients_per_round'], cfg['clip_norm']
     scale, d2, share = (float(m[k]) for k in ('scale_factor', 'scaled_inflated_l2',
                                              'scaled_local_stddev'))
-    out.append(
-        f"- **DDGauss.** TFF's aggregator scales by {scale:.4g} (20 bits, {n} clients), so "
-        f"the clip S = {s:g} becomes {s * scale:.4g} and rounding inflates the sensitivity "
-        f"to {d2:.4g} ({100 * (d2 / (s * scale) - 1):.2f}% more); the {n} noise shares of "
-        f"std {share:.4g} sum to a noise multiplier of {math.sqrt(n) * share / d2:.4f} "
-        f"against the central sigma {float(m['noise_multiplier']):g} asked for. Constant "
-        'over the run (no adaptive clipping).')
+    out.append(T.text('ddgauss', scale=scale, n=n, clip=s, scaled_clip=s * scale, d2=d2,
+                      inflation=100 * (d2 / (s * scale) - 1), share=share,
+                      multiplier=math.sqrt(n) * share / d2, sigma=float(m['noise_multiplier'])))
   sc = rows.get(common.LABELS['dp_scaffold_theorem1'])
   if sc and _metrics(figs, sc):
     ms = _metrics(figs, sc)
@@ -284,11 +212,8 @@ def _baseline_pilot(figs, table2) -> list[str]:
 def _stability(metrics) -> str:
   accs = [float(m['test_accuracy']) for m in metrics if m['test_accuracy'] != '']
   best = max(accs)
-  if accs[-1] >= best - 0.01:
-    return (f'The run ends at {100 * accs[-1]:.2f}% (its best: {100 * best:.2f}%): no '
-            'quantity collapses for good, so no other reading was needed for this setting.')
-  return (f'The run ends at {100 * accs[-1]:.2f}%, below its best {100 * best:.2f}%: see '
-          'Fig. 5 for the same effect without noise.')
+  return T.text('stability_holds' if accs[-1] >= best - 0.01 else 'stability_falls',
+                final=100 * accs[-1], best=100 * best)
 
 
 def _l_ablation(figs, table2, opts) -> str:
@@ -301,11 +226,8 @@ def _l_ablation(figs, table2, opts) -> str:
               float(m['rms_second_moment_change']) < 2e-4 for m in metrics)
   budgets = [float(m['epsilon_budget_max']) for m in metrics]
   reached = next((i + 1 for i, v in enumerate(budgets) if v >= opts['epsilon_max']), None)
-  return (f'With l = 2e-4 (Table 2 row `AADP-FL, l = 2e-4`) the test fires in {fired} of '
-          f'{len(metrics)} rounds and the budget the round uses reaches epsilon_max = '
-          f"{opts['epsilon_max']:g} at round {reached} (final budget "
-          f'{_f(rows[0]["final_budget_max"])}; test accuracy {_f(rows[0]["final_test_accuracy"])}%'
-          ' against the paper-literal run above).')
+  return T.text('l_ablation', rows[0], fired=fired, rounds=len(metrics), reached=reached,
+                epsilon_max=opts['epsilon_max'])
 
 
 def _fig5_main(rows) -> list[dict]:
@@ -331,12 +253,11 @@ def _fig5_control(rows) -> tuple[list[str], bool]:
     now = float(r['best_test_accuracy']) - float(r['final_test_accuracy'])
     if fell > 1.5:
       removed = (removed is not False) and now <= 1.5
-    out.append(f"- Control, {common.LABEL[r['dataset']]}, S = {float(r['clip_norm']):g}: with "
-               f'Nadam epsilon {aadp_fl_fig5.CONTROL_EPSILON:g} the run peaks at '
-               f"{_f(r['best_test_accuracy'])}% and ends at {_f(r['final_test_accuracy'])}% "
-               f'(falls {now:.2f} points); with epsilon 1e-7 it peaks at '
-               f"{_f(base['best_test_accuracy'])}% and ends at {_f(base['final_test_accuracy'])}% "
-               f'(falls {fell:.2f}).')
+    out.append(T.text('fig5_control', dataset=common.LABEL[r['dataset']],
+                      clip=float(r['clip_norm']), epsilon=aadp_fl_fig5.CONTROL_EPSILON,
+                      best=r['best_test_accuracy'], final=r['final_test_accuracy'], now=now,
+                      base_best=base['best_test_accuracy'],
+                      base_final=base['final_test_accuracy'], fell=fell))
   return out, removed
 
 
@@ -351,29 +272,17 @@ def _fig5_notes(figs, rows) -> list[str]:
     accs = [float(m['test_accuracy']) for m in metrics if m['test_accuracy'] != '']
     peak = max(range(len(accs)), key=accs.__getitem__) + 1
     sparse = sum(float(m['nonzero_fraction_after_clip']) < 0.01 for m in metrics)
-    out.append(f"- {common.LABEL[r['dataset']]}, {r['curve']}: peak {100 * accs[peak - 1]:.2f}% "
-               f"at round {peak}, final {100 * accs[-1]:.2f}%; in {sparse} of {len(metrics)} "
-               'rounds longitudinal clipping kept under 1% of the coordinates (mean over '
-               'clients).')
+    out.append(T.text('fig5_run', dataset=common.LABEL[r['dataset']], curve=r['curve'],
+                      peak_acc=100 * accs[peak - 1], peak=peak, final=100 * accs[-1],
+                      sparse=sparse, rounds=len(metrics)))
   if out:
-    cause = ('The control isolates it: with Nadam\'s epsilon at '
-             f'{aadp_fl_fig5.CONTROL_EPSILON:g}, which floors each coordinate\'s step divisor '
-             'near where Table 2\'s noise floors the second moment, no run falls back by '
-             'more than 1.5 points: Nadam divides each coordinate by the root of its second '
-             'moment, which sparse updates leave small, so the few surviving coordinates '
-             'take large steps.' if removed else
-             'No run without the control falls back by more than 1.5 points, so there is '
-             'no fall-back to explain.' if control and removed is None else
-             'A likely cause: Nadam divides each coordinate by the root of its second '
-             'moment, which sparse updates leave small, so the few surviving coordinates '
-             'take large steps; with noise (Table 2, S = 0.25) the second moment is floored '
-             'by the noise variance. '
-             + ('The control (Nadam epsilon '
-                f'{aadp_fl_fig5.CONTROL_EPSILON:g}) does not remove the fall-back, so this '
-                'cause is not confirmed.' if control else 'Not isolated yet (the control '
-                'with a larger Nadam epsilon has not run).'))
-    out.insert(0, 'Without noise, runs whose clipping keeps only a few coordinates for '
-               f'many rounds fall back after their peak. {cause} Per S:')
+    epsilon = aadp_fl_fig5.CONTROL_EPSILON
+    cause = (T.text('fig5_cause_removed', epsilon=epsilon) if removed else
+             T.text('fig5_cause_nothing') if control and removed is None else
+             T.text('fig5_cause_likely', control=T.text(
+                 'fig5_cause_not_confirmed' if control else 'fig5_cause_not_isolated',
+                 epsilon=epsilon)))
+    out.insert(0, T.text('fig5_intro', cause=cause))
   return out + control + _best_clip_verdicts(rows)
 
 
@@ -391,8 +300,8 @@ def _best_clip_verdicts(rows) -> list[str]:
              'lower' if at_paper and best is not at_paper[0] else '')
       parts.append(f"by {what} test accuracy S = {float(best['clip_norm']):g} "
                    f'({_f(best[key])}%{gap})')
-    out.append(f"- **Best S, {common.LABEL[dataset]}** (paper: S = {paper:g}; one seed per "
-               'S): ' + '; '.join(parts) + '.')
+    out.append(T.text('best_clip', dataset=common.LABEL[dataset], paper=paper,
+                      parts='; '.join(parts)))
   return out
 
 
@@ -412,12 +321,8 @@ def _same_schedule_notes(figs, table2) -> list[str]:
   """
   out = []
   for dataset, accs in _same_schedule_pairs(figs, table2):
-    out.append(f'- {common.LABEL[dataset]}: the convergence test fires in the same rounds at '
-               f'l = 1e-4 and l = 2e-4 (the rms moment changes stay below both), so the two '
-               f'AADP-FL rows use the same budget in every round and differ only in the noise '
-               f'draw, which TF draws unseeded: {_f(accs[0])}% and {_f(accs[1])}%, '
-               f'{abs(accs[0] - accs[1]):.2f} points apart, is the run-to-run spread of one '
-               'configuration, not an effect of l.')
+    out.append(T.text('same_schedule', dataset=common.LABEL[dataset], first=accs[0],
+                      second=accs[1], apart=abs(accs[0] - accs[1])))
   return out
 
 
@@ -449,14 +354,10 @@ def _verdicts(table2) -> list[str]:
     allowed = aadp_fl_table2.PAPER_BOUND[dataset]
     # The paper bounds the discrepancy, so a gap beyond it either way breaks the claim as
     # stated; AADP-FL above FedAvg still gives up no accuracy, and the verdict says so.
-    verdict = ('holds' if abs(gap) <= allowed else
-               '**does not hold**' if gap > 0 else
-               f'**does not hold as stated**: AADP-FL ends {-gap:.2f} points above FedAvg, '
-               'more than the discrepancy the paper states, so it gives up no accuracy, '
-               'but the two are not within the bound')
-    line = (f"- {common.LABEL[dataset]}: AADP-FL {_f(a['final_test_accuracy'])}% vs FedAvg "
-            f"{_f(f['final_test_accuracy'])}% (gap {gap:+.2f} points; paper: within "
-            f"{allowed:g}) — the claim {verdict} in this run.")
+    verdict = ('holds' if abs(gap) <= allowed else '**does not hold**' if gap > 0 else
+               T.text('verdict_above', gap=-gap))
+    line = T.text('verdict_line', dataset=common.LABEL[dataset], aadp=a['final_test_accuracy'],
+                  fedavg=f['final_test_accuracy'], gap=gap, allowed=allowed, verdict=verdict)
     for key in ('dp_fedavg_theorem1', 'dp_fedavg_own', 'ddgauss_theorem1', 'ddgauss_own',
                 'dp_scaffold_theorem1', 'dp_scaffold_own'):
       d = rows.get(common.LABELS[key])
@@ -472,35 +373,17 @@ def _verdicts(table2) -> list[str]:
     if n:
       nadam_gap = float(n['final_test_accuracy']) - float(f['final_test_accuracy'])
       rest = float(a['final_test_accuracy']) - float(n['final_test_accuracy'])
-      line += (f" Nadam control (AADP-FL's process without clipping or noise): "
-               f"{_f(n['final_test_accuracy'])}%, {nadam_gap:+.2f} points against FedAvg; "
-               f"AADP-FL ends {rest:+.2f} points against it: of AADP-FL's {-gap:+.2f} points "
-               f"against FedAvg, the server Nadam alone gives {nadam_gap:+.2f} and AADP-FL's "
-               f"clipping and noise {rest:+.2f} (one seed each).")
+      line += T.text('verdict_nadam', nadam=n['final_test_accuracy'], nadam_gap=nadam_gap,
+                     rest=rest, total=-gap)
     else:
       line += f" {common.LABELS['nadam_control']}: not run yet."
     t1, own = (rows.get(common.LABELS[k]) for k in ('dp_scaffold_theorem1', 'dp_scaffold_own'))
     if t1 and own:
       apart = abs(float(t1['final_test_accuracy']) - float(own['final_test_accuracy']))
       if apart < 1.0:
-        line += (f' DP-SCAFFOLD at its two sigmas lands {apart:.2f} points apart: its DP-SGD '
-                 'noise (std sigma C / B per step, lr 0.01) is not what holds it below FedAvg '
-                 'at this horizon; the per-example clip C = 1.0 (ours) and the control-variate '
-                 'correction are the candidates, not separated by these runs.')
+        line += T.text('verdict_scaffold', apart=apart)
     out.append(line)
   return out or ['Not regenerated yet.']
-
-
-def _order_verdict(margins, spread) -> str:
-  """A claim's verdict from its margins (points by which the side the paper puts ahead is
-  ahead: one per comparison the claim makes), each run once: `reproduced` when every
-  margin exceeds the run-to-run spread measured in this folder, `not reproduced` when one
-  falls below minus it, `tie` otherwise and whenever no spread is measured (one seed)."""
-  if spread is None:
-    return 'tie'
-  if any(m < -spread for m in margins):
-    return 'not reproduced'
-  return 'reproduced' if all(m > spread for m in margins) else 'tie'
 
 
 def _accs(rows, dataset) -> dict[str, dict]:
@@ -521,49 +404,38 @@ def _table2_claims(table2, spread) -> list:
            for k in common.LABELS if common.LABELS[k] in rows}
     name = common.LABEL[dataset]
     command = f'`python -m experiments.aadp_fl_table2 --datasets {dataset}`'
-    text = (f'Table 2, {name}: AADP-FL within {bound:g} point{"s" * (bound != 1)} of '
-            'FedAvg (final test accuracy)')
+    text = T.text('claim_bound', name=name, bound=bound, plural='s' * (bound != 1))
     if 'aadp_fl' not in acc or 'fedavg' not in acc:
       claims.append(fidelity.Claim(text, 'not run', f'not run yet: {command}'))
-      claims.append(fidelity.Claim(
-          f'Table 2, {name}: AADP-FL ahead of DP-FedAvg, DDGauss and DP-SCAFFOLD at '
-          'epsilon = 4', 'not run', f'not run yet: {command}'))
+      claims.append(fidelity.Claim(T.text('claim_ahead', name=name), 'not run',
+                                   f'not run yet: {command}'))
       continue
     a, f = acc['aadp_fl'], acc['fedavg']
     evidence = f'AADP-FL {_f(a)}% vs FedAvg {_f(f)}% ({a - f:+.2f} points), seed 0 each.'
     if 'nadam_control' in acc:
       n = acc['nadam_control']
       rest = a - n
-      within = _order_verdict([bound - abs(rest)], spread)
-      evidence += (
-          f' Control: {common.LABELS["nadam_control"]} {_f(n)}% ({n - f:+.2f} against '
-          f'FedAvg, `{COMMANDS["table2"]}`): against the same server optimiser AADP-FL\'s '
-          f'clipping and noise cost {rest:+.2f} points, ' +
-          {'reproduced': f'within the {bound:g}-point bound: its distance from FedAvg is '
-                         'the server Nadam\'s',
-           'not reproduced': f'beyond the {bound:g}-point bound as well',
-           'tie': f'at the {bound:g}-point bound (within the run-to-run spread)'}[within]
-          + '.')
+      within = fidelity.margin_verdict([bound - abs(rest)], spread)
+      evidence += T.text('claim_nadam', label=common.LABELS['nadam_control'], nadam=n,
+                         against=n - f, command=COMMANDS['table2'], rest=rest, within=T.text(
+                             'claim_nadam_' + within.replace(' ', '_'), bound=bound))
     else:
       evidence += f' {common.LABELS["nadam_control"]}: not run yet ({command}).'
-    claims.append(fidelity.Claim(text, _order_verdict([bound - abs(a - f)], spread),
+    claims.append(fidelity.Claim(text, fidelity.margin_verdict([bound - abs(a - f)], spread),
                                  evidence))
     present = [k for k in baselines if k in acc]
     missing = [common.LABELS[k] for k in baselines if k not in acc]
-    verdict = _order_verdict([a - acc[k] for k in present], spread) if present else 'not run'
+    verdict = (fidelity.margin_verdict([a - acc[k] for k in present], spread) if present
+               else 'not run')
     if missing and verdict != 'not reproduced':
       verdict = 'not run'
     own = [k.replace('theorem1', 'own') for k in baselines]
-    claims.append(fidelity.Claim(
-        f'Table 2, {name}: AADP-FL ahead of DP-FedAvg, DDGauss and DP-SCAFFOLD at '
-        'epsilon = 4', verdict,
-        f'AADP-FL {_f(a)}%; at the sigma of AADP-FL\'s Theorem 1 (Amendment 6): ' +
-        ', '.join(f'{common.LABELS[k].split(" (")[0]} {_pct(rows[common.LABELS[k]])}'
-                  for k in present) +
-        (f'; not run: {", ".join(missing)}' if missing else '') +
-        '; at their own accountants\' sigma: ' +
-        (', '.join(f'{common.LABELS[k].split(" (")[0]} {_pct(rows[common.LABELS[k]])}'
-                   for k in own if k in acc) or 'not run') + '.'))
+    listed = lambda keys: ', '.join(f'{common.LABELS[k].split(" (")[0]} '
+                                    f'{_pct(rows[common.LABELS[k]])}' for k in keys if k in acc)
+    claims.append(fidelity.Claim(T.text('claim_ahead', name=name), verdict, T.text(
+        'claim_ahead_evidence', aadp=a, theorem1=listed(present),
+        missing=f'; not run: {", ".join(missing)}' if missing else '',
+        own=listed(own) or 'not run')))
   return claims
 
 
@@ -580,7 +452,7 @@ def _figure_claims(tables, spread, figs) -> list:
                                  'experiments.aadp_fl_fig4 --datasets cifar10`'))
   else:
     claims.append(fidelity.Claim(
-        text, _order_verdict([a[1] - b[1] for a, b in zip(pts, pts[1:])], spread),
+        text, fidelity.margin_verdict([a[1] - b[1] for a, b in zip(pts, pts[1:])], spread),
         'final test accuracy ' + ', '.join(f'p = {p:g}: {_f(v)}%' for p, v in pts) +
         f' (`{COMMANDS["fig4"]}`, seed 0 each).'))
   for dataset, best in aadp_fl_fig5.PAPER_BEST.items():
@@ -599,13 +471,13 @@ def _figure_claims(tables, spread, figs) -> list:
            if r['dataset'] == dataset and r.get('series') == aadp_fl_fig5.CONTROL_SERIES}
     control = ''
     if best in ctl and len(ctl) > 1:
-      control = (f' With Nadam epsilon {aadp_fl_fig5.CONTROL_EPSILON:g} (the control of the '
-                 'fall-back): ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(ctl.items()))
-                 + '; the claim under the control: '
-                 + _order_verdict([ctl[best] - v for s, v in ctl.items() if s != best], spread)
-                 + '.')
+      control = T.text(
+          'claim_fig5_control', epsilon=aadp_fl_fig5.CONTROL_EPSILON,
+          accuracies=', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(ctl.items())),
+          verdict=fidelity.margin_verdict(
+              [ctl[best] - v for s, v in ctl.items() if s != best], spread))
     claim = fidelity.Claim(
-        text, _order_verdict([acc[best] - v for s, v in acc.items() if s != best], spread),
+        text, fidelity.margin_verdict([acc[best] - v for s, v in acc.items() if s != best], spread),
         'final test accuracy ' + ', '.join(f'S = {s:g}: {_f(v)}%' for s, v in sorted(acc.items()))
         + f'; by peak accuracy S = {float(peak["clip_norm"]):g} '
         f'({_f(peak["best_test_accuracy"])}%) (`{COMMANDS["fig5"]}`, seed 0 each).' + control)
@@ -614,8 +486,7 @@ def _figure_claims(tables, spread, figs) -> list:
                   if check in seed_checks.CHECKS else claim)
   mlp = _budget_stats(tables['fig6'])
   cnn = {name: _budget_stats(tables[name]) for name in ('fig6_mcmahan_cnn', 'fig6_fl_mnist_cnn')}
-  text = ('Fig. 6: the CNN\'s accuracy is less affected than the MLP\'s when the budget '
-          'changes (epsilon 1-8)')
+  text = T.text('claim_fig6')
   if not mlp or not cnn['fig6_mcmahan_cnn']:
     claims.append(fidelity.Claim(text, 'not run', f'not run yet: `{COMMANDS["fig6"]}` and '
                                  f'`{COMMANDS["fig6_mcmahan_cnn"]}`'))
@@ -624,14 +495,11 @@ def _figure_claims(tables, spread, figs) -> list:
     seed0_hours = sum(float(r['wall_seconds'] or 0) for n in ('fig6', 'fig6_mcmahan_cnn')
                       for r in tables[n]) / 3600
     claims.append(fidelity.Claim(
-        text, _order_verdict([mlp[0] - cnn['fig6_mcmahan_cnn'][0]], spread),
-        f'final accuracy over the budgets spreads {mlp[0]:.2f} points for the MLP, '
-        f'{cnn["fig6_mcmahan_cnn"][0]:.2f} for the McMahan CNN (the spec\'s CNN, '
-        f'`{COMMANDS["fig6_mcmahan_cnn"]}`)' +
-        (f'; the paper code\'s CNNMnist (other reading of the widths): {other[0]:.2f}'
-         if other else '') + ' (seed 0 each). Not seeded: the spread needs both models '
-        f'at every budget, about {2 * seed0_hours:.1f} h for seeds 1 and 2 by the seed-0 '
-        'runs\' wall time.'))
+        text, fidelity.margin_verdict([mlp[0] - cnn['fig6_mcmahan_cnn'][0]], spread), T.text(
+            'claim_fig6_evidence', mlp=mlp[0], cnn=cnn['fig6_mcmahan_cnn'][0],
+            command=COMMANDS['fig6_mcmahan_cnn'], hours=2 * seed0_hours,
+            other=f'; the paper code\'s CNNMnist (other reading of the widths): {other[0]:.2f}'
+            if other else '')))
   for name, dataset, panel in (('fig7_alexnet_cnn', 'cifar10', 'Fig. 7a, CIFAR-10 '
                                 'AlexNet-style'), ('fig7', 'mnist', 'Fig. 7b, MNIST MLP')):
     rows = [r for r in tables[name] or [] if r['dataset'] == dataset]
@@ -647,10 +515,10 @@ def _figure_claims(tables, spread, figs) -> list:
                 ', '.join(f'q = {q:g}: {g:+.2f}' for q, g in gaps) +
                 (f'; DP-FedAvg stopped early at {", ".join(stopped)}' if stopped else '') +
                 f' (`{COMMANDS[name]}`, seed 0 each).')
-    claims.append(fidelity.Claim(texts[0], _order_verdict([g for _, g in gaps], spread),
+    claims.append(fidelity.Claim(texts[0], fidelity.margin_verdict([g for _, g in gaps], spread),
                                  evidence))
     claims.append(fidelity.Claim(
-        texts[1], _order_verdict([b[1] - a[1] for a, b in zip(gaps, gaps[1:])], spread),
+        texts[1], fidelity.margin_verdict([b[1] - a[1] for a, b in zip(gaps, gaps[1:])], spread),
         evidence))
   return claims
 
@@ -663,51 +531,14 @@ def _fidelity(figs, tables) -> list[str]:
   measured = ('; '.join(f'{common.LABEL[d]} AADP-FL at l = 1e-4 and l = 2e-4, the same '
                         f'budget every round: {_f(a[0])}% and {_f(a[1])}%' for d, a in pairs)
               if pairs else 'none')
-  return [*fidelity.section([], claims), '',
-          'No paper number in the text: Table 2 is an image and Figs. 3-7 are plots, so '
-          'there is no value to hold within tolerance. The best thresholds of Fig. 5 are '
-          'the best of the grid swept, counted as claims (the tolerances have no kind for '
-          'a clipping threshold), and epsilon = 4 is the setting Theorem 1 calibrates '
-          'sigma to (`epsilon_claimed`; the mechanism\'s own guarantee is '
-          '`epsilon_guaranteed` in the tables below). Claims are read at tffdp\'s default '
-          'reading (the spec with its Amendments: noise sigma S / B, Theorem 1 with the '
-          'Def. 4 conversion, the baselines at the sigma of AADP-FL\'s Theorem 1, the '
-          'McMahan CNN), final test accuracy, seed 0, one run per configuration (the paper '
-          'reports the median of 5). An ordering is decided only when every margin '
-          'exceeds the run-to-run spread measured in this folder, '
-          + (f'{_f(spread, 3)} points ({measured})' if pairs else
-             'and none is measured here, so each is a tie') +
-          '; within it, a tie.']
+  return [*fidelity.section([], claims), '', T.text(
+      'fidelity_readings', spread=f'{_f(spread, 3)} points ({measured})' if pairs else
+      'and none is measured here, so each is a tie')]
 
 
 def build(figs: str) -> str:
   tables = {name: read_rows(os.path.join(figs, f'{name}.csv')) for name in COMMANDS}
-  out = ['# AADP-FL: regenerated results', '',
-         'Paper: `../shared/papers/001_eb1ccabc0a8cbe35.txt`; spec '
-         '`../shared/specs/aadp_fl.md` (its Amendments apply: noise sigma S / B, Theorem 1 '
-         'with the Def. 4 conversion, budget overshoot, DP-FedAvg at the Theorem 1 sigma). '
-         'Every number below is read from the CSVs and run copies in this folder, written by '
-         'the commands given (seed 0, one run per configuration; the paper reports the '
-         'median of 5). Settings: `experiments/aadp_fl_common.py` docstring; each run\'s '
-         '`runs/<name>/config.json` holds its full configuration, notes on what the paper '
-         'does not give, versions and machine.', '',
-         'All at once: `make aadp_fl_figures` (reuses finished runs in `RUNS_DIR`, resumes '
-         'interrupted ones).', '',
-         '**Two epsilons.** `epsilon_claimed` is the paper\'s Theorem 1 (per sample, '
-         'q = B / d_i, budget increases ignored); `epsilon_guaranteed` is what the executed '
-         'mechanism guarantees per client (client-level: one Gaussian release of an update '
-         'of L2 norm <= S per round with noise std sigma_i^t S / B, amplified by q_user '
-         'only), from dp_accounting. `inf` where no noise is added.', '',
-         'Per-round profile columns: the median seconds of the TFF round (client training, '
-         'aggregation and the server update run in one TFF call and are timed together), '
-         'of the accountant, and of the test evaluation. Wall times were measured while other '
-         'jobs (a second run, or the test suite) shared the 2 cores. '
-         '`python -m benchmarks.run --only aggregate` times AADP-FL\'s aggregation apart '
-         '(`benchmarks/README.md`): alone on both cores, with 20 clients, longitudinal '
-         'clipping and per-client noise add about 0.26 s a round for the MLP, 0.6 s for the '
-         'AlexNet-style network on MNIST and 0.8 s on CIFAR-10, against 0.04-0.1 s for the '
-         'mean alone.', '',
-         '## Fidelity: every paper number attempted', '', *_fidelity(figs, tables), '',
+  out = [*T.lines('intro'), '', *_fidelity(figs, tables), '',
          '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '',
          '## Pilot: the MNIST CNN panel (Fig. 6b)', '', *_cnn_pilot(figs), '']
   sections = [('table2', 'Table 2 and Fig. 3 (MLP): accuracy at epsilon = 4', (), 'paper'),
@@ -734,24 +565,7 @@ def build(figs: str) -> str:
     if name == 'table2':
       same = _same_schedule_notes(figs, rows)
       out += ['Verdicts (final test accuracy):', '', *_verdicts(rows), '',
-              *(same + [''] if same else []),
-              'FedAvg runs the same local work (SGD lr 0.01, one pass, B) with the '
-              'example-weighted mean and a server step of 1; after T rounds it is still '
-              'climbing. The Nadam control runs AADP-FL\'s own process with no noise and '
-              '`S = 1e9` (nothing clipped): FedAvg\'s local work, the unweighted mean and '
-              'AADP-FL\'s server Nadam (lr 0.01), so the verdicts above measure how much of '
-              'AADP-FL\'s lead over FedAvg the server optimiser alone gives (the verdicts '
-              'read the paper\'s bound both ways). The paper\'s own FedAvg '
-              'accuracies are not in its text (Table 2 is an image).', '',
-              'Each baseline runs twice (Amendment 6): at the sigma of AADP-FL\'s Theorem 1 '
-              '(what the paper appears to do; it credits these rows with epsilon = 4) and at '
-              'the sigma its own accountant needs for epsilon = 4. Their epsilon columns are '
-              'the baseline\'s own analysis: DP-FedAvg and DDGauss client-level (DDGauss: '
-              'Kairouz et al. 2021 Theorem 1 + Prop. 14 on the discrete Gaussian query TFF\'s '
-              '`DistributedDpSumFactory` states, secure aggregation simulated), DP-SCAFFOLD '
-              'sample-level (claimed: DP-SGD with amplification q = B / d_i per step; '
-              'guaranteed: one Gaussian release per shuffled epoch). DP-SCAFFOLD\'s '
-              'per-example clip (1.0) is not given in the paper.', '']
+              *(same + [''] if same else []), *T.lines('table2_notes'), '']
     if name == 'fig4':
       out += [*_fig4_verdicts(rows), '']
     if name.startswith('fig7'):
@@ -822,25 +636,10 @@ def _wall_times(tables, sections, figs=None) -> list[str]:
                        median=(None if None in medians else sum(medians) / 3600)))
   if not rows:
     return ['No figure table written yet.']
-  return ['Sum of the wall times of each table\'s distinct runs, as measured (most beside a '
-          'second job on the 2 cores, several on one thread, so alone they run faster; a '
-          'run shared by two tables counts in both). Wall time also counts any pause of the '
-          'process in runs made before pauses were left out (`paused_seconds`, '
-          '`tffdp/timing.py`; runs were paused with SIGSTOP while benchmarks or pilots used '
-          'the cores); "rounds x median round" is the same sum from each run\'s median round '
-          'time, which pauses and one-off slow rounds do not move (- where a run has no '
-          'copy here). Issue 12\'s target: every MNIST and '
-          f'Fashion-MNIST figure in under {WALL_TARGET_SECONDS / 3600:g} h. The verdict '
-          'reads the measured sum; for the MNIST CNN panels, `python -m benchmarks.run '
-          '--only figures` projects the wall time alone on both cores from their first '
-          'rounds (`benchmarks/README.md`).', '',
-          *md_table(rows, [('table', lambda r: r['figure']), ('dataset', lambda r: r['dataset']),
-                           ('runs', lambda r: r['runs']),
-                           ('wall, sum (h)', lambda r: fmt(r['total'], 3)),
-                           ('rounds x median round, sum (h)',
-                            lambda r: '-' if r['median'] is None else fmt(r['median'], 3)),
-                           ('longest run (h)', lambda r: fmt(r['longest'], 3)),
-                           (f'under {WALL_TARGET_SECONDS / 3600:g} h', lambda r: r['verdict'])])]
+  target = WALL_TARGET_SECONDS / 3600
+  return [T.text('wall_times', target=target), '', *T.table('wall_times_table', [
+      dict(r, median='-' if r['median'] is None else fmt(r['median'], 3)) for r in rows],
+                                                            target=target)]
 
 
 def _pilot_calibration(figs, rows) -> str:
@@ -855,13 +654,7 @@ def _pilot_calibration(figs, rows) -> str:
     with open(path) as f:
       cfg = json.load(f)
     paused.append(bool(cfg.get('stop_after_round')) and cfg['stop_after_round'] < cfg['rounds'])
-  if all(paused):
-    return ('The pilot runs are the first rounds of the 50-round runs, paused there '
-            '(`stop_after_round`), so Theorem 1 calibrates their sigma for T = 50, as in '
-            'Fig. 6.')
-  return ('The pilot runs are `--rounds` long, so Theorem 1 calibrates their sigma for '
-          'T = `--rounds`: a little below the 50-round runs\' (the MLP row is the 50-round '
-          'Fig. 6 run).')
+  return T.text('pilot_calibration_paused' if all(paused) else 'pilot_calibration_short')
 
 
 def _cnn_pilot(figs) -> list[str]:
@@ -906,42 +699,17 @@ def _cnn_pilot(figs) -> list[str]:
                 f"{int(float(last['clients']))}",
         sigma=_f(last['noise_multiplier'], 3) if noise else '-',
         noise=_f(noise, 3), ratio=_f(ratio, 3) if noise else '-'))
-  out = [f'Command: `{PILOT_COMMAND}` (epsilon = 1, Fig. 6\'s smallest budget; '
-         f"S = {_f(rows[0]['clip_norm'])}; the first rounds of Fig. 6's 50).", '',
-         *md_table(summary, [
-             ('model', lambda r: f"`{r['model']}`"), ('weights', lambda r: r['dim']),
-             ('reading', lambda r: f"`{r['reading']}`"), ('rounds', lambda r: r['rounds']),
-             ('test acc, last round (%)', lambda r: r['acc']),
-             ('best (%)', lambda r: r['best']),
-             ('coordinates kept (mean over clients)', lambda r: r['kept']),
-             ('kept fraction', lambda r: r['frac']),
-             ('update norm before clipping', lambda r: r['norm']),
-             ('clients clipped', lambda r: r['clipped']),
-             ('sigma', lambda r: r['sigma']),
-             ('noise std per coordinate', lambda r: r['noise']),
-             ('noise norm of the mean / S', lambda r: r['ratio'])]), '',
-         'Readings: `literal` is tffdp\'s default (noise sigma S / B on every coordinate); '
-         '`noiseless` is Fig. 5\'s clipping without noise (what the clip alone leaves to '
-         'learn from); `noise_on_kept` noises only the kept coordinates (support leaked: '
-         '`epsilon_guaranteed = inf`). "Noise norm of the mean / S" is the expected L2 norm '
-         'of the cohort mean\'s noise, `std * sqrt(d / n)` (d: the kept coordinates of the '
-         'last round for `noise_on_kept`), against the most signal a '
-         f'clipped update carries (S). {_pilot_calibration(figs, rows)} The `noiseless` '
-         'reading has no sigma and answers the question on its own.', '']
+  out = [*T.lines('cnn_pilot', command=PILOT_COMMAND, clip=rows[0]['clip_norm']), '',
+         *T.table('cnn_pilot_table', summary), '',
+         T.text('cnn_pilot_readings', calibration=_pilot_calibration(figs, rows)), '']
   by = {(r['model'], r['reading']): r for r in summary}
   ref = by.get(('mlp', 'literal (Fig. 6 run)'))
   if ref:
-    out.append(f"- The MLP of Fig. 6 ({ref['dim']} weights, epsilon = 1, same settings) for "
-               f"reference: {ref['acc']}% after {ref['rounds']} rounds, "
-               f"{ref['kept']} coordinates kept, noise of the cohort mean {ref['ratio']} "
-               "times S.")
+    out.append(T.text('cnn_pilot_mlp', ref))
   for model in sorted({r['model'] for r in summary}):
     lit, free = by.get((model, 'literal')), by.get((model, 'noiseless'))
     if lit and free:
-      out.append(f"- `{model}` ({lit['dim']} weights): with noise the test accuracy is "
-                 f"{lit['acc']}% after {lit['rounds']} rounds, without noise {free['acc']}% "
-                 f"after {free['rounds']}; the noise of the cohort mean is "
-                 f"{lit['ratio']} times S.")
+      out.append(T.text('cnn_pilot_model', lit, free_acc=free['acc'], free_rounds=free['rounds']))
   return out
 
 
@@ -986,19 +754,12 @@ def _fig4_controls(rows) -> list[str]:
     if len(falls) < 3:
       continue
     a, f, n = (falls[k] for k in series)
-    verdict = ('the partition itself takes most of it: non-private FedAvg falls too'
-               if f >= a / 2 else
-               'the server Nadam takes most of it: the Nadam control falls too'
-               if n >= a / 2 else
-               'AADP-FL\'s clipping and noise take most of it: neither control falls by '
-               'half as much')
-    out.append(f'- {common.LABEL.get(dataset, dataset)}, controls (final test accuracy, '
-               f'p = 0 -> p = 1): AADP-FL {acc[(series[0], 0.0)]:g}% -> '
-               f'{acc[(series[0], 1.0)]:g}% ({-a:+.2f}); non-private FedAvg '
-               f'{acc[(series[1], 0.0)]:g}% -> {acc[(series[1], 1.0)]:g}% ({-f:+.2f}); Nadam '
-               f'control (no clipping, no noise) {acc[(series[2], 0.0)]:g}% -> '
-               f'{acc[(series[2], 1.0)]:g}% ({-n:+.2f}). Of AADP-FL\'s fall, {verdict} (one '
-               'seed each).')
+    verdict = T.text('fig4_partition' if f >= a / 2 else 'fig4_nadam' if n >= a / 2
+                     else 'fig4_aadp')
+    out.append(T.text(
+        'fig4_controls', dataset=common.LABEL.get(dataset, dataset), verdict=verdict,
+        a0=acc[(series[0], 0.0)], a1=acc[(series[0], 1.0)], a=-a, f0=acc[(series[1], 0.0)],
+        f1=acc[(series[1], 1.0)], f=-f, n0=acc[(series[2], 0.0)], n1=acc[(series[2], 1.0)], n=-n))
   return out
 
 
@@ -1049,19 +810,13 @@ def _fig7_noise_notes(figs, rows) -> list[str]:
   if not ratios:
     return []
   above = sum(r > 1 for *_, r in ratios)
-  return ['DP-FedAvg runs at the sigma of AADP-FL\'s Theorem 1 (Amendment 6; their '
-          'epsilon columns are DP-FedAvg\'s own client-level accounting). Expected L2 norm '
-          'of the Gaussian noise on DP-FedAvg\'s cohort mean over the clip norm S, '
-          f'`sigma sqrt(d) / K` (`dp_fedavg_noise_ratio`: {_NOISE_RATIO_WHY}): ' +
-          ', '.join(f"{_f(r, 3)} at q = {_f(float(row['q_user']))}" for row, _, r in ratios) +
-          f'. Above 1 (noise larger than the most signal one clipped update carries) in '
-          f'{above} of {len(ratios)} runs.', '']
+  return [T.text('fig7_noise', why=_NOISE_RATIO_WHY, above=above, runs=len(ratios),
+                 ratios=', '.join(f"{_f(r, 3)} at q = {_f(float(row['q_user']))}"
+                                  for row, _, r in ratios)), '']
 
 
 # Why `dp_fedavg_noise_ratio` is `sigma sqrt(d) / K`, as the report states it.
-_NOISE_RATIO_WHY = ('TFF\'s `gaussian_fixed` adds N(0, (sigma S)^2 I_d) to the sum of the '
-                    'clipped updates and divides by the expected cohort K; d: the model\'s '
-                    'weights; the server applies the mean with learning rate 1')
+_NOISE_RATIO_WHY = T.text('noise_ratio_why')
 
 
 def _dp_fedavg_ratios(figs, rows) -> list[tuple[dict, dict, float]]:
@@ -1102,14 +857,11 @@ def _budget_sensitivity(cnn_rows, mlp_rows) -> str:
   cnn, mlp = _budget_stats(cnn_rows), _budget_stats(mlp_rows)
   if not cnn or not mlp:
     return 'Budget sensitivity: needs the FedAvg run and two budgets of both panels.'
-  verdict = 'holds' if cnn[0] < mlp[0] else 'does not hold'
-  return (f'Budget sensitivity (final accuracy over epsilon = 1-8): this CNN spreads '
-          f'{cnn[0]:.2f} points ({cnn[1]:g}% to {cnn[2]:g}%), the MLP {mlp[0]:.2f} points '
-          f'({mlp[1]:g}% to {mlp[2]:g}%); AADP-FL is below FedAvg by {cnn[3]:.2f} to '
-          f'{cnn[4]:.2f} points (MLP: {mlp[3]:.2f} to {mlp[4]:.2f}; negative: above FedAvg). '
-          f'The paper\'s "less affected" claim {verdict} on the spread, by '
-          f'{abs(mlp[0] - cnn[0]):.2f} points on one seed each; {cnn[5]} of the {cnn[6]} '
-          'private CNN runs end at their best accuracy (still climbing at the last round).')
+  return T.text('budget_sensitivity', verdict='holds' if cnn[0] < mlp[0] else 'does not hold',
+                cnn_spread=cnn[0], cnn_min=cnn[1], cnn_max=cnn[2], cnn_low=cnn[3],
+                cnn_high=cnn[4], mlp_spread=mlp[0], mlp_min=mlp[1], mlp_max=mlp[2],
+                mlp_low=mlp[3], mlp_high=mlp[4], gap=abs(mlp[0] - cnn[0]), at_best=cnn[5],
+                private=cnn[6])
 
 
 def _rounds_to(figs, rows, level: float) -> str:
@@ -1142,15 +894,8 @@ def _unlisted_runs(figs, tables) -> list[str]:
              ('DP-FedAvg noise norm of the mean / S', _dp_fedavg_noise_cell)])
   if not table:
     return []
-  return ['', 'CIFAR-10 runs finished so far (their table is written when every row of '
-          'the command has run; each run\'s copy is in `runs/<name>/`):', '', *table, '',
-          'Wall time leaves out pauses of the process (`paused_seconds`) in runs made since '
-          'pauses are detected (`tffdp/timing.py`) and includes them in earlier ones (runs '
-          'were paused while other work used the cores); the median round time does not '
-          'depend on one long round. "DP-FedAvg noise norm of the mean / S" is the expected '
-          'L2 norm of the Gaussian noise on DP-FedAvg\'s cohort mean, `sigma S sqrt(d) / K` '
-          f'({_NOISE_RATIO_WHY}), against S, the most signal a clipped update carries.' +
-          _mlp_noise_reference(figs)]
+  return ['', *T.lines('unlisted'), '', *table, '',
+          T.text('unlisted_note', why=_NOISE_RATIO_WHY, reference=_mlp_noise_reference(figs))]
 
 
 def dp_fedavg_noise_ratio(config: dict):
@@ -1191,10 +936,8 @@ def _mlp_noise_reference(figs) -> str:
            for row, cfg, ratio in _dp_fedavg_ratios(figs, mnist)]
   if not parts:
     return ''
-  return (f" For reference, Fig. 7's MNIST MLP DP-FedAvg runs "
-          f"({common.model_dim('mnist', 'mlp')} weights) have {', '.join(parts)}: they "
-          'trained at ratios of the same order, so the ratio alone does not tell which runs '
-          'diverge.')
+  return T.text('mlp_noise_reference', dim=common.model_dim('mnist', 'mlp'),
+                parts=', '.join(parts))
 
 
 def main(argv=None) -> int:

@@ -216,16 +216,6 @@ def _reading_name(curve: str) -> str:
   return curve
 
 
-def _verdict(gaps: list[float], spread) -> str:
-  """A claim's verdict from its gaps in points (positive: the paper's way round), one
-  seed per curve: settled only beyond the measured seed spread (a tie without one)."""
-  if spread is None:
-    return 'tie'
-  if any(g < -spread for g in gaps):
-    return 'not reproduced'
-  return 'reproduced' if all(g > spread for g in gaps) else 'tie'
-
-
 def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: bool) -> str:
   """The cause a control of `controls.csv` gives a miss of `paper` (%) whose default run
   made `rounds` rounds, or `fidelity.NO_CAUSE`: a noise-free control of at least as many
@@ -329,7 +319,7 @@ def _fidelity_claims(figs: str) -> list:
       claims[3].append(fidelity.Claim(text, 'not run', 'The default adaptive or the constant '
                                       'run is missing.'))
     else:
-      claims[3].append(fidelity.Claim(text, _verdict([a - c], spread), T.text(
+      claims[3].append(fidelity.Claim(text, fidelity.margin_verdict([a - c], spread), T.text(
           'claim_fig3_evidence', reading=_reading_name(DEFAULT_CURVE['fig3']), adaptive=a,
           constant=c, gap=a - c, spread=spread_text,
           others=others('fig3', {DEFAULT_CURVE['fig3']}))))
@@ -343,7 +333,7 @@ def _fidelity_claims(figs: str) -> list:
       claims[4].append(fidelity.Claim(text, 'not run', 'Not every Fig. 4 curve is run.'))
     else:
       claim = fidelity.Claim(
-          text, _verdict([decay - v for v in const.values()], spread), T.text(
+          text, fidelity.margin_verdict([decay - v for v in const.values()], spread), T.text(
               'claim_fig4_evidence', decay=decay, spread=spread_text, constants=', '.join(
                   f'sigma {s:g} {v:.2f}% ({decay - v:+.2f})' for s, v in const.items())))
       check = f'adap_dp_fl_fig4_{d}'
@@ -356,7 +346,7 @@ def _fidelity_claims(figs: str) -> list:
     if a is None or base is None:
       claims[5].append(fidelity.Claim(text, 'not run', 'Adap DP-FL or DP-FL is not run.'))
     else:
-      claims[5].append(fidelity.Claim(text, _verdict([a - base], spread), T.text(
+      claims[5].append(fidelity.Claim(text, fidelity.margin_verdict([a - base], spread), T.text(
           'claim_fig5_evidence', reading=_reading_name(DEFAULT_CURVE['fig5']), adaptive=a,
           constant=base, gap=a - base, spread=spread_text,
           others=others('fig5', {DEFAULT_CURVE['fig5']}))))

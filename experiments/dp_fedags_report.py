@@ -382,7 +382,8 @@ def _fidelity(figs) -> list[str]:
       reading, (lo, hi) = got
       gap = dc.PAPER_TABLE4[(0.5, key)][0] - dc.PAPER_TABLE4[(0.1, key)][0]
       claims.append(fidelity.Claim(T.text('claim_rises', method=dc.METHOD_LABEL[key], gap=gap),
-                                   fidelity.above(hi, lo), f'{reading}: {lo.text()} to {hi.text()}'))
+                                   fidelity.above(hi, lo),
+                                   f'{reading}: {lo.text()} to {hi.text()}'))
   return [*fidelity.section(numbers, claims), '', *T.lines('fidelity_readings')]
 
 

@@ -100,6 +100,26 @@ def above(a, b) -> str:
   return 'reproduced' if a.beats(b) else 'not reproduced' if b.beats(a) else 'tie'
 
 
+def margin_verdict(margins, spread: Optional[float]) -> str:
+  """A claim's verdict from its margins, one run each: the points by which the side the
+  paper puts ahead is ahead, one per comparison the claim makes.
+
+  Args:
+    margins: Floats, in points (positive: the paper's way round).
+    spread: The gap one run per configuration cannot resolve (a measured seed or
+      run-to-run spread, or an assumed resolution), in points; None where none is known.
+
+  Returns:
+    `reproduced` when every margin exceeds `spread`, `not reproduced` when one falls
+    below `-spread`, `tie` otherwise and whenever `spread` is None.
+  """
+  if spread is None:
+    return 'tie'
+  if any(m < -spread for m in margins):
+    return 'not reproduced'
+  return 'reproduced' if all(m > spread for m in margins) else 'tie'
+
+
 def _mark(m: Optional[bool]) -> str:
   return 'not run' if m is None else 'yes' if m else 'no'
 

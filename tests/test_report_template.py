@@ -47,3 +47,11 @@ def test_errors_name_the_block_and_the_value(tmp_path):
     f[:-3] for f in os.listdir(report_template.TEMPLATES_DIR) if f.endswith('.md')))
 def test_committed_templates_parse(name):
   assert report_template.Template(name).blocks
+
+
+@pytest.mark.parametrize('margins,spread,verdict', [
+    ([2.0, 1.5], 1.0, 'reproduced'), ([2.0, 0.5], 1.0, 'tie'), ([2.0, -1.5], 1.0, 'not reproduced'),
+    ([5.0], None, 'tie'), ([-5.0], None, 'tie'), ([1.0], 1.0, 'tie')])
+def test_margin_verdict_settles_only_beyond_the_spread(margins, spread, verdict):
+  from experiments import fidelity  # pylint: disable=g-import-not-at-top
+  assert fidelity.margin_verdict(margins, spread) == verdict
