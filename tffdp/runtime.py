@@ -651,12 +651,13 @@ def mergeable_reason(comp: tff.Computation) -> Optional[str]:
 
   Compiles `comp` with `tff.backends.native.compile_to_mergeable_comp_form` (what the
   remote context runs) and reports the compiler's objection, e.g. two aggregations one
-  of which depends on the other.
+  of which depends on the other, without the intrinsics TFF prints after it (`Examples
+  are: ...`, thousands of characters of its internal representation).
   """
   try:
     _COMPILER(comp)
   except (ValueError, TypeError, NotImplementedError) as e:
-    return f'{type(e).__name__}: {e}'
+    return f'{type(e).__name__}: {str(e).split(" Examples are:")[0]}'
   return None
 
 
