@@ -1,7 +1,9 @@
-"""The fidelity sections of the AADP-FL and cosAFed reports (issue 42)."""
+"""The fidelity sections of the AADP-FL, cosAFed and DP-FedAGS reports (issue 42)."""
 
 import os
 import shutil
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -114,3 +116,22 @@ def test_aadp_fl_fig4_claim_reads_the_aadp_fl_series_only(tmp_path):
   verdict = aadp_fl_report._fig4_verdicts(rows)[2]
   assert verdict.startswith('- CIFAR-10: final accuracy falls at every step; p = 0 to p = 1: '
                             '58.15% -> 26.15%')
+
+
+def test_dp_fedags_attack_accuracy_interval_and_the_sampling_cause():
+  from experiments import dp_fedags_report  # pylint: disable=g-import-not-at-top
+  row = dict(dataset='mnist', method='DP-FedAGS', attack='White-box', accuracy='49.3',
+             tpr='0.5', fpr='0.5', members='500')
+  low, high = dp_fedags_report.attack_accuracy_interval(row)
+  # (TPR + 1 - FPR) / 2 over 500 + 500 examples at rates 1/2: standard error
+  # sqrt(2 * 0.25 / 500) / 2 = 1.58 points, so the 95% interval is +-3.10 points.
+  assert (49.3 - low, high - 49.3) == pytest.approx((3.099, 3.099), abs=1e-3)
+  assert dp_fedags_report.attack_accuracy_interval(dict(row, tpr='')) is None
+  assert dp_fedags_report.attack_accuracy_interval(dict(row, members='0')) is None
+  cause = dp_fedags_report._mia_cause([], row, 50.86)  # pylint: disable=protected-access
+  assert cause.startswith('within the sampling error') and '46.20-52.40%' in cause
+  assert dp_fedags_report._mia_cause([], row, 53.0) == 'no controlled cause yet'  # pylint: disable=protected-access
+  # At rate 0 or 1 the standard error is floored at a rate of 1 / n, not 0.
+  low, high = dp_fedags_report.attack_accuracy_interval(dict(row, tpr='1', fpr='0',
+                                                             accuracy='100'))
+  assert 0 < 100 - low < 1
