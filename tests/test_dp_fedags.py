@@ -82,6 +82,24 @@ def test_loss_weighted_mean_factory():
   assert float(out.measurements['loss_sum']) == 0.0   # size weights never read the losses
 
 
+def test_loss_weighted_mean_weights_and_its_client_bound():
+  # gamma = (n_k L + n L_k) / (2 n L) with n = 600, L = 6: (0.25, 0.75 / 2 + 0.5 / 2...)
+  losses, sizes = [1.0, 2.0, 3.0], [100.0, 200.0, 300.0]
+  gamma = (np.array(sizes) * 6.0 + 600.0 * np.array(losses)) / (2 * 600.0 * 6.0)
+  updates = [[1.0, 0.0], [0.0, 1.0], [1.0, 1.0]]
+  process = dp_fedags.LossWeightedMeanFactory(max_clients=3).create(_value_type(2))
+  out = process.next(process.initialize(), _values(updates, losses, sizes))
+  np.testing.assert_allclose(out.result[0], gamma @ np.array(updates), rtol=1e-6)
+  assert float(out.measurements['weight_min']) == pytest.approx(gamma.min(), rel=1e-6)
+  assert float(out.measurements['weight_max']) == pytest.approx(gamma.max(), rel=1e-6)
+  assert float(out.measurements['num_examples']) == 600.0
+  small = dp_fedags.LossWeightedMeanFactory(max_clients=2).create(_value_type(2))
+  with pytest.raises(Exception, match='more clients than max_clients'):
+    small.next(small.initialize(), _values(updates, losses, sizes))
+  with pytest.raises(ValueError, match='max_clients must be at least 1'):
+    dp_fedags.LossWeightedMeanFactory(max_clients=0)
+
+
 def test_svt_selection_with_negligible_noise_is_the_threshold_test():
   # epsilon huge: every Laplace and Gaussian scale ~1e-12, so the test is |g'_j| >= lambda_t
   g = np.array([0.05, 0.4, 0.1, 0.3, 0.2, 0.15, 0.25, 0.35, 0.01, 0.02], np.float32)

@@ -371,22 +371,6 @@ def test_two_workers_match_local_context(tmp_path, two_workers, method, kw,
   assert local['epsilon_guaranteed'] == remote['epsilon_guaranteed']
 
 
-@pytest.mark.parametrize('method', ['dp_fedags', 'dp_fedsnlc', 'dp_fedavg_ags', 'cpsgd'])
-def test_dp_fedags_pipeline_is_refused_on_workers_with_the_compiler_s_reason(
-    tmp_path, two_workers, method, monkeypatch):
-  # Eq. 37's weights need the round's sums L and n before the weighted sum: one
-  # aggregation depends on another, which TFF's mergeable form (one sub-round per worker,
-  # partial aggregates merged) cannot run. The run stops before training, in one line.
-  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig.create(**dict(TOY, method=method, rounds=1, clip_norm=1.0,
-                                            out=str(tmp_path / 'run'), **two_workers))
-  with pytest.raises(ValueError, match=f'method {method} cannot run on remote TFF workers: '
-                     'its round does not compile to TFF.s mergeable form .ValueError: '
-                     'Detected one aggregate dependent on another.\\)') as e:
-    runner.run(cfg, log=lambda s: None)
-  assert len(str(e.value)) < 300 and not os.path.exists(tmp_path / 'run' / 'metrics.csv')
-
-
 def test_the_example_method_on_two_workers_matches_the_local_context(tmp_path, two_workers,
                                                                     monkeypatch):
   # A method added from outside the package (one module, one registry line) runs on
@@ -423,11 +407,18 @@ def test_the_example_method_on_two_workers_matches_the_local_context(tmp_path, t
     ('lapfed', dict(method_options=dict(epsilon=100.0, l1_clip=10.0))),
     ('adpfl', dict(method_options=dict(epsilon=100.0))),
     ('cosfed', dict(method_options=dict(epsilon=100.0))),
+    # DP-FedAGS's pipeline: eq. 37's mean from four independent sums, the weights from the
+    # (n_k, L_k) pairs gathered on the server, so the round compiles to mergeable form.
+    ('dp_fedags', dict(clip_norm=1.0)),
+    ('dp_fedsnlc', dict(clip_norm=1.0)),
+    ('dp_fedavg_ags', dict(clip_norm=1.0)),
+    ('cpsgd', dict(clip_norm=1.0)),
 ])
 def test_unseeded_noise_methods_on_two_workers_differ_as_a_second_local_run(
     tmp_path, two_workers, method, kw, monkeypatch):
   # Their noise is drawn unseeded inside TFF's aggregators (DDGauss's discrete Gaussian
-  # shares, AADP-FL's server noise, the cosAFed family's Laplace noise), so two runs
+  # shares, AADP-FL's server noise, the cosAFed family's Laplace noise, the DP-FedAGS
+  # pipeline's perturbation of each upload), so two runs
   # differ by the noise: the remote run is as far from a local one as a second local run
   # is, and states the same epsilons (cosAFed's, data-dependent, as close as a second
   # local run's).

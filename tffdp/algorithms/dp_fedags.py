@@ -157,55 +157,115 @@ def loss_weights(num_examples, losses, weighting: str = 'loss'):
 class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
   """Eq. 37's loss-weighted mean of `<update, loss, num_examples>` client values.
 
-  Two federated steps: the server sums `L = sum L_k` and `n = sum n_k` and broadcasts
-  them; each client scales its update by `gamma_k` (`loss_weights`); the server sums.
-  Any method's updates can be averaged this way (the value needs only a loss and a size).
-  `weighting='size'` is FedAvg's `n_k / n` and never reads the losses (`loss_sum` is 0).
-  The sizes `n_k` are treated as public. Measurements: `<weight_min, weight_max,
-  loss_sum, num_examples>`.
+  With `gamma_k = n_k / (2 n) + L_k / (2 L)` the mean is `sum_k n_k u_k / (2 n) + sum_k
+  L_k u_k / (2 L)`: four sums over the clients, none of which needs another's result, so
+  the round compiles to TFF's mergeable form and runs on remote workers (`--workers`).
+  The per-client weights of the measurements come from the clients' `(n_k, L_k)` pairs,
+  gathered on the server (at most `max_clients` of them a round). Any method's updates
+  can be averaged this way (the value needs only a loss and a size). `weighting='size'` is
+  FedAvg's `n_k / n` and never reads the losses (`loss_sum` is 0). The sizes `n_k` are
+  treated as public. Measurements: `<weight_min, weight_max, loss_sum, num_examples>`.
+
+  Args:
+    weighting: `loss` (eq. 37) or `size`.
+    max_clients: The most clients a round may have (the cohort's bound; a round with more
+      fails with `InvalidArgumentError` rather than report wrong weights).
 
   Raises:
-    ValueError: On an unknown `weighting`.
+    ValueError: On an unknown `weighting` or `max_clients < 1`.
   """
 
-  def __init__(self, weighting: str = 'loss'):
+  def __init__(self, weighting: str = 'loss', max_clients: int = 1000):
     if weighting not in WEIGHTINGS:
       raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. '
                        f'Found {weighting!r}.')
+    if max_clients < 1:
+      raise ValueError(f'max_clients must be at least 1. Found {max_clients!r}.')
     self._weighting = weighting
+    self._max_clients = max_clients
 
   def create(self, value_type) -> tff.templates.AggregationProcess:
-    weighting = self._weighting
+    weighting, cap = self._weighting, self._max_clients
+    update_type = value_type.update
+    pairs = _pairs_aggregation(cap)
 
     @tff.federated_computation
     def init_fn():
       return tff.federated_value((), tff.SERVER)
 
-    @tff.tensorflow.computation(value_type, np.float32, np.float32)
-    def scale(value, loss_total, n_total):
+    @tff.tensorflow.computation(value_type)
+    def scaled(value):
       n_k, l_k = value['num_examples'], value['loss']
+      if weighting == 'size':   # the losses stay on the clients
+        l_k = tf.zeros_like(l_k)
+      return collections.OrderedDict(
+          by_size=tf.nest.map_structure(lambda u: u * n_k, value['update']),
+          by_loss=tf.nest.map_structure(lambda u: u * l_k, value['update']),
+          loss=l_k, pair=tf.stack([n_k, l_k]))
+
+    @tff.tensorflow.computation(update_type, update_type, np.float32, np.float32,
+                                pairs.type_signature.result.member)
+    def mean(by_size, by_loss, n_total, loss_total, gathered):
+      rows, count = gathered
+      with tf.control_dependencies([tf.debugging.assert_less_equal(
+          count, cap, message='more clients than max_clients')]):
+        count = tf.identity(count)   # the check runs before the weights are read
       if weighting == 'size':
-        gamma = n_k / n_total
+        result = tf.nest.map_structure(lambda s: s / n_total, by_size)
       else:
-        gamma = (n_k * loss_total + n_total * l_k) / (2.0 * n_total * loss_total)
-      return tf.nest.map_structure(lambda u: u * gamma, value['update']), gamma
+        result = tf.nest.map_structure(
+            lambda s, l: s / (2.0 * n_total) + l / (2.0 * loss_total), by_size, by_loss)
+      gamma = loss_weights(rows[:count, 0], rows[:count, 1], weighting)
+      return result, tf.reduce_min(gamma), tf.reduce_max(gamma)
 
     @tff.federated_computation(init_fn.type_signature.result,
                                tff.FederatedType(value_type, tff.CLIENTS))
     def next_fn(state, value):
-      # `size` never reads the clients' losses (they would be a release in the clear).
-      loss_total = (tff.federated_sum(value.loss) if weighting == 'loss'
-                    else tff.federated_value(np.float32(0.0), tff.SERVER))
+      parts = tff.federated_map(scaled, value)
+      loss_total = tff.federated_sum(parts.loss)
       n_total = tff.federated_sum(value.num_examples)
-      scaled, gamma = tff.federated_map(scale, (
-          value, tff.federated_broadcast(loss_total), tff.federated_broadcast(n_total)))
+      result, weight_min, weight_max = tff.federated_map(mean, (
+          tff.federated_sum(parts.by_size), tff.federated_sum(parts.by_loss), n_total,
+          loss_total, pairs(parts.pair)))
       measured = tff.federated_zip(collections.OrderedDict(
-          weight_min=tff.federated_min(gamma), weight_max=tff.federated_max(gamma),
-          loss_sum=loss_total, num_examples=n_total))
-      return tff.templates.MeasuredProcessOutput(
-          state=state, result=tff.federated_sum(scaled), measurements=measured)
+          weight_min=weight_min, weight_max=weight_max, loss_sum=loss_total,
+          num_examples=n_total))
+      return tff.templates.MeasuredProcessOutput(state=state, result=result,
+                                                 measurements=measured)
 
     return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def _pairs_aggregation(cap: int) -> tff.Computation:
+  """`pairs@CLIENTS -> <rows float32 [cap, 2], count int32>@SERVER`: the clients' float32
+  `[2]` values gathered in the first `count` rows (zeros after; the rows past `cap` are
+  dropped and `count` still counts them). Merges keep each side's rows, so partial
+  gathers from several workers join as one."""
+  pair_type = tff.TensorType(np.float32, [2])
+  acc_type = tff.StructType([tff.TensorType(np.float32, [cap, 2]), tff.TensorType(np.int32)])
+
+  @tff.tensorflow.computation(acc_type, pair_type)
+  def accumulate(acc, pair):
+    rows, count = acc
+    index = tf.minimum(count, cap - 1)
+    kept = tf.tensor_scatter_nd_update(rows, [[index]], [pair])
+    return tf.where(count < cap, kept, rows), count + 1
+
+  @tff.tensorflow.computation(acc_type, acc_type)
+  def merge(a, b):
+    joined = tf.concat([a[0][:tf.minimum(a[1], cap)], b[0][:tf.minimum(b[1], cap)]], 0)[:cap]
+    rows = tf.pad(joined, [[0, cap - tf.shape(joined)[0]], [0, 0]])
+    return tf.ensure_shape(rows, [cap, 2]), a[1] + b[1]
+
+  @tff.tensorflow.computation(acc_type)
+  def report(acc):
+    return acc
+
+  @tff.federated_computation(tff.FederatedType(pair_type, tff.CLIENTS))
+  def gather(values):
+    zero = (np.zeros([cap, 2], np.float32), np.int32(0))
+    return tff.federated_aggregate(values, zero, accumulate, merge, report)
+  return gather
 
 
 class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
@@ -489,7 +549,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
       learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
       top_fraction=top_fraction, delta=delta, quantization_levels=quantization_levels,
-      inner=LossWeightedMeanFactory(weighting))
+      inner=LossWeightedMeanFactory(weighting, max_clients=data.num_clients))
   process, num_params = gradient_process(keras_builder, data, factory,
                                          learning_rate=learning_rate,
                                          local_epochs=local_epochs, seed=seed)
