@@ -288,16 +288,30 @@ def test_mergeable_reason_names_a_dependent_second_aggregation():
   assert 'aggregat' in runtime.mergeable_reason(two_rounds).lower()
 
 
-def test_dp_fedags_two_dependent_aggregations_refused_before_training(tmp_path,
-                                                                     monkeypatch):
-  monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
-  cfg = config_lib.RunConfig.create(**dict(TOY, method='dp_fedags', rounds=2,
-                                           out=str(tmp_path / 'r')))
-  exp = runner.build_experiment(cfg, log=lambda s: None)
-  with pytest.raises(ValueError, match='dp_fedags cannot run on remote TFF workers.*'
-                     'one aggregate dependent on another'):
-    runner.connect_workers(dataclasses.replace(cfg, workers='localhost:1'), exp,
-                           log=lambda s: None)
+def test_round_with_dependent_aggregations_refused_before_training(tmp_path):
+  # A round whose second sum needs the first one's result (as DP-FedAGS's eq. 37 weights
+  # did before its mean became four independent sums) has no mergeable form: refused in
+  # one sentence, the compiler's, before any worker is contacted.
+  rng = np.random.default_rng(0)
+  data = FederatedData(rng.integers(0, 256, (8, *SHAPE), dtype=np.uint8), np.arange(8),
+                       [np.arange(4), np.arange(4, 8)], cache_dir=str(tmp_path))
+  method = baselines.build_fedavg(BUILDER, data, learning_rate=0.1, batch_size=4)
+
+  @tff.tensorflow.computation(np.float32, np.float32)
+  def times(a, b):
+    return a * b
+
+  @tff.federated_computation(tff.FederatedType(np.float32, tff.CLIENTS))
+  def two_dependent_sums(x):
+    total = tff.federated_broadcast(tff.federated_sum(x))
+    return tff.federated_sum(tff.federated_map(times, (x, total)))
+
+  method.round_computation, method.name = two_dependent_sums, 'toy_two_sums'
+  exp = runner.Experiment(config_lib.RunConfig(workers='localhost:1'), data, method, None)
+  with pytest.raises(ValueError, match=r'toy_two_sums cannot run on remote TFF workers: its '
+                     r'round does not compile to TFF.s mergeable form \(ValueError: Detected '
+                     r'one aggregate dependent on another\.\)\.$'):
+    runner.connect_workers(exp.config, exp, log=lambda s: None)
 
 
 def test_method_without_round_computation_refused_before_training(tmp_path):
