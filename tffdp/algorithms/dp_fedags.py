@@ -196,27 +196,36 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
     @tff.tensorflow.computation(value_type)
     def scaled(value):
       n_k, l_k = value['num_examples'], value['loss']
+      parts = collections.OrderedDict(
+          by_size=tf.nest.map_structure(lambda u: u * n_k, value['update']))
       if weighting == 'size':   # the losses stay on the clients
         l_k = tf.zeros_like(l_k)
-      return collections.OrderedDict(
-          by_size=tf.nest.map_structure(lambda u: u * n_k, value['update']),
-          by_loss=tf.nest.map_structure(lambda u: u * l_k, value['update']),
-          loss=l_k, pair=tf.stack([n_k, l_k]))
+      else:
+        parts['by_loss'] = tf.nest.map_structure(lambda u: u * l_k, value['update'])
+      parts.update(loss=l_k, pair=tf.stack([n_k, l_k]))
+      return parts
 
-    @tff.tensorflow.computation(update_type, update_type, np.float32, np.float32,
-                                pairs.type_signature.result.member)
-    def mean(by_size, by_loss, n_total, loss_total, gathered):
+    def weight_range(gathered):
       rows, count = gathered
       with tf.control_dependencies([tf.debugging.assert_less_equal(
           count, cap, message='more clients than max_clients')]):
         count = tf.identity(count)   # the check runs before the weights are read
-      if weighting == 'size':
-        result = tf.nest.map_structure(lambda s: s / n_total, by_size)
-      else:
-        result = tf.nest.map_structure(
-            lambda s, l: s / (2.0 * n_total) + l / (2.0 * loss_total), by_size, by_loss)
       gamma = loss_weights(rows[:count, 0], rows[:count, 1], weighting)
-      return result, tf.reduce_min(gamma), tf.reduce_max(gamma)
+      return tf.reduce_min(gamma), tf.reduce_max(gamma)
+
+    gathered_type = pairs.type_signature.result.member
+
+    @tff.tensorflow.computation(update_type, np.float32, gathered_type)
+    def size_mean(by_size, n_total, gathered):
+      result = tf.nest.map_structure(lambda s: s / n_total, by_size)
+      return (result,) + weight_range(gathered)
+
+    @tff.tensorflow.computation(update_type, update_type, np.float32, np.float32,
+                                gathered_type)
+    def loss_mean(by_size, by_loss, n_total, loss_total, gathered):
+      result = tf.nest.map_structure(
+          lambda s, l: s / (2.0 * n_total) + l / (2.0 * loss_total), by_size, by_loss)
+      return (result,) + weight_range(gathered)
 
     @tff.federated_computation(init_fn.type_signature.result,
                                tff.FederatedType(value_type, tff.CLIENTS))
@@ -224,9 +233,14 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
       parts = tff.federated_map(scaled, value)
       loss_total = tff.federated_sum(parts.loss)
       n_total = tff.federated_sum(value.num_examples)
-      result, weight_min, weight_max = tff.federated_map(mean, (
-          tff.federated_sum(parts.by_size), tff.federated_sum(parts.by_loss), n_total,
-          loss_total, pairs(parts.pair)))
+      by_size = tff.federated_sum(parts.by_size)
+      if weighting == 'size':
+        result, weight_min, weight_max = tff.federated_map(
+            size_mean, (by_size, n_total, pairs(parts.pair)))
+      else:
+        result, weight_min, weight_max = tff.federated_map(loss_mean, (
+            by_size, tff.federated_sum(parts.by_loss), n_total, loss_total,
+            pairs(parts.pair)))
       measured = tff.federated_zip(collections.OrderedDict(
           weight_min=weight_min, weight_max=weight_max, loss_sum=loss_total,
           num_examples=n_total))
