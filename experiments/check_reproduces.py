@@ -45,6 +45,9 @@ RESULT_CHANGES = (
     ('0b262f3', 'per-example kernel gradients of conv layers with c_in * c_out <= 64 by '
                 'one depthwise filter gradient: float32 sums in another order (values move '
                 'at rounding level, e.g. one test example after 2 rounds)'),
+    ('0b38246', "DP-FedAGS family: eq. 37's mean as four independent sums (was one "
+                'weighted sum after summing L and n): float32 sums in another order '
+                '(values move at rounding level)'),
 )
 # The commit from which `summary.json` records the code of each segment of a run.
 SEGMENTS_COMMIT = 'f6676e0'
@@ -65,6 +68,30 @@ def _commit_of(code: str) -> Optional[str]:
   """The commit in a `runner.code_version()` string (`0.1.0+<git describe>`), if any."""
   m = re.search(r'\+(?:.*-g)?([0-9a-f]{7,40})(?:-dirty)?$', code or '')
   return m.group(1) if m else None
+
+
+def includes(summary: Optional[dict], commit: str,
+             is_ancestor: Callable[[str, str], Optional[bool]] = _git_is_ancestor
+             ) -> Optional[bool]:
+  """Whether every segment of a run was made by code that includes `commit`.
+
+  Args:
+    summary: The run's parsed `summary.json` (None for a run without one).
+    commit: A commit of this checkout (e.g. one of `RESULT_CHANGES`).
+    is_ancestor: `(commit, of) -> bool or None`: whether `commit` is in `of`'s history.
+
+  Returns:
+    True when every segment's code includes it, False when a segment's code predates it
+    (or the run records no code and `commit` came after `SEGMENTS_COMMIT`), None when it
+    cannot be told.
+  """
+  codes = [_commit_of(s.get('code') or '') for s in (summary or {}).get('segments') or []]
+  if not codes:
+    return False if is_ancestor(commit, SEGMENTS_COMMIT) is False else None
+  found = [is_ancestor(commit, c) if c else None for c in codes]
+  if any(f is False for f in found):
+    return False
+  return True if all(f is True for f in found) else None
 
 
 def provenance(summary: Optional[dict], current: str,

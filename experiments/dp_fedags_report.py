@@ -240,7 +240,7 @@ def _table4_calibrated(figs) -> list[str]:
                  kv[0][0], PAPER_ORDER.index(kv[0][1])))]
     out += [*T.lines('calibrated_heading', dataset=dc.LABEL[dataset], kappa=kappa, runs=len(rs),
                      seeds=', '.join(map(str, seeds))), '',
-            *T.table('calibrated_table', table), '']
+            *T.table('calibrated_table', table), '', *_code_line(figs, rs), '']
     epsilons = sorted({e for e, _ in spreads})
     methods = [m for m in PAPER_ORDER if any((e, m) in spreads for e in epsilons)]
     paper = {k: v[dc.DATASETS.index(dataset)] for k, v in dc.PAPER_TABLE4.items()}
@@ -275,6 +275,28 @@ def _table4_calibrated(figs) -> list[str]:
 
 
 _METHOD_KEY = {label: key for key, label in dc.METHOD_LABEL.items()}
+# The aggregator change the calibrated runs straddle (see check_reproduces.RESULT_CHANGES).
+_MEAN_CHANGE = '0b38246'
+
+
+def _code_line(figs, rows) -> list[str]:
+  """Which of `rows`' runs (by their copies' `summary.json`) were made before the
+  aggregator change `_MEAN_CHANGE`; nothing when none was."""
+  from experiments import check_reproduces  # pylint: disable=g-import-not-at-top
+  before, unknown = [], 0
+  for r in rows:
+    summary = common.read_json(os.path.join(figs, 'runs', os.path.basename(r['run']),
+                                            'summary.json'))
+    found = check_reproduces.includes(summary, _MEAN_CHANGE)
+    if found is False:
+      before.append(f"{_METHOD_KEY.get(r['method'], r['method'])} epsilon {r['epsilon']} "
+                    f"seed {r['seed']}")
+    unknown += found is None
+  if not before and not unknown:
+    return []
+  return [T.text('calibrated_code', commit=_MEAN_CHANGE, before=len(before), runs=len(rows),
+                 unknown=T.text('calibrated_code_unknown', unknown=unknown) if unknown else '',
+                 seeds=', '.join(sorted({b.split()[-1] for b in before})))]
 
 
 def _paper_mia(row: dict):

@@ -445,6 +445,12 @@ def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):
   assert cr.provenance({}, 'x', lambda c, of: later.get((of, c)))[1].startswith(
       f'the run predates {change}')
   assert 'is unknown' in cr.provenance(seg('0.1.0'), 'x', anc)[1]
+  # The same answers as one value per run (what a report counts).
+  assert cr.includes(seg('0.1.0+bbbbbbb'), change, anc) is True
+  assert cr.includes(seg('0.1.0+aaaaaaa', '0.1.0+bbbbbbb'), change, anc) is False
+  assert cr.includes(seg('0.1.0+bbbbbbb', '0.1.0'), change, anc) is None
+  assert cr.includes({}, change, anc) is None
+  assert cr.includes(None, change, lambda c, of: later.get((of, c))) is False
 
 
 def test_aadp_fl_fig7a_dp_fedavg_runs_stop_when_stalled_and_nothing_else_does():
