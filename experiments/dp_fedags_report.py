@@ -434,26 +434,29 @@ def _mia_cause(rows: list[dict], row: dict, paper: float) -> str:
 def attack_accuracy_interval(row: dict) -> Optional[tuple[float, float]]:
   """The 95% interval (%) of a `mia.csv` row's held-out attack accuracy.
 
-  The accuracy is `(TPR + 1 - FPR) / 2` over `members` held-out members and as many
-  held-out non-members (`tffdp.mia.score_result`); TPR and FPR are binomial rates, so its
-  standard error is `sqrt(TPR (1 - TPR) / n + FPR (1 - FPR) / n) / 2` (normal
-  approximation, the measured rates plugged in, floored at a rate of 1 / n).
+  The accuracy is `(TP + TN) / (2 n)` over `n = members` held-out members and as many
+  held-out non-members (`tffdp.mia.score_result`): `TP + TN` is a sum of `2 n` independent
+  Bernoulli trials with two rates (TPR, 1 - FPR). The binomial's Clopper-Pearson
+  interval of `k = TP + TN` out of `2 n` (`tffdp.mia.clopper_pearson`) covers at least
+  95% for such a sum: a Poisson-binomial's tails are no heavier than the binomial's of
+  the same mean (Hoeffding 1956, Theorem 4).
 
   Args:
-    row: A `mia.csv` row (`accuracy` in %, `tpr`, `fpr`, `members`).
+    row: A `mia.csv` row (`tpr`, `fpr`, `members`).
 
   Returns:
     `(low, high)` in %, or None where the row lacks a rate or the count.
   """
+  from tffdp import mia  # pylint: disable=g-import-not-at-top
   try:
-    acc, tpr, fpr, n = (float(row[k]) for k in ('accuracy', 'tpr', 'fpr', 'members'))
+    tpr, fpr, n = (float(row[k]) for k in ('tpr', 'fpr', 'members'))
   except (KeyError, TypeError, ValueError):
     return None
   if n < 1:
     return None
-  var = lambda p: max(p * (1 - p), (1 - 1 / n) / n) / n
-  half = 100 * 1.96 * math.sqrt(var(tpr) + var(fpr)) / 2
-  return acc - half, acc + half
+  correct = round(tpr * n) + round((1 - fpr) * n)
+  low, high = mia.clopper_pearson(correct, 2 * int(n))
+  return 100 * low, 100 * high
 
 
 def _mia_cells(r: dict) -> dict:

@@ -4,6 +4,7 @@ import os
 import shutil
 
 import pytest
+from scipy import stats
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -121,17 +122,19 @@ def test_aadp_fl_fig4_claim_reads_the_aadp_fl_series_only(tmp_path):
 def test_dp_fedags_attack_accuracy_interval_and_the_sampling_cause():
   from experiments import dp_fedags_report  # pylint: disable=g-import-not-at-top
   row = dict(dataset='mnist', method='DP-FedAGS', attack='White-box', accuracy='49.3',
-             tpr='0.5', fpr='0.5', members='500')
+             tpr='0.486', fpr='0.5', members='500')
   low, high = dp_fedags_report.attack_accuracy_interval(row)
-  # (TPR + 1 - FPR) / 2 over 500 + 500 examples at rates 1/2: standard error
-  # sqrt(2 * 0.25 / 500) / 2 = 1.58 points, so the 95% interval is +-3.10 points.
-  assert (49.3 - low, high - 49.3) == pytest.approx((3.099, 3.099), abs=1e-3)
+  # 243 + 250 = 493 correct of 1,000: the binomial's Clopper-Pearson bounds, from the
+  # beta quantiles directly.
+  assert low == pytest.approx(100 * stats.beta.ppf(0.025, 493, 508), abs=1e-9)
+  assert high == pytest.approx(100 * stats.beta.ppf(0.975, 494, 507), abs=1e-9)
+  assert (49.3 - low, high - 49.3) == pytest.approx((3.15, 3.15), abs=0.05)  # ~ normal
   assert dp_fedags_report.attack_accuracy_interval(dict(row, tpr='')) is None
   assert dp_fedags_report.attack_accuracy_interval(dict(row, members='0')) is None
   cause = dp_fedags_report._mia_cause([], row, 50.86)  # pylint: disable=protected-access
-  assert cause.startswith('within the sampling error') and '46.20-52.40%' in cause
+  assert cause.startswith('within the sampling error') and '46.16-52.45%' in cause
   assert dp_fedags_report._mia_cause([], row, 53.0) == 'no controlled cause yet'  # pylint: disable=protected-access
-  # At rate 0 or 1 the standard error is floored at a rate of 1 / n, not 0.
+  # Every example right: the interval reaches 100 and its lower end is not 100.
   low, high = dp_fedags_report.attack_accuracy_interval(dict(row, tpr='1', fpr='0',
                                                              accuracy='100'))
-  assert 0 < 100 - low < 1
+  assert high == 100 and 0 < 100 - low < 1

@@ -29,6 +29,23 @@ def test_kairouz_lower_bound_hand_values():
   assert mia.kairouz_lower_bound(600, 1000, 400, 1000, 0.5) == 0.0
 
 
+def test_clopper_pearson_bounds_and_coverage():
+  from scipy import stats
+  assert mia.clopper_pearson(30, 100) == pytest.approx(
+      (stats.beta.ppf(0.025, 30, 71), stats.beta.ppf(0.975, 31, 70)))
+  assert mia.clopper_pearson(0, 10)[0] == 0.0 and mia.clopper_pearson(10, 10)[1] == 1.0
+  # Exact coverage of the rate 0.3 at n = 100: the probability that the interval holds it.
+  n, p = 100, 0.3
+  coverage = sum(stats.binom.pmf(k, n, p) for k in range(n + 1)
+                 if mia.clopper_pearson(k, n)[0] <= p <= mia.clopper_pearson(k, n)[1])
+  assert 0.95 <= coverage < 0.99
+  for bad in ((5, 0), (-1, 10), (11, 10)):
+    with pytest.raises(ValueError, match='successes'):
+      mia.clopper_pearson(*bad)
+  with pytest.raises(ValueError, match='alpha'):
+    mia.clopper_pearson(1, 10, alpha=1.0)
+
+
 def test_score_result_perfect_and_chance():
   r = mia.score_result('x', np.arange(100.0) + 200, np.arange(100.0), 1e-5)
   assert r.best_accuracy == 1.0 and r.auc == 1.0 and r.num_members == 50

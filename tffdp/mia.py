@@ -105,6 +105,34 @@ class AttackResult:
             for k, v in dataclasses.asdict(self).items()}
 
 
+def clopper_pearson(successes: int, trials: int, alpha: float = 0.05) -> tuple[float, float]:
+  """The two-sided `1 - alpha` Clopper-Pearson interval of a binomial rate.
+
+  Each side at `alpha / 2`: `Beta(alpha/2; k, n - k + 1)` and `Beta(1 - alpha/2; k + 1,
+  n - k)` (Clopper and Pearson, Biometrika 1934), 0 and 1 at `k = 0` and `k = n`.
+
+  Args:
+    successes: `k`, in `[0, trials]`.
+    trials: `n >= 1`.
+    alpha: One minus the confidence, in `(0, 1)`.
+
+  Returns:
+    `(low, high)`, rates in `[0, 1]`.
+
+  Raises:
+    ValueError: On `trials < 1`, `successes` outside `[0, trials]` or `alpha` outside
+      `(0, 1)`.
+  """
+  k, n = int(successes), int(trials)
+  if n < 1 or not 0 <= k <= n:
+    raise ValueError(f'Need 0 <= successes <= trials and trials >= 1. Found {k} of {n}.')
+  if not 0 < alpha < 1:
+    raise ValueError(f'alpha must be in (0, 1). Found {alpha!r}.')
+  lo = stats.beta.ppf(alpha / 2, k, n - k + 1) if k > 0 else 0.0
+  hi = stats.beta.ppf(1 - alpha / 2, k + 1, n - k) if k < n else 1.0
+  return float(lo), float(hi)
+
+
 def kairouz_lower_bound(true_positives: int, members: int, false_positives: int,
                         nonmembers: int, delta: float, alpha: float = 0.05) -> float:
   """A `1 - alpha` lower bound on epsilon from one test's counts (Kairouz et al. 2015).
@@ -124,15 +152,8 @@ def kairouz_lower_bound(true_positives: int, members: int, false_positives: int,
   Returns:
     float `>= 0`.
   """
-  a = alpha / 4
-
-  def bounds(k, n):
-    lo = stats.beta.ppf(a, k, n - k + 1) if k > 0 else 0.0
-    hi = stats.beta.ppf(1 - a, k + 1, n - k) if k < n else 1.0
-    return float(lo), float(hi)
-
-  tpr_lo, tpr_hi = bounds(int(true_positives), int(members))
-  fpr_lo, fpr_hi = bounds(int(false_positives), int(nonmembers))
+  tpr_lo, tpr_hi = clopper_pearson(true_positives, members, alpha / 2)
+  fpr_lo, fpr_hi = clopper_pearson(false_positives, nonmembers, alpha / 2)
   best = 0.0
   for num, den in ((tpr_lo - delta, fpr_hi), (1 - fpr_hi - delta, 1 - tpr_lo),
                    (fpr_lo - delta, tpr_hi), (1 - tpr_hi - delta, 1 - fpr_lo)):
