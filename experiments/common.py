@@ -824,20 +824,29 @@ def cohort_uploads(rows: list[dict]) -> int:
   return sum(int(float(r['cohort_size'])) for r in rows if r.get('cohort_size'))
 
 
-def float32_laplace_section(figs: str, laplace_draws) -> list[str]:
-  """Markdown lines: the runs copied under `figs` that drew Laplace noise with the float32
-  sampler, and how many `+-87.3 b` draws that sampler is expected to have put in each.
+def float32_laplace_section(figs: str, laplace_draws, intro: Sequence[str] = ()) -> str:
+  """A report's "Laplace sampler" section: the runs copied under `figs` that drew Laplace
+  noise with the float32 sampler, and how many `+-87.3 b` draws that sampler is expected
+  to have put in each.
 
   Args:
     figs: Folder searched for run copies (`config.json`, `metrics.csv`, `summary.json`).
     laplace_draws: `(config dict, metrics rows) -> int`, the number of Laplace
       coordinates the run drew (0 for a run that drew none).
+    intro: Markdown lines after the heading (where the method draws Laplace noise).
 
   Returns:
-    Lines (empty when no run here drew with that sampler). A run counts as drawn with it
-    when it has no `segments` record (runs made before segments were recorded) or a
-    segment started before `FLOAT64_LAPLACE_SINCE`.
+    The section's markdown, ending in a blank line; '' when no run here drew with that
+    sampler. A run counts as drawn with it when it has no `segments` record (runs made
+    before segments were recorded) or a segment started before `FLOAT64_LAPLACE_SINCE`.
   """
+  lines = _float32_laplace_lines(figs, laplace_draws)
+  if not lines:
+    return ''
+  return '\n'.join(['## Laplace sampler', '', *([*intro, ''] if intro else []), *lines, ''])
+
+
+def _float32_laplace_lines(figs: str, laplace_draws) -> list[str]:
   found, seen, seconds = [], set(), 0.0
   for root, out, config in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
     if out in seen:

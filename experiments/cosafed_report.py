@@ -282,9 +282,8 @@ def _speed(figs) -> list[str]:
 
 def _laplace_sampler(figs: str) -> str:
   """Every cosAFed-family upload is `d * update + Lap(b)` on all of the model's weights."""
-  lines = common.float32_laplace_section(figs, lambda config, rows: common.model_size(
+  return common.float32_laplace_section(figs, lambda config, rows: common.model_size(
       config['model'], config['dataset']) * common.cohort_uploads(rows))
-  return '\n'.join(['## Laplace sampler', '', *lines, '']) if lines else ''
 
 
 def build(figs: str) -> str:

@@ -554,8 +554,7 @@ def _laplace_draws(config: dict, rows: list[dict]) -> int:
 
 
 def _laplace_sampler(figs: str) -> str:
-  lines = common.float32_laplace_section(figs, _laplace_draws)
-  return '\n'.join([*T.lines('laplace'), '', *lines, '']) if lines else ''
+  return common.float32_laplace_section(figs, _laplace_draws, T.lines('laplace'))
 
 
 def main(argv=None) -> int:

@@ -1239,13 +1239,13 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
         dict(segments=segments, wall_seconds=3600) if segments else dict(wall_seconds=1800)))
   seen = []
   draws = lambda config, rows: seen.append(config['out']) or 2 ** 21 * common.cohort_uploads(rows)
-  text = ' '.join(common.float32_laplace_section(str(tmp_path), draws))
+  text = common.float32_laplace_section(str(tmp_path), draws, ['Where it draws.'])
   assert sorted(seen) == ['runs/x/old', 'runs/x/resumed']   # 'new' began after the fix
-  assert text.startswith('2 run(s) here drew')
+  assert text.startswith('## Laplace sampler\n\nWhere it draws.\n\n2 run(s) here drew')
   assert '14,680,064 to 14,680,064 Laplace coordinates' in text   # 7 uploads * 2^21
   assert 'about 3.5 to 3.5 such coordinates' in text               # * 2^-22
   assert text.rstrip().endswith('about 1.5 h by their recorded wall time.')  # old + resumed
-  assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == []
+  assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == ''
 
 
 def test_aadp_fl_fig5_best_clip_verdict_against_the_paper():
