@@ -146,17 +146,21 @@ def test_round_check_reads_what_the_aggregator_states(tiny):
                             l=1e3, rho=0.5)
   state = m.initialize()
   cohort = np.array([0, 3])
-  m.guaranteed_releases(cohort, state)     # accounts this round's table
   new, metrics = m.run_round(state, cohort, 0, 0)
   noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
   np.testing.assert_array_equal(noise['clients_per_key'], [1, 1])   # sizes 6 and 12
   assert m.check_round(cohort, new, metrics) is None
-  # The budgets rose, so the next table differs from the one this round accounted.
-  m.guaranteed_releases(cohort, new)
-  assert 'sigma table' in m.check_round(cohort, new, metrics)
-  m.guaranteed_releases(cohort, state)
   assert 'per sigma-table entry [1, 1], the cohort has [2, 0]' in m.check_round(
       np.array([0, 1]), new, metrics)
+  # The events the aggregator states: each entry's sigma x (S / B) / S, for all its clients.
+  executed = m.executed_releases(cohort, metrics)
+  sigmas = aadp_fl.noise_multipliers_of(state)
+  assert [e.noise_multiplier for _, e, _ in executed] == pytest.approx(sigmas / 6, rel=1e-6)
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  # The budgets rose, so the next round's declared table differs from the one run here.
+  assert not np.allclose(aadp_fl.noise_multipliers_of(new), sigmas)
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, new), executed).startswith(
+      'client 0: declared')
 
 
 def test_ledgers_match_dp_accounting(tiny, tmp_path):

@@ -8,7 +8,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import models, runner
-from tffdp.algorithms import baselines
+from tffdp.algorithms import aadp_fl, baselines
 from tffdp.data import FederatedData
 
 SHAPE = (28, 28, 1)
@@ -213,6 +213,55 @@ def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):
   other = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=2.0, **kw)
   problem = other.check_round(np.array([0, 1]), state, metrics)
   assert 'GaussianDpEvent(noise_multiplier=2.0)' in problem
+
+
+def test_runner_accounts_the_events_the_mechanism_states_and_stops_where_they_differ(
+    tmp_path):
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  seen = []
+
+  def build(ctx, hp, scale):
+    m = registry.get('aadp_fl').build(ctx, hp)
+    stated = m.executed_releases
+
+    def executed(cohort, metrics):
+      releases = stated(cohort, metrics)
+      seen.append(releases)
+      return [(c, dp_accounting.GaussianDpEvent(e.noise_multiplier * scale), why)
+              for c, e, why in releases]
+    m.executed_releases = executed
+    return m
+
+  def run(name, scale):
+    registry.register(registry.MethodSpec(
+        name, lambda ctx, hp: build(ctx, hp, scale), registry.get('aadp_fl').hparams))
+    try:
+      cfg = config_lib.RunConfig.create(
+          method=name, dataset='synthetic', clients=4, clients_per_round=4, partition='iid',
+          model='logistic_regression', batch_size=32, rounds=2, clip_norm=0.25,
+          num_validation=500, out=str(tmp_path / name), client_cache_dir=str(tmp_path / 'c'))
+      return runner.run(cfg, log=lambda s: None)
+    finally:
+      registry.unregister(name)
+
+  # As stated (q_user 1: one Gaussian per client and round): the run's epsilon is the
+  # stated events' composition, read for the round just run.
+  summary = run('aadp_fl_stated', 1.0)
+  assert len(seen) == 2
+  epsilons = []
+  for client in range(4):
+    acc = dp_accounting.rdp.RdpAccountant(list(aadp_fl.THEOREM1_ORDERS))
+    for releases in seen:
+      acc.compose(next(e for c, e, _ in releases if client in c))
+    epsilons.append(acc.get_epsilon(1e-5))
+  assert summary['epsilon_guaranteed'] == pytest.approx(max(epsilons), rel=1e-9)
+  # Stated 1% apart from the declaration: the run stops before accounting round 1.
+  with pytest.raises(runner.DeclaredEventError,
+                     match='round 1: the DP events the mechanism states differ'):
+    run('aadp_fl_misstated', 1.01)
+  assert (tmp_path / 'aadp_fl_misstated' / 'metrics.csv').read_text() == ''
 
 
 def test_runner_stops_before_accounting_a_round_that_breaks_its_declaration(tmp_path):

@@ -61,6 +61,33 @@ def test_measurements_state_the_table_used_and_clients_per_entry():
   np.testing.assert_array_equal(m['clients_per_key'], [1, 0])
 
 
+def test_the_factory_states_the_dp_event_of_the_table_it_drew_with():
+  p = aggregators.PerClientGaussianFactory(
+      (6.0, 9.0), (0.5, 2.0), 0.1, tff.aggregators.SumFactory(),
+      l2_sensitivity=0.05).create(VALUE, WEIGHT)
+  state = aggregators.with_noise_multipliers(p.initialize(), [4.0, 0.0])
+  m = p.next(state, values(0.0), [6.0]).measurements['per_client_noise']
+  # std sigma x 0.1 over the sensitivity 0.05: noise multipliers 8 and 0.
+  np.testing.assert_allclose(m['dp_event']['noise_multiplier'], [8.0, 0.0], rtol=1e-6)
+  factory = lambda noise_on, s=0.05: aggregators.PerClientGaussianFactory(
+      (6.0, 9.0), (0.5, 2.0), 0.1, tff.aggregators.SumFactory(), noise_on=noise_on,
+      l2_sensitivity=s)
+  (event, reason), (none, why) = factory('all').executed_events(m)
+  assert event.noise_multiplier == pytest.approx(8.0, rel=1e-6) and reason == ''
+  assert none is None and why == 'noise multiplier is 0: no noise'
+  nan = {'dp_event': {'noise_multiplier': np.float32([np.nan, 1.0])}}
+  assert 'not finite' in ''.join(r for _, r in factory('all').executed_events(nan)[:1])
+  assert [e for e, _ in factory('kept').executed_events(m)] == [None, None]
+  assert factory('kept').executed_events(m)[0][1] == aggregators.KEPT_REASON
+  # Without a sensitivity no event is stated.
+  assert 'dp_event' not in noise_process().next(
+      noise_process().initialize(), values(0.0), [6.0]).measurements['per_client_noise']
+  with pytest.raises(ValueError, match='l2_sensitivity'):
+    factory('all', None).executed_events(m)
+  with pytest.raises(ValueError, match='l2_sensitivity must be positive'):
+    factory('all', 0.0)
+
+
 def test_two_clients_with_one_sigma_draw_independent_noise():
   p = noise_process(sigmas=(1.0, 1.0), scale=1.0, inner=tff.aggregators.SumFactory())
   a = p.next(p.initialize(), values(0.0), [6.0]).result[0]

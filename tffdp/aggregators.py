@@ -14,6 +14,7 @@ from __future__ import annotations
 import collections
 from typing import Optional, Sequence, Union
 
+import dp_accounting
 import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
@@ -139,6 +140,8 @@ def norm_recording_constant(clipping_norm: float) -> tff.templates.EstimationPro
 
 
 NOISE_ON = ('all', 'kept')
+KEPT_REASON = ('noise_on=kept adds noise only to the coordinates longitudinal clipping '
+               'kept: the support of each update is released without noise')
 
 
 class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
@@ -168,8 +171,10 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
   table this round's noise was drawn with), clients_per_key (int32 `[u]`: how many
   clients drew with each entry)>` and `inner` (the inner measurements). The last two
   state what the round executed: `clients_per_key[j]` Gaussian releases with std
-  `noise_multipliers[j] * stddev_per_multiplier` each, which a method's ledger checks
-  against the releases it accounted.
+  `noise_multipliers[j] * stddev_per_multiplier` each. Given the value's `l2_sensitivity`
+  the factory also states their DP events, `dp_event=<noise_multiplier (float32 [u]: the
+  std of entry `j` over the sensitivity, from the table the noise was drawn with)>`, which
+  `executed_events` reads as `dp_accounting` events.
 
   Args:
     weight_keys: `[u]` distinct client weights (e.g. `E * d_i`).
@@ -179,14 +184,17 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
     inner: Weighted or unweighted factory aggregating the noised values (AADP-FL: the
       unweighted mean, `tff.aggregators.UnweightedMeanFactory()`).
     noise_on: `all` or `kept`.
+    l2_sensitivity: The L2 norm an upstream clip bounds each value to (AADP-FL: `S`), in
+      the value's units; None: no `dp_event` measurement.
 
   Raises:
-    ValueError: On mismatched tables, duplicate keys, negative sigmas or scale, or an
-      unknown `noise_on`.
+    ValueError: On mismatched tables, duplicate keys, negative sigmas or scale, an
+      unknown `noise_on`, or `l2_sensitivity <= 0`.
   """
 
   def __init__(self, weight_keys, noise_multipliers, stddev_per_multiplier: float,
-               inner: tff.aggregators.AggregationFactory, noise_on: str = 'all'):
+               inner: tff.aggregators.AggregationFactory, noise_on: str = 'all',
+               l2_sensitivity: Optional[float] = None):
     keys = np.asarray(weight_keys, np.float32).ravel()
     sigmas = np.asarray(noise_multipliers, np.float32).ravel()
     if keys.shape != sigmas.shape or keys.size == 0:
@@ -199,9 +207,36 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
                        f'{sigmas.tolist()} and {stddev_per_multiplier}.')
     if noise_on not in NOISE_ON:
       raise ValueError(f'noise_on must be one of {", ".join(NOISE_ON)}. Found {noise_on!r}.')
+    if l2_sensitivity is not None and not l2_sensitivity > 0:
+      raise ValueError(f'l2_sensitivity must be positive. Found {l2_sensitivity!r}.')
     self._keys, self._sigmas = keys, sigmas
     self._scale = float(stddev_per_multiplier)
     self._inner, self._noise_on = inner, noise_on
+    self._sensitivity = l2_sensitivity
+
+  def executed_events(self, measurements) -> list[tuple[Optional[dp_accounting.DpEvent], str]]:
+    """The DP event of one client's release per table entry, from a round's
+    `per_client_noise` measurements: `(GaussianDpEvent(noise_multiplier[j]), '')`, or
+    `(None, reason)` where no finite guarantee holds (noise only on the kept
+    coordinates, no noise, or a non-finite multiplier).
+
+    Raises:
+      ValueError: If the factory has no `l2_sensitivity` (no events stated).
+    """
+    if self._sensitivity is None:
+      raise ValueError('PerClientGaussianFactory states DP events only with an '
+                       'l2_sensitivity.')
+    out = []
+    for z in np.asarray(measurements['dp_event']['noise_multiplier'], np.float64):
+      if self._noise_on == 'kept':
+        out.append((None, KEPT_REASON))
+      elif not np.isfinite(z):
+        out.append((None, f'the noise multiplier is {z}: not finite, no guarantee'))
+      elif z == 0:
+        out.append((None, 'noise multiplier is 0: no noise'))
+      else:
+        out.append((dp_accounting.GaussianDpEvent(float(z)), ''))
+    return out
 
   def create(self, value_type, weight_type) -> tff.templates.AggregationProcess:
     weighted_inner = isinstance(self._inner, tff.aggregators.WeightedAggregationFactory)
@@ -209,6 +244,7 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
              else self._inner.create(value_type))
     keys, initial, scale, kept_only = self._keys, self._sigmas, self._scale, (
         self._noise_on == 'kept')
+    sensitivity = self._sensitivity
 
     @tff.tensorflow.computation
     def initial_table():
@@ -249,12 +285,15 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
           add_noise, (value, weight, tff.federated_broadcast(table)))
       out = (inner.next(state.inner, noised, weight) if weighted_inner
              else inner.next(state.inner, noised))
-      measured = tff.federated_zip(collections.OrderedDict(
+      measured = collections.OrderedDict(
           noise_multiplier_sum=tff.federated_sum(sigma),
           nonzero_fraction=tff.federated_mean(kept),
           clients=tff.federated_sum(tff.federated_value(1, tff.CLIENTS)),
           noise_multipliers=table,
-          clients_per_key=tff.federated_sum(key)))
+          clients_per_key=tff.federated_sum(key))
+      if sensitivity is not None:
+        measured['dp_event'] = tff.federated_map(_event_of(scale, sensitivity), table)
+      measured = tff.federated_zip(measured)
       return tff.templates.MeasuredProcessOutput(
           state=tff.federated_zip(collections.OrderedDict(
               per_client_noise=state.per_client_noise, inner=out.state)),
@@ -263,6 +302,15 @@ class PerClientGaussianFactory(tff.aggregators.WeightedAggregationFactory):
               per_client_noise=measured, inner=out.measurements)))
 
     return tff.templates.AggregationProcess(init_fn, next_fn)
+
+
+def _event_of(scale: float, sensitivity: float) -> tff.Computation:
+  """`noise_multipliers float32[u] -> <noise_multiplier float32[u]>`: the std the clients
+  draw with (`add_noise`'s `sigma * scale`) over the L2 sensitivity."""
+  @tff.tensorflow.computation
+  def event(table):
+    return collections.OrderedDict(noise_multiplier=table * scale / sensitivity)
+  return event
 
 
 def _table_of(table_type):

@@ -19,6 +19,7 @@ import dataclasses
 import math
 from typing import Any, Iterable, Optional, Sequence
 
+import attr
 import dp_accounting
 from dp_accounting.rdp import rdp_privacy_accountant
 import numpy as np
@@ -180,6 +181,57 @@ class ClassicRdpAccountant(dp_accounting.rdp.RdpAccountant):
 
   def get_epsilon(self, target_delta: float) -> float:
     return epsilon_from_rdp(self._orders, self._rdp, target_delta, CLASSIC_CONVERSION)
+
+
+def _event_values(event) -> tuple:
+  """`event` as nested `(class name, field values...)` (None for no guarantee)."""
+  if event is None:
+    return (None,)
+  fields = attr.asdict(event, recurse=False) if attr.has(type(event)) else vars(event)
+  return (type(event).__name__, *(
+      (k, _event_values(v) if isinstance(v, dp_accounting.DpEvent) else v)
+      for k, v in sorted(fields.items())))
+
+
+def _close_values(a, b, rtol: float) -> bool:
+  if isinstance(a, tuple) and isinstance(b, tuple):
+    return len(a) == len(b) and all(_close_values(x, y, rtol) for x, y in zip(a, b))
+  if isinstance(a, (float, np.floating)) and isinstance(b, (int, float, np.number)):
+    return math.isclose(float(a), float(b), rel_tol=rtol) or (math.isnan(a) and math.isnan(b))
+  return a == b
+
+
+def releases_differ(declared: Iterable, executed: Iterable, rtol: float = 1e-6
+                    ) -> Optional[str]:
+  """Where two lists of releases (`(clients, DpEvent or None, reason)`) give some client
+  other events, or None when every client has the same events in both.
+
+  Used to check the releases a method declared for a round (before it ran) against those
+  its mechanisms state they executed (after it ran). Floats compare to `rtol` (the
+  executed values come out of float32 graphs); a release without guarantee matches one
+  without guarantee whatever the reasons.
+
+  Args:
+    declared, executed: Releases; `clients` int arrays of client ids.
+    rtol: Relative tolerance of the events' float parameters.
+
+  Returns:
+    A message naming the first client that differs and both of its event lists, or None.
+  """
+  def by_client(releases):
+    out = {}
+    for clients, event, _ in releases:
+      for c in np.asarray(clients).ravel().tolist():
+        out.setdefault(c, []).append((_event_values(event), event))
+    return {c: sorted(v, key=lambda pair: repr(pair[0])) for c, v in out.items()}
+
+  a, b = by_client(declared), by_client(executed)
+  for c in sorted(set(a) | set(b)):
+    x, y = a.get(c, []), b.get(c, [])
+    if not _close_values(tuple(v for v, _ in x), tuple(v for v, _ in y), rtol):
+      return (f'client {c}: declared {[e for _, e in x]}, executed {[e for _, e in y]} '
+              '(None: no guarantee)')
+  return None
 
 
 @dataclasses.dataclass

@@ -618,6 +618,7 @@ class Runner:
     # The loop's end: `rounds`, or the pause `stop_after_round` asks for.
     self.last_round = min(config.rounds, config.stop_after_round or config.rounds)
     self.auditor = self.canary_ledgers = None
+    self.executed = None   # the last round's releases from its mechanisms' events
     if config.audit_canaries and method.audit_insertion.kind == 'gradient':
       self.auditor = canaries.GradientAuditor(config.audit_canaries, config.seed,
                                               exp.data.client_sizes, method.batching,
@@ -764,8 +765,13 @@ class Runner:
       return None
     return within
 
-  def train(self, cohort: np.ndarray, r: int) -> tuple[dict, float]:
+  def train(self, cohort: np.ndarray, r: int, declared=None) -> tuple[dict, float]:
     """Runs the method's round on `cohort` (on the workers if any); `(quantities, loss)`.
+
+    Raises `DeclaredEventError` (the state unchanged) where the round's metrics disagree
+    with what was declared for it: `method.check_round`, and the method's
+    `executed_releases` against `declared` (the round's declared guaranteed releases),
+    which are then kept in `self.executed`.
 
     `quantities` are the adaptive quantities the round used plus the round's own
     metrics; `loss` is the mean training loss (NaN for an empty cohort).
@@ -783,6 +789,11 @@ class Runner:
           raise
         raise Diverged(reason) from exc
     problem = method.check_round(cohort, state, metrics)
+    if not problem and declared is not None and method.executed_releases is not None:
+      self.executed = method.executed_releases(cohort, metrics)
+      problem = privacy.releases_differ(declared, self.executed)
+      if problem:
+        problem = f'the DP events the mechanism states differ from those declared: {problem}'
     if problem:
       raise DeclaredEventError(f'{method.name}, round {r + 1}: {problem}. The run stops '
                                'before accounting this round.')
@@ -860,10 +871,11 @@ class Runner:
     if self.auditor is not None:  # canaries are clients of this run, in no ledger
       cohort = self.auditor.cohort(r, cohort)
     after = method.releases_from_round is not None
+    declared = None
     if not after:
       rel_claimed, can_claimed = self.population(method.claimed_releases(cohort, self.state))
-      rel_guaranteed, can_guaranteed = self.population(
-          method.guaranteed_releases(cohort, self.state))
+      declared = method.guaranteed_releases(cohort, self.state)
+      rel_guaranteed, can_guaranteed = self.population(declared)
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
       self.stop_kind = STOP_BUDGET
@@ -873,7 +885,8 @@ class Runner:
       return False
     t_train = self.clock()
     try:
-      quantities, train_loss = self.train(cohort, r)
+      self.executed = None
+      quantities, train_loss = self.train(cohort, r, declared)
     except Diverged as exc:
       self.stop_kind = STOP_DIVERGED
       self.stop_reason = f'diverged in round {r + 1}: {exc}'
@@ -882,6 +895,8 @@ class Runner:
       return False
     t_train = self.clock() - t_train
     t_account = self.clock()
+    if self.executed is not None:   # the mechanism's own events (checked in `train`)
+      rel_guaranteed, can_guaranteed = self.population(self.executed)
     if after:
       rel_claimed, rel_guaranteed = (
           method.releases_from_round(cohort, self.state, self.last_metrics)

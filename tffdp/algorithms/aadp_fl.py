@@ -55,8 +55,7 @@ from tffdp.data.federated import FederatedData, ShuffleBatch
 THEOREM1_ORDERS: tuple[float, ...] = tuple(float(a) for a in range(2, 257))
 NOISE_SCALES = ('batch', 'update', 'none')
 NOISE_ON = aggregators.NOISE_ON
-KEPT_REASON = ('noise_on=kept adds noise only to the coordinates longitudinal clipping '
-               'kept: the support of each update is released without noise')
+KEPT_REASON = aggregators.KEPT_REASON
 
 
 def data_volume_budgets(sizes, epsilon: float) -> np.ndarray:
@@ -293,8 +292,7 @@ class AADPFLLedgers:
     noise_per_sensitivity: Noise std per unit of sigma over the sensitivity `S`
       (`1 / B` with `noise_scale='batch'`, 1 with `update`, 0 with `none`).
     q_user, noise_scale, noise_on: As `build_aadp_fl`.
-    accounted: The sigma table (float32 `[u]`) of the last round `guaranteed` accounted,
-      which `check_round` compares with the table the aggregator states it used.
+    noise: The `PerClientGaussianFactory` whose stated events `executed` reads.
   """
   client_key: np.ndarray
   initial_sigmas: np.ndarray
@@ -303,7 +301,7 @@ class AADPFLLedgers:
   q_user: float
   noise_scale: str
   noise_on: str
-  accounted: Optional[np.ndarray] = None
+  noise: aggregators.PerClientGaussianFactory
 
   def _members(self, j: int) -> np.ndarray:
     return np.flatnonzero(self.client_key == j)
@@ -321,7 +319,6 @@ class AADPFLLedgers:
     `sigma_i^t * per_multiplier`, amplified only by the Poisson draw `q_user`."""
     del cohort
     table = noise_multipliers_of(state)
-    self.accounted = table.astype(np.float32)
     if self.noise_on == 'kept':
       return [(np.arange(len(self.client_key)), None, KEPT_REASON)]
     out = []
@@ -334,23 +331,40 @@ class AADPFLLedgers:
         out.append((self._members(j), privacy.subsampled_gaussian_event(z, self.q_user), ''))
     return out
 
+  def executed(self, cohort, metrics) -> common.Releases:
+    """The round's guaranteed releases from the events the aggregator states
+    (`PerClientGaussianFactory.executed_events`: one Gaussian per table entry), each
+    amplified by the Poisson draw `q_user`, for every client of the entry."""
+    del cohort
+    out = []
+    for j, (event, reason) in enumerate(self.noise.executed_events(_noise_metrics(metrics))):
+      if event is None:
+        out.append((self._members(j), None, 'noise_scale=none: no noise'
+                    if self.noise_scale == 'none' and reason.startswith('noise multiplier is 0')
+                    else reason))
+      else:
+        out.append((self._members(j), privacy.subsampled_gaussian_event(
+            event.noise_multiplier, self.q_user), ''))
+    return out
+
   def check_round(self, cohort, state, metrics) -> Optional[str]:
-    """What the aggregator states it executed (`PerClientGaussianFactory`'s
-    `clients_per_key` and `noise_multipliers`) against the cohort and the table
-    accounted. A canary client (audit) is noised as the client whose data it runs on."""
+    """Which clients the aggregator states added noise (`PerClientGaussianFactory`'s
+    `clients_per_key`) against the cohort (the events themselves are checked by the
+    runner: `executed`). A canary client (audit) is noised as the client whose data it
+    runs on."""
     del state
-    noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
     keys = self.client_key[canaries.data_clients(cohort, len(self.client_key))]
     expected = np.bincount(keys, minlength=len(self.rates))
-    counted = np.asarray(noise['clients_per_key'])
+    counted = np.asarray(_noise_metrics(metrics)['clients_per_key'])
     if not np.array_equal(counted, expected):
       return (f'clients added noise per sigma-table entry {counted.tolist()}, the cohort '
               f'has {expected.tolist()}')
-    used = np.asarray(noise['noise_multipliers'], np.float32)
-    if self.accounted is not None and not np.array_equal(used, self.accounted):
-      return (f'the clients added noise with the sigma table {used.tolist()}; the ledger '
-              f'accounted {self.accounted.tolist()}')
     return None
+
+
+def _noise_metrics(metrics):
+  """The `PerClientGaussianFactory` measurements of a round's metrics."""
+  return metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
 
 
 def adaptive_quantities(state, *, client_key: np.ndarray, clip_norm: float) -> dict:
@@ -444,11 +458,11 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   initial_sigmas = calibrate(table.initial_budgets)
   per_multiplier = {'batch': clip_norm / batch_size, 'update': clip_norm, 'none': 0.0}[
       noise_scale]
+  noise = aggregators.PerClientGaussianFactory(
+      local_epochs * table.unique_sizes, initial_sigmas, per_multiplier,
+      tff.aggregators.UnweightedMeanFactory(), noise_on=noise_on, l2_sensitivity=clip_norm)
   aggregator = aggregators.longitudinal_clipping_factory(
-      aggregators.norm_recording_constant(clip_norm),
-      aggregators.PerClientGaussianFactory(
-          local_epochs * table.unique_sizes, initial_sigmas, per_multiplier,
-          tff.aggregators.UnweightedMeanFactory(), noise_on=noise_on))
+      aggregators.norm_recording_constant(clip_norm), noise)
   client_key = table.client_key
   batching = ShuffleBatch(batch_size, local_epochs)
   inner = common.compose_fedavg_style(
@@ -463,7 +477,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
 
   ledgers = AADPFLLedgers(client_key, initial_sigmas, table.rates,
                           per_multiplier / clip_norm,
-                          q_user, noise_scale, noise_on)
+                          q_user, noise_scale, noise_on, noise)
   return common.Method(
       name='aadp_fl', process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       run_round=functools.partial(run_round, cohort_run_round, calibrate),
@@ -471,7 +485,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
       cohort_sampling='poisson',
       select_cohort=functools.partial(poisson_cohort, data.num_clients, q_user, seed),
       participation_rate=q_user, claimed_releases=ledgers.claimed,
-      guaranteed_releases=ledgers.guaranteed,
+      guaranteed_releases=ledgers.guaranteed, executed_releases=ledgers.executed,
       claimed_conversion=privacy.CLASSIC_CONVERSION, rdp_orders=THEOREM1_ORDERS,
       adaptive_quantities=functools.partial(adaptive_quantities, client_key=client_key,
                                             clip_norm=clip_norm),

@@ -258,6 +258,14 @@ class Method:
       round, whether what the round executed matches the DP events declared for it
       (e.g. the measured DP-SGD steps, the event TFF's DP aggregator states); the
       runner stops the run on a message, before the round is accounted.
+    executed_releases: `(cohort, metrics) -> Releases`: the guaranteed releases of the
+      round just run, built from the DP events its mechanisms state in `metrics` (e.g.
+      `aggregators.PerClientGaussianFactory.executed_events`). With it the runner checks
+      them against `guaranteed_releases`' declaration for the round (`privacy.
+      releases_differ`: a difference stops the run before the round is accounted) and
+      composes these into the guaranteed ledger. The declaration stays what a budget
+      check before the round and a dry run (`tffdp.calibration`) read. None: the
+      declared releases are accounted.
     initialize: `() -> state` (the runner's state: for some methods more than the
       process state, e.g. CLIENTS-placed client states); default `process.initialize`.
     model_weights: `state -> ModelWeights`; default `process.get_model_weights`.
@@ -318,6 +326,7 @@ class Method:
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
   check_round: Callable[[np.ndarray, Any, Any], Optional[str]] = (
       lambda cohort, state, metrics: None)
+  executed_releases: Optional[Callable[[np.ndarray, Any], Releases]] = None
   initialize: Optional[Callable[[], Any]] = None
   model_weights: Optional[Callable[[Any], Any]] = None
   train_loss: Optional[Callable[[Any], float]] = None
