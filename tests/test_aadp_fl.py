@@ -153,7 +153,7 @@ def test_round_check_reads_what_the_aggregator_states(tiny):
   assert 'per sigma-table entry [1, 1], the cohort has [2, 0]' in m.check_round(
       np.array([0, 1]), new, metrics)
   # The events the aggregator states: each entry's sigma x (S / B) / S, for all its clients.
-  executed = m.executed_releases(cohort, metrics)
+  executed = m.executed_releases(cohort, new, metrics)
   sigmas = aadp_fl.noise_multipliers_of(state)
   assert [e.noise_multiplier for _, e, _ in executed] == pytest.approx(sigmas / 6, rel=1e-6)
   assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None

@@ -207,11 +207,18 @@ def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
 def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):
   data, _, _ = tiny
   kw = dict(learning_rate=0.1, batch_size=4, clip_norm=0.5, clients_per_round=2)
+  from tffdp import privacy  # pylint: disable=g-import-not-at-top
   m = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=1.3, **kw)
-  state, metrics = m.run_round(m.initialize(), np.array([0, 1]), 0, 0)
-  assert m.check_round(np.array([0, 1]), state, metrics) is None
+  cohort = np.array([0, 1])
+  declared = m.guaranteed_releases(cohort, m.initialize())
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  executed = m.executed_releases(cohort, state, metrics)   # read from the new state
+  assert [float(e.noise_multiplier) for _, e, _ in executed] == pytest.approx([1.3])  # uniform
+  assert privacy.releases_differ(declared, executed) is None
+  # A method declaring another sigma than its aggregator ran is caught by the runner.
   other = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=2.0, **kw)
-  problem = other.check_round(np.array([0, 1]), state, metrics)
+  problem = privacy.releases_differ(other.guaranteed_releases(cohort, other.initialize()),
+                                    executed)
   assert 'GaussianDpEvent(noise_multiplier=2.0)' in problem
 
 
@@ -226,8 +233,8 @@ def test_runner_accounts_the_events_the_mechanism_states_and_stops_where_they_di
     m = registry.get('aadp_fl').build(ctx, hp)
     stated = m.executed_releases
 
-    def executed(cohort, metrics):
-      releases = stated(cohort, metrics)
+    def executed(cohort, state, metrics):
+      releases = stated(cohort, state, metrics)
       seen.append(releases)
       return [(c, dp_accounting.GaussianDpEvent(e.noise_multiplier * scale), why)
               for c, e, why in releases]

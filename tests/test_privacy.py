@@ -115,3 +115,34 @@ def test_invalid(kw):
     privacy.PrivacyLedger(**kw)
   with pytest.raises(ValueError, match='noise_multiplier'):
     privacy.subsampled_gaussian_event(-1.0, 0.1)
+
+
+def test_releases_differ_compares_each_client_s_events():
+  gauss = lambda z, q=0.5: dp_accounting.PoissonSampledDpEvent(
+      q, dp_accounting.GaussianDpEvent(z))
+  declared = [(np.array([0, 1]), gauss(1.2), ''), (np.array([2]), None, 'no noise')]
+  # Grouped otherwise, a float32 multiplier, another reason: the same releases.
+  same = [(np.array([1]), gauss(float(np.float32(1.2))), ''), (np.array([0]), gauss(1.2), ''),
+          (np.array([2]), None, 'noise multiplier is 0')]
+  assert privacy.releases_differ(declared, same) is None
+  assert privacy.releases_differ(declared, declared) is None
+  cases = [
+      ([(np.array([0, 1]), gauss(1.2 * 1.001), ''), declared[1]], 'client 0:'),  # sigma
+      ([(np.array([0, 1]), gauss(1.2, 0.6), ''), declared[1]], 'client 0:'),     # rate
+      ([(np.array([0]), gauss(1.2), ''), declared[1]], 'client 1: declared'),    # missing
+      ([declared[0], (np.array([2]), gauss(1.2), '')], 'client 2:'),  # none vs a guarantee
+      ([*declared, (np.array([1]), gauss(1.2), '')], 'client 1:'),    # a second release
+      ([(np.array([0, 1]), dp_accounting.GaussianDpEvent(1.2), ''), declared[1]],
+       'client 0:'),                                                  # another event type
+  ]
+  for executed, where in cases:
+    message = privacy.releases_differ(declared, executed)
+    assert message is not None and message.startswith(where), (executed, message)
+  assert 'GaussianDpEvent(noise_multiplier=1.2' in privacy.releases_differ(
+      declared, cases[0][0])
+  # tffdp's own event (a dataclass on dp_accounting's attrs base): compared by its fields.
+  ddg = lambda s: privacy.DistributedDiscreteGaussianDpEvent(1.0, s, 3, 8)
+  assert privacy.releases_differ([(np.array([0]), ddg(0.5), '')],
+                                 [(np.array([0]), ddg(0.5), '')]) is None
+  assert 'local_stddev=0.6' in privacy.releases_differ([(np.array([0]), ddg(0.5), '')],
+                                                       [(np.array([0]), ddg(0.6), '')])

@@ -187,7 +187,12 @@ def _event_values(event) -> tuple:
   """`event` as nested `(class name, field values...)` (None for no guarantee)."""
   if event is None:
     return (None,)
-  fields = attr.asdict(event, recurse=False) if attr.has(type(event)) else vars(event)
+  if dataclasses.is_dataclass(event):   # tffdp's own events (attrs' `has` is inherited)
+    fields = {f.name: getattr(event, f.name) for f in dataclasses.fields(event)}
+  elif attr.has(type(event)):
+    fields = attr.asdict(event, recurse=False)
+  else:
+    fields = dict(vars(event))
   return (type(event).__name__, *(
       (k, _event_values(v) if isinstance(v, dp_accounting.DpEvent) else v)
       for k, v in sorted(fields.items())))

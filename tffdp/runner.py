@@ -790,7 +790,7 @@ class Runner:
         raise Diverged(reason) from exc
     problem = method.check_round(cohort, state, metrics)
     if not problem and declared is not None and method.executed_releases is not None:
-      self.executed = method.executed_releases(cohort, metrics)
+      self.executed = method.executed_releases(cohort, state, metrics)
       problem = privacy.releases_differ(declared, self.executed)
       if problem:
         problem = f'the DP events the mechanism states differ from those declared: {problem}'

@@ -331,11 +331,11 @@ class AADPFLLedgers:
         out.append((self._members(j), privacy.subsampled_gaussian_event(z, self.q_user), ''))
     return out
 
-  def executed(self, cohort, metrics) -> common.Releases:
+  def executed(self, cohort, state, metrics) -> common.Releases:
     """The round's guaranteed releases from the events the aggregator states
     (`PerClientGaussianFactory.executed_events`: one Gaussian per table entry), each
     amplified by the Poisson draw `q_user`, for every client of the entry."""
-    del cohort
+    del cohort, state
     out = []
     for j, (event, reason) in enumerate(self.noise.executed_events(_noise_metrics(metrics))):
       if event is None:

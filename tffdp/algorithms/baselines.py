@@ -219,19 +219,17 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
       return claimed(cohort, state)
     return releases(cohort, state, 1.0)  # fixed-size cohorts: no amplification
 
-  def check_round(cohort, state, metrics) -> Optional[str]:
-    """The event the aggregator states for this round is the one accounted for it."""
-    del cohort, metrics
-    event = differential_privacy.extract_dp_event_from_state(state.aggregator)
-    if float(event.noise_multiplier) != float(stated.noise_multiplier):
-      return (f'the DP aggregator released {event} but the ledger accounted {stated}')
-    return None
+  def executed(cohort, state, metrics):
+    """The releases of the event TFF's DP aggregator states for the round just run (in
+    its new state: `extract_dp_event_from_state`)."""
+    del metrics
+    return guaranteed(cohort, state)
 
   batching = ShuffleBatch(batch_size, local_epochs)
   run_round, round_computation = common.cohort_round(process, data, batching)
   return common.Method(
       name='dp_fedavg', process=process, batching=batching,
-      run_round=run_round, round_computation=round_computation, check_round=check_round,
+      run_round=run_round, round_computation=round_computation, executed_releases=executed,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
       adaptive_quantities=lambda state: {'noise_multiplier': noise_multiplier,

@@ -258,9 +258,10 @@ class Method:
       round, whether what the round executed matches the DP events declared for it
       (e.g. the measured DP-SGD steps, the event TFF's DP aggregator states); the
       runner stops the run on a message, before the round is accounted.
-    executed_releases: `(cohort, metrics) -> Releases`: the guaranteed releases of the
-      round just run, built from the DP events its mechanisms state in `metrics` (e.g.
-      `aggregators.PerClientGaussianFactory.executed_events`). With it the runner checks
+    executed_releases: `(cohort, new state, metrics) -> Releases`: the guaranteed
+      releases of the round just run, built from the DP events its mechanisms state in
+      the round's output (e.g. `aggregators.PerClientGaussianFactory.executed_events` in
+      `metrics`, TFF's `DPAggregatorState.dp_event` in the state). With it the runner checks
       them against `guaranteed_releases`' declaration for the round (`privacy.
       releases_differ`: a difference stops the run before the round is accounted) and
       composes these into the guaranteed ledger. The declaration stays what a budget
@@ -326,7 +327,7 @@ class Method:
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
   check_round: Callable[[np.ndarray, Any, Any], Optional[str]] = (
       lambda cohort, state, metrics: None)
-  executed_releases: Optional[Callable[[np.ndarray, Any], Releases]] = None
+  executed_releases: Optional[Callable[[np.ndarray, Any, Any], Releases]] = None
   initialize: Optional[Callable[[], Any]] = None
   model_weights: Optional[Callable[[Any], Any]] = None
   train_loss: Optional[Callable[[Any], float]] = None

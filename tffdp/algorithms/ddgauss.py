@@ -20,7 +20,8 @@ process, no adversary to hide the client values from).
 Accounting (client-level, the paper's: `privacy.DistributedDiscreteGaussianDpEvent`,
 Theorem 1 + Proposition 14) uses the parameters the DP query of TFF's aggregator states:
 the scaled, rounding-inflated L2 bound, the scaled local noise std and the padded
-dimension; `check_round` compares them with the round's measurements. Both ledgers
+dimension; the runner checks them against the event the round's measurements state
+(`DDGaussLedgers.executed`) and accounts that. Both ledgers
 compose one such release per round for each client of the cohort (the draw does not
 depend on the data): `epsilon_claimed` with `n` the expected cohort size (how the paper
 accounts), `epsilon_guaranteed` with `n` the number of noise shares that went into the
@@ -192,18 +193,16 @@ class DDGaussLedgers:
     del state
     return [(cohort, self.event(len(cohort)), '')] if len(cohort) else []
 
-  def check_round(self, cohort, state, metrics) -> Optional[str]:
+  def executed(self, cohort, state, metrics) -> common.Releases:
+    """The release TFF's DDGauss aggregator states it ran (`ddgauss_measurements`: the
+    scaled, rounding-inflated L2 bound, the scaled local std, the padded dimension and
+    the shares summed), for the cohort; the runner checks it against `guaranteed`."""
     del state
     m = ddgauss_measurements(metrics)
-    used = dict(l2_sensitivity=float(m['scaled_inflated_l2']),
-                local_stddev=float(m['scaled_local_stddev']), dim=int(m['padded_dim']),
-                clients=int(m['actual_num_clients']))
-    expected = dict(l2_sensitivity=self.stated.l2_sensitivity,
-                    local_stddev=self.stated.local_stddev, dim=self.stated.dim,
-                    clients=len(cohort))
-    if any(not np.isclose(used[k], expected[k], rtol=1e-6) for k in used):
-      return f'the DDGauss aggregator ran with {used}; the ledger accounted {expected}'
-    return None
+    return [(cohort, privacy.DistributedDiscreteGaussianDpEvent(
+        l2_sensitivity=float(m['scaled_inflated_l2']),
+        local_stddev=float(m['scaled_local_stddev']), num_clients=int(m['actual_num_clients']),
+        dim=int(m['padded_dim'])), '')]
 
   def round_failure(self, exc: BaseException) -> Optional[str]:
     """`Method.round_failure`: TFF's norm check failing means local training diverged."""
@@ -254,7 +253,7 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
   return common.Method(
       name='ddgauss', process=process, batching=batching,
       run_round=run_round, round_computation=round_computation,
-      check_round=ledgers.check_round, dp_unit=privacy.CLIENT_LEVEL,
+      executed_releases=ledgers.executed, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling=cohort_sampling, claimed_releases=ledgers.claimed,
       guaranteed_releases=ledgers.guaranteed, round_metrics=round_metrics,
       round_failure=ledgers.round_failure,
