@@ -283,20 +283,15 @@ def _code_line(figs, rows) -> list[str]:
   """Which of `rows`' runs (by their copies' `summary.json`) were made before the
   aggregator change `_MEAN_CHANGE`; nothing when none was."""
   from experiments import check_reproduces  # pylint: disable=g-import-not-at-top
-  before, unknown = [], 0
-  for r in rows:
-    summary = common.read_json(os.path.join(figs, 'runs', os.path.basename(r['run']),
-                                            'summary.json'))
-    found = check_reproduces.includes(summary, _MEAN_CHANGE)
-    if found is False:
-      before.append(f"{_METHOD_KEY.get(r['method'], r['method'])} epsilon {r['epsilon']} "
-                    f"seed {r['seed']}")
-    unknown += found is None
+  found = [check_reproduces.includes(common.read_json(os.path.join(
+      figs, 'runs', os.path.basename(r['run']), 'summary.json')), _MEAN_CHANGE) for r in rows]
+  before = [r['seed'] for r, f in zip(rows, found) if f is False]   # the runs' seeds
+  unknown = found.count(None)
   if not before and not unknown:
     return []
   return [T.text('calibrated_code', commit=_MEAN_CHANGE, before=len(before), runs=len(rows),
                  unknown=T.text('calibrated_code_unknown', unknown=unknown) if unknown else '',
-                 seeds=', '.join(sorted({b.split()[-1] for b in before})))]
+                 seeds=', '.join(sorted(set(before), key=int)))]
 
 
 def _paper_mia(row: dict):
