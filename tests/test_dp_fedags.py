@@ -195,28 +195,77 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
 
 
 @pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
-def test_round_check_reads_the_noise_std_the_factory_states(tmp_path, perturbation):
+def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
   from tffdp.data import FederatedData
+  from tffdp import privacy
   import functools
   from tffdp import models
   rng = np.random.default_rng(0)
   shape = (28, 28, 1)
-  x = rng.integers(0, 256, (40, *shape), dtype=np.uint8)
-  data = FederatedData(x, np.arange(40) % 10, [np.arange(0, 10), np.arange(10, 40)],
+  x = rng.integers(0, 256, (70, *shape), dtype=np.uint8)
+  data = FederatedData(x, np.arange(70) % 10,
+                       [np.arange(0, 10), np.arange(10, 40), np.arange(40, 70)],
                        cache_dir=str(tmp_path))
   builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
   build = functools.partial(dp_fedags.build_dp_fedags, builder, data, rounds=3,
                             perturb_all=True, weighting='size', perturbation=perturbation)
   m = build(epsilon=0.5)
-  cohort = np.array([0, 1])
-  _, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  stated = float(metrics['aggregator']['significant_gradient']['noise_std'])
-  ds = 2 * 0.1 * 1.0 / np.array([10, 30])   # Delta_S per client (lr 0.1, C = 1)
-  expected = (dp_fedags.eq2_noise_multiplier(ds, 0.5) if perturbation == 'gaussian'
-              else math.sqrt(2) * ds / (0.9 * 0.5))
-  assert stated == pytest.approx(np.mean(expected), rel=1e-6)
-  assert m.check_round(cohort, None, metrics) is None
-  assert 'mean std' in build(epsilon=0.4).check_round(cohort, None, metrics)
+  cohort = np.array([2, 0, 1])
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  assert m.check_round(cohort, state, metrics) is None
+  executed = m.executed_releases(cohort, state, metrics)
+  ds = {0: 2 * 0.1 / 10, 1: 2 * 0.1 / 30, 2: 2 * 0.1 / 30}   # Delta_S (lr 0.1, C = 1)
+  by_client = {int(c): e for members, e, _ in executed for c in members}
+  for c in cohort:
+    if perturbation == 'gaussian':   # std sigma C on L2 sensitivity C
+      expected = dp_accounting.GaussianDpEvent(dp_fedags.eq2_noise_multiplier(ds[c], 0.5))
+    else:                            # scale Delta_S / epsilon_3 on L1 sensitivity sqrt(|W|) C
+      expected = dp_accounting.LaplaceDpEvent(ds[c] / (0.9 * 0.5) / math.sqrt(7850))
+    assert type(by_client[c]) is type(expected)
+    np.testing.assert_allclose(by_client[c].noise_multiplier, expected.noise_multiplier,
+                               rtol=1e-6)
+  assert len(executed) == 2   # clients 1 and 2 (30 examples each) share one release
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  other = build(epsilon=0.4)   # declares other events for the same round
+  assert 'client' in privacy.releases_differ(other.guaranteed_releases(cohort, state),
+                                             executed)
+  # a cohort the factory did not state events for (client 0 and not 1)
+  assert all(e is None for _, e, _ in m.executed_releases(np.array([0, 0, 2]), state, metrics))
+  loss = build(epsilon=0.5, weighting='loss')
+  assert [r for _, _, r in loss.executed_releases(cohort, state, metrics)] == [
+      dp_fedags.LOSS_REASON]
+
+
+@pytest.mark.parametrize('kw,reason', [
+    (dict(selection='svt'), dp_fedags.UNPERTURBED_REASON),
+    (dict(selection='top'), dp_fedags.TOP_REASON),
+    (dict(selection='all', perturbation='binomial'), dp_fedags.BINOMIAL_REASON),
+    (dict(selection='all', delta_s_scale=0.0), dp_fedags.NO_NOISE_REASON),
+    (dict(selection='svt', perturb_all=True), ''),
+])
+def test_factory_states_no_guarantee_with_its_reason(kw, reason):
+  factory = dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.025, 0.025, 0.45, rounds=10,
+                                                 max_clients=4, **kw)
+  process = factory.create(_value_type(50))
+  out = process.next(process.initialize(),
+                     _values([np.full(50, 0.01), np.full(50, 0.02)], [1.0, 1.0], [20.0, 40.0]))
+  events = factory.executed_events(out.measurements['significant_gradient'])
+  assert sorted(n for n, _, _ in events) == [20.0, 40.0]
+  assert [r for _, _, r in events] == [reason, reason]
+  if reason:
+    assert all(e is None for _, e, _ in events)
+  else:
+    assert {n: e.noise_multiplier for n, e, _ in events} == pytest.approx(
+        {n: dp_fedags.eq2_noise_multiplier(2 * 0.1 / n, 0.5) for n in (20.0, 40.0)}, rel=1e-6)
+  with pytest.raises(ValueError, match='max_clients'):
+    dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.025, 0.025, 0.45, rounds=10,
+                                         **kw).executed_events({})
+  small = dp_fedags.SignificantGradientFactory(1.0, 0.5, 0.025, 0.025, 0.45, rounds=10,
+                                               max_clients=1, **kw)
+  out = small.create(_value_type(50)).next(
+      process.initialize(), _values([np.zeros(50)] * 2, [1.0, 1.0], [20.0, 40.0]))
+  with pytest.raises(ValueError, match='more than the max_clients=1'):
+    small.executed_events(out.measurements['significant_gradient'])
 
 
 def test_clip_only_control_releases_the_clipped_gradient_exactly():

@@ -250,13 +250,14 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def _pairs_aggregation(cap: int) -> tff.Computation:
-  """`pairs@CLIENTS -> <rows float32 [cap, 2], count int32>@SERVER`: the clients' float32
-  `[2]` values gathered in the first `count` rows (zeros after; the rows past `cap` are
-  dropped and `count` still counts them). Merges keep each side's rows, so partial
-  gathers from several workers join as one."""
-  pair_type = tff.TensorType(np.float32, [2])
-  acc_type = tff.StructType([tff.TensorType(np.float32, [cap, 2]), tff.TensorType(np.int32)])
+def _pairs_aggregation(cap: int, width: int = 2) -> tff.Computation:
+  """`rows@CLIENTS -> <rows float32 [cap, width], count int32>@SERVER`: the clients'
+  float32 `[width]` values gathered in the first `count` rows (zeros after; the rows past
+  `cap` are dropped and `count` still counts them). Merges keep each side's rows, so
+  partial gathers from several workers join as one."""
+  pair_type = tff.TensorType(np.float32, [width])
+  acc_type = tff.StructType([tff.TensorType(np.float32, [cap, width]),
+                             tff.TensorType(np.int32)])
 
   @tff.tensorflow.computation(acc_type, pair_type)
   def accumulate(acc, pair):
@@ -269,7 +270,7 @@ def _pairs_aggregation(cap: int) -> tff.Computation:
   def merge(a, b):
     joined = tf.concat([a[0][:tf.minimum(a[1], cap)], b[0][:tf.minimum(b[1], cap)]], 0)[:cap]
     rows = tf.pad(joined, [[0, cap - tf.shape(joined)[0]], [0, 0]])
-    return tf.ensure_shape(rows, [cap, 2]), a[1] + b[1]
+    return tf.ensure_shape(rows, [cap, width]), a[1] + b[1]
 
   @tff.tensorflow.computation(acc_type)
   def report(acc):
@@ -277,7 +278,7 @@ def _pairs_aggregation(cap: int) -> tff.Computation:
 
   @tff.federated_computation(tff.FederatedType(pair_type, tff.CLIENTS))
   def gather(values):
-    zero = (np.zeros([cap, 2], np.float32), np.int32(0))
+    zero = (np.zeros([cap, width], np.float32), np.int32(0))
     return tff.federated_aggregate(values, zero, accumulate, merge, report)
   return gather
 
@@ -314,11 +315,18 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     delta: The delta of `binomial`'s Theorem 1.
     quantization_levels: `k >= 2` of `binomial`.
     inner: Unweighted factory of `<update, loss, num_examples>`.
+    max_clients: With it, the factory states each client's DP event (`dp_event` below)
+      for up to this many clients a round; None: no `dp_event` measurement.
 
   Measurements: `<significant_fraction (mean over clients), threshold (mean lambda_t),
   threshold_max, max_abs_gradient (largest |g'_j|), noise_std (mean per-coordinate std),
   clipped (clients whose ||g|| > C), mean_abs_gradient (mean |g'_j|), num_trials (mean
-  `m` of `binomial`, else 0), round>` and `inner`.
+  `m` of `binomial`, else 0), round>` and `inner`. With `max_clients`, also
+  `dp_event=<rows float32 [max_clients, 2], count int32>`: one row `(n_k, z_k)` per client
+  of the round (the first `count` rows), `z_k` computed in the computation that draws the
+  client's noise: the Gaussian's std over the clipped vector's L2 sensitivity `C` (a noise
+  multiplier), or the Laplace scale over its L1 sensitivity `sqrt(|W|) C`.
+  `executed_events` reads them as `dp_accounting` events.
 
   Raises:
     ValueError: On an invalid argument.
@@ -330,7 +338,8 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
                perturbation: str = 'gaussian',
                perturb_all: bool = False, selection: str = 'svt', top_fraction: float = 0.1,
                delta: float = 1e-3, quantization_levels: int = 2 ** 16,
-               inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None):
+               inner: Optional[tff.aggregators.UnweightedAggregationFactory] = None,
+               max_clients: Optional[int] = None):
     for name, v in (('clip_norm', clip_norm), ('epsilon', epsilon), ('epsilon_1', epsilon_1),
                     ('epsilon_2', epsilon_2), ('epsilon_3', epsilon_3),
                     ('learning_rate', learning_rate), ('rounds', rounds)):
@@ -354,6 +363,9 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       raise ValueError('perturbation=binomial (cpSGD) quantises and noises every '
                        f'coordinate: selection must be all. Found selection={selection!r}.')
     privacy.check_delta(delta)
+    if max_clients is not None and int(max_clients) < 1:
+      raise ValueError(f'max_clients must be at least 1. Found {max_clients!r}.')
+    self._max_clients = None if max_clients is None else int(max_clients)
     self._kw = dict(clip_norm=float(clip_norm), epsilon=float(epsilon),
                     epsilon_1=float(epsilon_1), epsilon_2=float(epsilon_2),
                     epsilon_3=float(epsilon_3), rounds=int(rounds), delta_s=delta_s,
@@ -364,10 +376,57 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
                     quantization_levels=int(quantization_levels))
     self._inner = inner or LossWeightedMeanFactory()
 
+  def no_guarantee(self) -> Optional[str]:
+    """Why the factory's release has no finite DP guarantee whatever its noise (None: it
+    has one where the noise is positive)."""
+    kw = self._kw
+    if kw['perturbation'] == 'binomial':
+      return BINOMIAL_REASON
+    if kw['selection'] == 'top' and not kw['perturb_all']:
+      return TOP_REASON
+    if kw['selection'] == 'svt' and not kw['perturb_all']:
+      return UNPERTURBED_REASON
+    return None
+
+  def executed_events(self, measurements
+                      ) -> list[tuple[float, Optional[dp_accounting.DpEvent], str]]:
+    """One `(n_k, event, reason)` per client of a round, from its `significant_gradient`
+    measurements: `GaussianDpEvent(z_k)` or `LaplaceDpEvent(z_k)` with `''`, or `None` and
+    the reason no finite guarantee holds (the binomial's, coordinates released without
+    noise, no noise, a non-finite parameter).
+
+    Raises:
+      ValueError: If the factory has no `max_clients` (no events stated), or the round
+        had more clients than it.
+    """
+    if self._max_clients is None:
+      raise ValueError('SignificantGradientFactory states DP events only with max_clients.')
+    rows, count = measurements['dp_event']
+    rows, count = np.asarray(rows, np.float64), int(count)
+    if count > self._max_clients:
+      raise ValueError(f'the round had {count} clients, more than the max_clients='
+                       f'{self._max_clients} whose events the factory states.')
+    structural = self.no_guarantee()
+    out = []
+    for n_k, z in rows[:count]:
+      if structural is not None:
+        out.append((n_k, None, structural))
+      elif not np.isfinite(z):
+        out.append((n_k, None, f'the noise parameter is {z}: not finite, no guarantee'))
+      elif z == 0:
+        out.append((n_k, None, NO_NOISE_REASON))
+      elif self._kw['perturbation'] == 'gaussian':
+        out.append((n_k, dp_accounting.GaussianDpEvent(float(z)), ''))
+      else:
+        out.append((n_k, dp_accounting.LaplaceDpEvent(float(z)), ''))
+    return out
+
   def create(self, value_type) -> tff.templates.AggregationProcess:
     kw = self._kw
     inner = self._inner.create(value_type)
     c, eps = kw['clip_norm'], kw['epsilon']
+    cap = self._max_clients
+    gather = None if cap is None else _pairs_aggregation(cap)
 
     @tff.federated_computation
     def init_fn():
@@ -401,21 +460,24 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
         lam = tf.constant(0.0)
         significant = tf.ones_like(flat, tf.bool)
       num_trials = tf.constant(0.0, tf.float64)   # binomial only
+      dim = int(flat.shape[0])
       if kw['perturbation'] == 'gaussian':
         std = eq2_noise_multiplier(ds, eps) * c
         noise = tf.random.normal(size) * std
+        per_sensitivity = std / c   # L2 sensitivity C of the clipped g'
       elif kw['perturbation'] == 'binomial':
         step = 2.0 * c / (kw['quantization_levels'] - 1)
         clipped = cpsgd.stochastic_quantize(clipped, c, kw['quantization_levels'])
-        dim = int(flat.shape[0])
         ds64 = delta_s(tf.float64)
         num_trials = cpsgd.num_trials_tf(eps, 0.5, kw['delta'], step, dim,
                                          math.sqrt(dim) * ds64, ds64, ds64)
         std = step * tf.sqrt(num_trials / 4.0)
         noise = cpsgd.binomial_noise(size, num_trials, 0.5, step)
+        per_sensitivity = tf.constant(0.0)   # no guarantee stated (`no_guarantee`)
       else:
         std = math.sqrt(2.0) * ds / kw['epsilon_3']
         noise = aggregators.laplace_noise(size, ds / kw['epsilon_3'])
+        per_sensitivity = ds / kw['epsilon_3'] / (math.sqrt(dim) * c)   # L1: sqrt(|W|) C
       mask = tf.ones_like(flat) if kw['perturb_all'] else tf.cast(significant, tf.float32)
       out_flat = clipped + noise * mask
       out, start = [], 0
@@ -431,7 +493,9 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
           threshold=lam, noise_std=tf.cast(std, tf.float32),
           clipped=tf.cast(norm > c, tf.int32), mean_abs_gradient=tf.reduce_mean(magnitude),
           max_abs_gradient=tf.reduce_max(magnitude),
-          num_trials=num_trials)
+          num_trials=num_trials,
+          event_row=tf.stack([tf.cast(value['num_examples'], tf.float32),
+                              tf.cast(per_sensitivity, tf.float32)]))
       return new_value, stats
 
     @tff.federated_computation(init_fn.type_signature.result,
@@ -441,7 +505,7 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
       perturbed, stats = tff.federated_map(
           perturb, (value, tff.federated_broadcast(round_num)))
       out = inner.next(state.inner, perturbed)
-      measured = tff.federated_zip(collections.OrderedDict(
+      measured = collections.OrderedDict(
           significant_fraction=tff.federated_mean(stats.significant_fraction),
           threshold=tff.federated_mean(stats.threshold),
           threshold_max=tff.federated_max(stats.threshold),
@@ -450,7 +514,10 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
           clipped=tff.federated_sum(stats.clipped),
           mean_abs_gradient=tff.federated_mean(stats.mean_abs_gradient),
           num_trials=tff.federated_mean(stats.num_trials),
-          round=round_num))
+          round=round_num)
+      if gather is not None:
+        measured['dp_event'] = gather(stats.event_row)
+      measured = tff.federated_zip(measured)
       return tff.templates.MeasuredProcessOutput(
           state=tff.federated_zip(collections.OrderedDict(round=round_num, inner=out.state)),
           result=out.result,
@@ -563,7 +630,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
       learning_rate=learning_rate,
       perturbation=perturbation, perturb_all=perturb_all, selection=selection,
       top_fraction=top_fraction, delta=delta, quantization_levels=quantization_levels,
-      inner=LossWeightedMeanFactory(weighting, max_clients=data.num_clients))
+      inner=LossWeightedMeanFactory(weighting, max_clients=data.num_clients),
+      max_clients=data.num_clients)
   process, num_params = gradient_process(keras_builder, data, factory,
                                          learning_rate=learning_rate,
                                          local_epochs=local_epochs, seed=seed)
@@ -571,7 +639,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
   ledgers = DPFedAGSLedgers(
       np.asarray(data.client_sizes, np.float64), epsilon, e3, clip_norm, learning_rate,
       local_epochs, delta_s, delta_s_scale, perturbation, perturb_all, selection,
-      weighting, num_params)
+      weighting, num_params, factory)
   binomial_hparams, binomial_notes = {}, {}
   if perturbation == 'binomial':
     binomial_hparams, binomial_notes = _binomial_summary(
@@ -583,6 +651,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon:
       cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
       claimed_releases=ledgers.claimed, guaranteed_releases=ledgers.guaranteed,
       claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=ledgers.check_round,
+      executed_releases=ledgers.executed,
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, epsilon_1=e1, epsilon_2=e2, epsilon_3=e3,
@@ -625,12 +694,13 @@ def gradient_process(keras_builder, data: FederatedData,
 
 @dataclasses.dataclass(frozen=True)
 class DPFedAGSLedgers:
-  """DP-FedAGS's releases in both ledgers, and the check of each round against what
-  `SignificantGradientFactory` states it executed.
+  """DP-FedAGS's releases in both ledgers: declared before a round, and executed as
+  `SignificantGradientFactory` states them after it.
 
   Attributes:
     sizes: float64 `[N]` client sizes `n_k`.
     num_params: `|W|`.
+    noise: The factory that draws the noise (built with `max_clients`).
     The others: as `build_dp_fedags` (`epsilon_3` the Laplace share).
   """
   sizes: np.ndarray
@@ -646,6 +716,7 @@ class DPFedAGSLedgers:
   selection: str
   weighting: str
   num_params: int
+  noise: Optional[SignificantGradientFactory] = None
 
   def sensitivity(self, clients) -> np.ndarray:
     """`Delta_S` per client, float64 `[len(clients)]` (a canary client: that of the data
@@ -706,9 +777,33 @@ class DPFedAGSLedgers:
                     ''))
     return out
 
+  def executed(self, cohort, state, metrics) -> common.Releases:
+    """The round's guaranteed releases from the events the factory states
+    (`SignificantGradientFactory.executed_events`: one per client, with its `n_k`): the
+    cohort's clients sorted by size are matched to the stated events sorted by `n_k`
+    (the clients are not named inside the round; clients of one size draw alike). Eq.
+    37's loss weights leave no guarantee whatever the noise (`LOSS_REASON`, after the
+    factory's own reasons, as in `no_guarantee`)."""
+    del state
+    stated = self.noise.executed_events(metrics['aggregator']['significant_gradient'])
+    data_clients = canaries.data_clients(cohort, len(self.sizes))
+    order = np.argsort(self.sizes[data_clients], kind='stable')
+    stated.sort(key=lambda row: row[0])
+    sizes = [n for n, _, _ in stated]
+    if len(stated) != len(cohort) or not np.array_equal(sizes, self.sizes[data_clients][order]):
+      return [(cohort, None, f'the factory stated events for clients of sizes {sizes}, not '
+               f'for the cohort\'s {np.sort(self.sizes[data_clients]).tolist()}')]
+    groups = {}   # clients with equal events form one release
+    for i, (_, event, reason) in zip(order, stated):
+      if self.weighting == 'loss' and (event is not None or reason == NO_NOISE_REASON):
+        event, reason = None, LOSS_REASON   # the order of `no_guarantee`
+      groups.setdefault((event, reason), []).append(cohort[i])
+    return [(np.asarray(members), event, reason)
+            for (event, reason), members in groups.items()]
+
   def check_round(self, cohort, state, metrics) -> Optional[str]:
-    """The round counted, the clients' examples, and the mean noise std the factory
-    states (`noise_std`) against the one the events above are computed from."""
+    """The round counted and the clients' examples (the noise is checked by the runner:
+    `executed`)."""
     del state
     sig = metrics['aggregator']['significant_gradient']
     train = metrics['client_work']['train']
@@ -719,11 +814,6 @@ class DPFedAGSLedgers:
               f'{self.local_epochs} epochs of their {examples}')
     if int(sig['round']) < 1:
       return 'the aggregator did not count the round'
-    if self.perturbation != 'binomial':
-      expected = float(np.mean(self.noise_std(cohort)))
-      if not np.isclose(float(sig['noise_std']), expected, rtol=1e-5, atol=1e-12):
-        return (f'the clients added noise of mean std {float(sig["noise_std"])}; the '
-                f'ledger computed its events from {expected}')
     return None
 
   def notes(self) -> dict:
