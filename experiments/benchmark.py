@@ -2,7 +2,8 @@
 guaranteed epsilon, tuned alike, three seeds.
 
     python -m experiments.benchmark [--track client sample] [--datasets mnist fashion_mnist]
-        [--epsilons 1 4 16] [--seeds 0 1 2] [--stage pilot|all] [--jobs N] [--quick]
+        [--epsilons 1 4 16] [--seeds 0 1 2] [--stage pilot|all|controls|report] [--jobs N]
+        [--quick]
         [--data-dir DIR] [--runs-dir runs/benchmark] [--figures-dir figures/benchmark]
 
 Protocol (every choice below is a constant of this module, named in the report):
@@ -30,8 +31,10 @@ Protocol (every choice below is a constant of this module, named in the report):
 Stages: `pilot` runs one method per track at epsilon 4 for `PILOT_ROUNDS` rounds and
 projects the cost of the whole grid from its round time; `all` tunes, runs and writes
 `--figures-dir` (README.md, results.csv, tuning.csv, accuracy-vs-epsilon plots), reusing
-finished runs and resuming interrupted ones; `report` writes `--figures-dir` from the runs
-finished so far, running and calibrating nothing (the README says how far the grid is).
+finished runs and resuming interrupted ones, then runs the `CONTROLS`; `controls` runs
+only the controls (of the pairs whose runs have finished); `report` writes `--figures-dir`
+from the runs finished so far, running and calibrating nothing (the README says how far
+the grid is).
 Every stage also keeps in `--figures-dir` what a fresh checkout needs to go on: the
 calibrated values (`calibrations.json`) and a copy of each run, tuning and pilot runs
 included (`runs/`; `python -m experiments.restore_runs` puts them back).
@@ -160,6 +163,35 @@ GRIDS = {'adap_dp_fl': ADAM_GRID}
 TRIALS = len(SGD_GRID)
 PILOT_ROUNDS = 12
 PILOT = ('dp_fedavg', 'dpfl')
+
+
+@dataclasses.dataclass(frozen=True)
+class Control:
+  """A run that isolates one cause of a gap between two entries of a track: `entry` at
+  its tuned trial, epsilon-4 seed-0 settings, but with the noise multiplier `noise_of` was
+  calibrated to for epsilon 4 (its `epsilon_guaranteed` is then whatever `entry`'s own
+  ledger gives for that noise).
+
+  Attributes:
+    entry: The entry run (its knob must be `noise_multiplier`).
+    noise_of: The entry whose calibrated noise multiplier it runs at.
+    question: What the run answers (the README prints it).
+  """
+  entry: str
+  noise_of: str
+  question: str
+
+
+CONTROLS = (
+    Control('ddgauss', 'dp_fedavg',
+            'DDGauss at DP-FedAvg\'s noise multiplier: does DDGauss lose to DP-FedAvg '
+            'through its ledger (no amplification by the Poisson cohort, so about 4x the '
+            'noise for the same epsilon) or through its mechanism (scaling, rounding, '
+            'modular wrap)?'),
+    Control('dp_fedavg', 'ddgauss',
+            'DP-FedAvg at DDGauss\'s noise multiplier: does that much noise alone cost what '
+            'DDGauss loses?'),
+)
 QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
              num_validation=500, eval_every=1, log_every=1)
 QUICK_SAMPLE = dict(QUICK, clients=8, clients_per_round=4)
@@ -316,9 +348,11 @@ def main(argv=None) -> int:
   p.add_argument('--datasets', nargs='+', choices=DATASETS, default=list(DATASETS))
   p.add_argument('--epsilons', nargs='+', type=float, default=list(EPSILONS))
   p.add_argument('--seeds', nargs='+', type=int, default=list(SEEDS))
-  p.add_argument('--stage', choices=('pilot', 'all', 'report'), default='all',
-                 help='pilot: price the grid; all: tune, run and report; report: write '
-                 '--figures-dir from the runs finished so far, running nothing')
+  p.add_argument('--stage', choices=('pilot', 'all', 'controls', 'report'), default='all',
+                 help='pilot: price the grid; all: tune, run, run the controls and '
+                 'report; controls: run the controls of the finished runs and report; '
+                 'report: write --figures-dir from the runs finished so far, running '
+                 'nothing')
   p.add_argument('--data-dir', default=None)
   p.add_argument('--runs-dir', default=os.path.join('runs', 'benchmark'))
   p.add_argument('--figures-dir', default=os.path.join('figures', 'benchmark'))
@@ -334,20 +368,73 @@ def main(argv=None) -> int:
   try:
     if args.stage == 'pilot':
       return pilot(args, command, cal)
-    if args.stage == 'report':
-      run = lambda specs: _finished(specs, args)
+    finished = lambda specs: _finished(specs, args)
+    if args.stage in ('report', 'controls'):
+      run = finished
     else:
       run = lambda specs: _run(_items(specs, args, cal), command, args.figures_dir)
-    tuned = tune(args, run, every_trial=args.stage == 'report')
+    tuned = tune(args, run, every_trial=args.stage in ('report', 'controls'))
     rows = run_main(args, run, tuned)
+    controls = control_rows(args, tuned, rows, command if args.stage in (
+        'all', 'controls') else None)
   except DataError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
   progress = dict(tuning=(sum(len(v[1]) for v in tuned.values()), len(tuning_specs(args))),
                   main=(len(rows), len(main_specs(args, tuned))))
   cal.save()  # the values of `--runs-dir` too, beside the results
-  report(args, command, rows, tuned, cal.failures, progress)
+  report(args, command, rows, tuned, cal.failures, progress, controls)
   return 0
+
+
+def control_specs(args, tuned, rows) -> list:
+  """`(control, dataset, trial, noise multiplier)` of each control whose entry is tuned
+  and whose `noise_of` has its epsilon-4 seed-0 run."""
+  specs = []
+  for control in CONTROLS:
+    for dataset in args.datasets:
+      if (control.entry, dataset) not in tuned:
+        continue
+      source = [r for r in rows if r['entry'] == control.noise_of and r['dataset'] == dataset
+                and str(r['seed']) == '0' and r['target_epsilon'] != ''
+                and float(r['target_epsilon']) == TUNING_EPSILON]
+      if source:
+        specs.append((control, dataset, tuned[(control.entry, dataset)][0],
+                      float(source[0]['noise_multiplier'])))
+  return specs
+
+
+def control_rows(args, tuned, rows, command=None) -> list[dict]:
+  """Rows of the `CONTROLS` (`control_specs`): run where `command` is given (finished
+  runs reused), else those finished. Each row is `result_row`'s with `noise_of` and
+  `question`."""
+  by_name = {e.name: e for e in ENTRIES}
+  items = []
+  for control, dataset, trial, z in control_specs(args, tuned, rows):
+    entry = by_name[control.entry]
+    if entry.knob != 'noise_multiplier':
+      raise ValueError(f'control {control}: its entry\'s knob is {entry.knob}, not '
+                       'noise_multiplier')
+    cfg = calibration.with_knob(
+        base_config(entry, dataset, 0, trial, args.data_dir, args.quick), entry.knob, z)
+    name = run_name(entry, dataset, TUNING_EPSILON, 0, trial, args.quick).replace(
+        f'_eps{TUNING_EPSILON:g}_', f'_noiseof_{control.noise_of}_')
+    items.append(((control, entry, dataset, trial), cfg, os.path.join(args.runs_dir, name)))
+  if command is not None:
+    done = _run(items, command, args.figures_dir)
+  else:
+    done = []
+    for spec, _, out in items:
+      metrics = common.read_rows(os.path.join(out, 'metrics.csv'))
+      if metrics is not None and os.path.exists(os.path.join(out, 'summary.json')):
+        common.copy_results(out, os.path.join(args.figures_dir, 'runs',
+                                              os.path.basename(out)))
+        done.append((spec, out, metrics))
+  out_rows = []
+  for (control, entry, dataset, trial), out, metrics in done:
+    row = result_row(entry, dataset, None, 0, trial, metrics, out)
+    out_rows.append(dict(row, noise_of=control.noise_of, question=control.question))
+  return out_rows
 
 
 def _items(specs, args, cal: Calibrations):
@@ -497,16 +584,19 @@ def tuning_rows(tuned: dict) -> list[dict]:
   return [r for _, trial_rows in tuned.values() for r in trial_rows]
 
 
-def report(args, command, rows, tuned, failures: dict, progress: dict) -> None:
-  """Writes `--figures-dir`: results.csv, tuning.csv, plots, README.md (the run copies
-  are written as the runs are read: `_run`, `_finished`)."""
+def report(args, command, rows, tuned, failures: dict, progress: dict,
+           controls: Sequence[dict] = ()) -> None:
+  """Writes `--figures-dir`: results.csv, tuning.csv, controls.csv, plots, README.md (the
+  run copies are written as the runs are read: `_run`, `_finished`)."""
   figs = args.figures_dir
   os.makedirs(figs, exist_ok=True)  # other tracks' and datasets' copies stay
   common.write_table(os.path.join(figs, 'results.csv'), rows)
   common.write_table(os.path.join(figs, 'tuning.csv'), tuning_rows(tuned))
+  if controls:
+    common.write_table(os.path.join(figs, 'controls.csv'), list(controls))
   plot(rows, figs)
   with open(os.path.join(figs, 'README.md'), 'w') as f:
-    f.write(readme(rows, tuned, command, args, failures, progress))
+    f.write(readme(rows, tuned, command, args, failures, progress, controls))
 
 
 def _float(x) -> float:
@@ -665,7 +755,48 @@ def plot(rows: list[dict], figs: str) -> None:
       plt.close(fig)
 
 
-def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
+def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
+  """The README's controls: per control, its run beside the two entries' own epsilon-4
+  seed-0 runs (same dataset)."""
+  if not controls:
+    return []
+  f = common.fmt
+  acc = lambda r: f(100 * _float(r['final_test_accuracy']), 2) if r else '-'
+  own = lambda name, dataset: next(
+      (r for r in rows if r['entry'] == name and r['dataset'] == dataset
+       and str(r['seed']) == '0' and r['target_epsilon'] != ''
+       and float(r['target_epsilon']) == TUNING_EPSILON), None)
+  lines = ['## Controls', '',
+           'Each control runs an entry at its tuned settings (seed 0) with the noise '
+           f'multiplier another entry was calibrated to for epsilon {TUNING_EPSILON:g}; '
+           'its `epsilon_guaranteed` is what its own ledger gives for that noise.', '']
+  for question in dict.fromkeys(c['question'] for c in controls):
+    lines += [f'- {question}', '']
+    table = []
+    for c in (c for c in controls if c['question'] == question):
+      mine, theirs = own(c['entry'], c['dataset']), own(c['noise_of'], c['dataset'])
+      table.append(dict(
+          dataset=c['dataset'], run=f'{c["entry"]} at {c["noise_of"]}\'s noise',
+          z=f(_float(c['noise_multiplier']), 3),
+          eps=f(_float(c['epsilon_guaranteed']), 3), acc=acc(c),
+          mine=f'{acc(mine)} (z {f(_float(mine["noise_multiplier"]), 3)})' if mine else '-',
+          theirs=(f'{acc(theirs)} (z {f(_float(theirs["noise_multiplier"]), 3)})'
+                  if theirs else '-'),
+          stop=c['stop_reason']))
+    lines += common.md_table(table, [
+        ('dataset', lambda r: r['dataset']), ('run', lambda r: r['run']),
+        ('noise multiplier', lambda r: r['z']),
+        ('its epsilon_guaranteed', lambda r: r['eps']),
+        ('final test accuracy', lambda r: r['acc']),
+        ('the entry\'s own epsilon-4 run (z)', lambda r: r['mine']),
+        ('the noise source\'s epsilon-4 run (z)', lambda r: r['theirs']),
+        ('stop', lambda r: r['stop'])])
+    lines.append('')
+  return lines
+
+
+def readme(rows, tuned, command, args, failures: dict, progress: dict,
+           controls: Sequence[dict] = ()) -> str:
   """The generated README. `progress`: `{'tuning': (finished, planned), 'main': (finished,
   planned)}` runs (planned main runs: those of the entries tuned so far)."""
   f = common.fmt
@@ -735,6 +866,7 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict) -> str:
   lines += ['## What the numbers say', '', *(what_the_numbers_say(rows) or ['- nothing to '
                                                                            'compare yet']),
             '']
+  lines += controls_section(rows, controls)
   if failures:
     lines += ['## Not run', '', 'No knob value gave the target (the reason, per cell):', '']
     lines += [f'- {name}, {dataset}, epsilon {eps}: {why}'

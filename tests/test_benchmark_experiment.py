@@ -161,6 +161,15 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
     assert len(list(csv.DictReader(f))) == len(benchmark.ENTRIES)  # one trial each (quick)
   readme = (figs / 'README.md').read_text()
   assert '## client-level track, mnist' in readme and '## What the numbers say' in readme
+  # The controls run each entry at the other's calibrated noise multiplier.
+  with open(figs / 'controls.csv') as f:
+    controls = {r['entry']: r for r in csv.DictReader(f)}
+  z = {r['entry']: float(r['noise_multiplier']) for r in rows if r['noise_multiplier']}
+  assert {c.entry for c in benchmark.CONTROLS} == set(controls)
+  for c in benchmark.CONTROLS:
+    assert float(controls[c.entry]['noise_multiplier']) == z[c.noise_of]
+    assert '_noiseof_' in controls[c.entry]['run']
+  assert '## Controls' in readme and benchmark.CONTROLS[0].question in readme
   assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
   assert all(name.endswith('_quick') for name in os.listdir(tmp_path / 'runs')
              if name != 'calibrations.json')  # never the full-size runs' folders
