@@ -761,7 +761,7 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
   if not controls:
     return []
   f = common.fmt
-  acc = lambda r: f(100 * _float(r['final_test_accuracy']), 2) if r else '-'
+  acc = lambda r: f'{100 * _float(r["final_test_accuracy"]):.2f}' if r else '-'
   own = lambda name, dataset: next(
       (r for r in rows if r['entry'] == name and r['dataset'] == dataset
        and str(r['seed']) == '0' and r['target_epsilon'] != ''
@@ -773,8 +773,11 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
   for question in dict.fromkeys(c['question'] for c in controls):
     lines += [f'- {question}', '']
     table = []
+    split = []
     for c in (c for c in controls if c['question'] == question):
       mine, theirs = own(c['entry'], c['dataset']), own(c['noise_of'], c['dataset'])
+      if mine and theirs:
+        split.append(control_split(c, mine, theirs))
       table.append(dict(
           dataset=c['dataset'], run=f'{c["entry"]} at {c["noise_of"]}\'s noise',
           z=f(_float(c['noise_multiplier']), 3),
@@ -791,8 +794,27 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
         ('the entry\'s own epsilon-4 run (z)', lambda r: r['mine']),
         ('the noise source\'s epsilon-4 run (z)', lambda r: r['theirs']),
         ('stop', lambda r: r['stop'])])
-    lines.append('')
+    lines += [''] + [f'- {line}' for line in split] + ([''] if split else [])
   return lines
+
+
+def control_split(control: dict, own_row: dict, source_row: dict) -> str:
+  """The gap between an entry and the control's noise source at matched epsilon, split
+  by the control run: the part the noise multiplier makes (the entry at its own noise vs
+  at the source's) and the rest (the entry vs the source at the same noise). Accuracies
+  in points; each from one run (seed 0)."""
+  f = common.fmt
+  pct = lambda r: 100 * _float(r['final_test_accuracy'])
+  own, src, ctrl = pct(own_row), pct(source_row), pct(control)
+  return (f'{control["dataset"]}: at matched epsilon {TUNING_EPSILON:g} {control["entry"]} '
+          f'{own:.2f}% vs {control["noise_of"]} {src:.2f}% ({own - src:+.2f} points). '
+          f'Of that gap, {own - ctrl:+.2f} come from the noise multiplier '
+          f'({f(_float(own_row["noise_multiplier"]), 3)} vs '
+          f'{f(_float(control["noise_multiplier"]), 3)}: {control["entry"]} at its own noise '
+          f'against at {control["noise_of"]}\'s) and {ctrl - src:+.2f} from the rest of the '
+          f'mechanism at equal noise ({control["entry"]} {ctrl:.2f}% against '
+          f'{control["noise_of"]} {src:.2f}%). One seed each: a split within the seeds\' '
+          'spread is not a verdict yet.')
 
 
 def readme(rows, tuned, command, args, failures: dict, progress: dict,

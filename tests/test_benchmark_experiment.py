@@ -210,3 +210,21 @@ def test_quick_needs_its_own_figures_folder(tmp_path):
   with pytest.raises(SystemExit):  # the same folder spelt another way
     benchmark.main(['--quick', '--runs-dir', str(tmp_path), '--figures-dir',
                     os.path.abspath(os.path.join('figures', 'benchmark', ''))])
+
+
+def test_a_control_splits_the_gap_into_noise_and_the_rest():
+  row = lambda entry, acc, z: dict(entry=entry, dataset='mnist', seed='0',
+                                   target_epsilon='4.0', final_test_accuracy=str(acc),
+                                   noise_multiplier=str(z))
+  own, source = row('ddgauss', 0.25, 4.0), row('dp_fedavg', 0.95, 1.0)
+  control = dict(row('ddgauss', 0.9, 1.0), noise_of='dp_fedavg', question='why?',
+                 epsilon_guaranteed='15.0', stop_reason='')
+  line = benchmark.control_split(control, own, source)
+  # gap -70 = (25 - 90) from the noise + (90 - 95) from the rest
+  assert ('ddgauss 25.00% vs dp_fedavg 95.00% (-70.00 points). Of that gap, -65.00 come '
+          'from the noise multiplier (4 vs 1') in line
+  assert '-5.00 from the rest of the mechanism at equal noise' in line
+  section = '\n'.join(benchmark.controls_section([own, source], [control]))
+  assert '| mnist | ddgauss at dp_fedavg\'s noise | 1 | 15 | 90.00 | 25.00 (z 4) | 95.00 (z 1) |' in section
+  assert line in section and '- why?' in section
+  assert benchmark.controls_section([own, source], []) == []
