@@ -54,6 +54,30 @@ def test_state_carries_sigma_and_type_signature(tiny):
   assert m.process.next.type_signature.result.state.is_equivalent_to(state_type)
 
 
+def test_executed_events_follow_the_sigma_the_clients_drew_with(tiny):
+  data, val = tiny
+  m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, noise_multiplier=1.0,
+                          k=0.5, alpha=2.0, clip_norm=1.0)   # sigma halves every round
+  state = m.process.initialize()
+  cohort = np.array([0, 1])
+  for r in range(2):
+    declared = m.guaranteed_releases(cohort, state)
+    new_state, metrics = m.run_round(state, cohort, r, 0)
+    executed = m.executed_releases(cohort, new_state, metrics)
+    # The round ran at the sigma of the state it started from (1, then 0.5), one
+    # Gaussian release per epoch for each client.
+    assert [(sorted(c.tolist()), e) for c, e, _ in executed] == [
+        ([0, 1], dp_accounting.GaussianDpEvent(0.5 ** r))]
+    assert privacy.releases_differ(declared, executed) is None
+    if r:   # the post-round sigma (0.25) is not what the clients drew with
+      assert privacy.releases_differ(m.guaranteed_releases(cohort, new_state), executed)
+    state = new_state
+  paper = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, dp_sgd='paper_order')
+  _, metrics = paper.run_round(paper.initialize(), cohort, 0, 0)
+  assert [r for _, e, r in paper.executed_releases(cohort, None, metrics) if e is None] == [
+      a_dpfl.PAPER_ORDER_REASON]
+
+
 @pytest.mark.parametrize('alpha,adjust_every,expected', [
     (2.0, 1, [0.5, 0.25, 0.125]),   # any gain <= 2: decay every round
     (-2.0, 1, [1.0, 1.0, 1.0]),     # no gain <= -2: never

@@ -99,3 +99,20 @@ def test_factory_is_weighted_when_its_inner_factory_is():
 def test_bad_norm_is_named():
   with pytest.raises(ValueError, match='clipping_norm must be positive'):
     aggregators.longitudinal_clipping_factory(0.0, tff.aggregators.SumFactory())
+
+
+def test_gather_rows_keeps_the_active_rows_up_to_its_cap():
+  block = lambda rows, active: {'rows': np.asarray(rows, np.float32),
+                                'active': np.asarray(active, bool)}
+  gather = aggregators.gather_rows(cap=4, width=2, block=2)
+  rows, count = gather([block([[1, 2], [3, 4]], [True, False]),
+                        block([[5, 6], [7, 8]], [True, True])])
+  assert int(count) == 3
+  np.testing.assert_array_equal(np.asarray(rows), [[1, 2], [5, 6], [7, 8], [0, 0]])
+  small = aggregators.gather_rows(cap=2, width=2, block=2)
+  rows, count = small([block([[1, 2], [3, 4]], [True, True]),
+                       block([[5, 6], [7, 8]], [True, False])])
+  assert int(count) == 3   # the row past the cap is dropped and still counted
+  np.testing.assert_array_equal(np.asarray(rows), [[1, 2], [3, 4]])
+  with pytest.raises(ValueError, match='at least 1'):
+    aggregators.gather_rows(cap=0, width=2)

@@ -63,6 +63,9 @@ def test_client_work_type_signature(tiny):
   assert str(state_type.member.client_work) == '<noise_multiplier=float32,clip_norm=float32>'
   expected_metrics = '<loss_sum=float32,num_examples=int64,num_steps=int32>'
   assert str(cw.result.metrics.member.client_work.train) == expected_metrics
+  # The clients' (examples, steps, sigma) rows, gathered for up to N clients.
+  assert str(cw.result.metrics.member.client_work.dp_event) == (
+      f'<float32[{data.num_clients},3],int32>')
 
 
 def test_fedavg_zero_noise_exact(tiny):
@@ -184,6 +187,13 @@ def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
   assert int(train_sliced['num_steps']) == int(train_plain['num_steps'])
   # Epoch-aligned batches: E * ceil(n / B) = 2 * (2 + 3 + 3) steps, none spanning epochs.
   assert int(train_plain['num_steps']) == 16
+  # Each client states (examples, steps, float32 sigma) on both paths (padding: no row).
+  from tffdp.algorithms import dp_sgd  # pylint: disable=g-import-not-at-top
+  stated = [dp_sgd.stated_rows(runner.client_work_metrics(out.metrics))
+            for out in (out_plain, out_sliced)]
+  expected = [[16, 4, np.float32(0.7)], [24, 6, np.float32(0.7)], [20, 6, np.float32(0.7)]]
+  for rows in stated:
+    np.testing.assert_array_equal(rows[np.argsort(rows[:, 0])], sorted(expected))
 
 
 def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
@@ -202,6 +212,41 @@ def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
   # The examples are measured too: a client that skipped one is caught.
   short = {'client_work': {'train': dict(metrics['client_work']['train'], num_examples=15)}}
   assert 'processed 15 examples but' in m.check_round(cohort, state, short)
+
+
+@pytest.mark.parametrize('clients_per_slice', [None, 2])
+def test_dpfl_accounts_the_steps_its_clients_state(tmp_path, clients_per_slice):
+  import dp_accounting  # pylint: disable=g-import-not-at-top
+  from tffdp import privacy  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(1)
+  x = rng.integers(0, 256, (30, *SHAPE), dtype=np.uint8)
+  data = FederatedData(x, rng.integers(0, 10, 30),
+                       [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)],
+                       cache_dir=str(tmp_path))
+  build = lambda sigma: baselines.build_dpfl(
+      BUILDER, data, learning_rate=0.1, batch_size=4, noise_multiplier=sigma, clip_norm=1.0,
+      local_epochs=2, clients_per_slice=clients_per_slice)
+  m = build(1.3)
+  cohort = np.array([2, 0, 1])
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  executed = m.executed_releases(cohort, state, metrics)
+  # Every client: one Gaussian release per epoch at the float32 sigma it drew with.
+  expected = dp_accounting.SelfComposedDpEvent(
+      dp_accounting.GaussianDpEvent(float(np.float32(1.3))), 2)
+  assert [(sorted(c.tolist()), e, r) for c, e, r in executed] == [([0, 1, 2], expected, '')]
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  assert 'client' in privacy.releases_differ(build(1.2).guaranteed_releases(cohort, state),
+                                             executed)
+  # Rows that give other steps, or another cohort, leave no guarantee with the reason.
+  work = dict(metrics['client_work'])
+  rows, count = work['dp_event']
+  more = np.array(rows)
+  more[np.argmax(more[:, 0] == 24), 1] += 1   # client 1 (12 examples) ran 7 steps, not 6
+  bad = {'client_work': dict(work, dp_event=(more, count))}
+  out = m.executed_releases(cohort, state, bad)
+  assert [r for _, e, r in out if e is None] == [
+      'client 1 ran 7 noised steps; its event covers 6']
+  assert 'not the cohort' in m.executed_releases(np.array([0, 0, 1]), state, metrics)[0][2]
 
 
 def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):

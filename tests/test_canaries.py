@@ -307,6 +307,7 @@ def test_the_audit_of_dpfl_stays_below_its_guarantee_and_catches_a_planted_bug(t
     releases = lambda cohort, state=None: common.dp_sgd_releases(
         cohort, ctx.data, m.batching, 10.0, False)
     m.claimed_releases = m.guaranteed_releases = releases
+    m.executed_releases = None   # its clients' stated sigma would give it away first
     return m
   registry.register(registry.MethodSpec('understated_dpfl', build, registry.MethodHparams,
                                         'test'))

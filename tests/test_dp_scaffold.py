@@ -82,6 +82,11 @@ def test_ledgers_are_dpfl_dp_sgd_releases(tiny):
   assert event == privacy.subsampled_gaussian_event(float(np.float32(1.1)), 4 / 6, 2 * 2)
   (_, event, _), = m.guaranteed_releases(cohort, None)
   assert event == privacy.subsampled_gaussian_event(float(np.float32(1.1)), 1.0, 2)
+  # What its clients state they ran gives the same releases.
+  state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
+  executed = m.executed_releases(cohort, state, metrics)
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, None), executed) is None
+  assert [(sorted(c.tolist()), e) for c, e, _ in executed] == [([0, 2], event)]
   with pytest.raises(ValueError, match='clip_norm must be positive'):
     dp_scaffold.build_dp_scaffold(BUILDER, data, learning_rate=0.1, batch_size=4,
                                   noise_multiplier=1.0, clip_norm=0.0)

@@ -383,6 +383,57 @@ def l1_clip(values: Sequence[tf.Tensor], clip_norm: tf.Tensor
   return [v * tf.cast(factor, v.dtype) for v in values], norm
 
 
+def gather_rows(cap: int, width: int, block: int = 1) -> tff.Computation:
+  """`<rows=float32 [block, width], active=bool [block]>@CLIENTS -> <rows float32 [cap,
+  width], count int32>@SERVER`: the active rows of every client value, gathered in the
+  first `count` rows (zeros after; rows past `cap` are dropped and `count` still counts
+  them). Merges keep each side's rows, so partial gathers from several workers join as
+  one. A mechanism states per-client quantities with it (e.g. the DP-SGD client work's
+  steps and noise multiplier, a cohort slice giving one row per client it trained).
+
+  Args:
+    cap: The most rows kept (e.g. the number of clients), `>= 1`.
+    width: Row length, `>= 1`.
+    block: Rows per client value (a cohort slice's clients), `>= 1`.
+
+  Raises:
+    ValueError: On a size below 1.
+  """
+  if min(cap, width, block) < 1:
+    raise ValueError(f'cap, width and block must be at least 1. Found {cap}, {width}, '
+                     f'{block}.')
+  value_type = tff.StructType([('rows', tff.TensorType(np.float32, [block, width])),
+                               ('active', tff.TensorType(np.bool_, [block]))])
+  acc_type = tff.StructType([tff.TensorType(np.float32, [cap, width]),
+                             tff.TensorType(np.int32)])
+
+  @tff.tensorflow.computation(acc_type, value_type)
+  def accumulate(acc, value):
+    rows, count = acc
+    new = tf.boolean_mask(value['rows'], value['active'])
+    index = count + tf.range(tf.shape(new)[0], dtype=tf.int32)
+    keep = index < cap
+    rows = tf.tensor_scatter_nd_update(rows, tf.expand_dims(tf.boolean_mask(index, keep), 1),
+                                       tf.boolean_mask(new, keep))
+    return rows, count + tf.shape(new)[0]
+
+  @tff.tensorflow.computation(acc_type, acc_type)
+  def merge(a, b):
+    joined = tf.concat([a[0][:tf.minimum(a[1], cap)], b[0][:tf.minimum(b[1], cap)]], 0)[:cap]
+    rows = tf.pad(joined, [[0, cap - tf.shape(joined)[0]], [0, 0]])
+    return tf.ensure_shape(rows, [cap, width]), a[1] + b[1]
+
+  @tff.tensorflow.computation(acc_type)
+  def report(acc):
+    return acc
+
+  @tff.federated_computation(tff.FederatedType(value_type, tff.CLIENTS))
+  def gather(values):
+    zero = (np.zeros([cap, width], np.float32), np.int32(0))
+    return tff.federated_aggregate(values, zero, accumulate, merge, report)
+  return gather
+
+
 class LaplaceUploadFactory(tff.aggregators.UnweightedAggregationFactory):
   """cosAFed's upload perturbation: per client `d * update (+ L1 clip) + Lap(Delta_f / epsilon')`.
 

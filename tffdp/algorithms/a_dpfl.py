@@ -200,6 +200,13 @@ class ADPFLLedgers:
     return common.dp_sgd_releases(cohort, self.data, self.batching,
                                   noise_multiplier_of(state), amplified=False)
 
+  def executed(self, cohort, state, metrics):
+    """`guaranteed` from the steps and sigma the clients state
+    (`common.dp_sgd_executed`)."""
+    if self.dp_sgd == 'paper_order':
+      return [(cohort, None, PAPER_ORDER_REASON)]
+    return common.dp_sgd_executed(self.data, self.batching)(cohort, state, metrics)
+
 
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],
                  *, clients_per_round: int, learning_rate: float = 0.05,
@@ -249,7 +256,7 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   client_work = dp_sgd_client_work(
       keras_builder, data, learning_rate=learning_rate, dp_sgd=dp_sgd,
       noise_multiplier=noise_multiplier, clip_norm=clip_norm, batching=batching,
-      clients_per_slice=clients_per_slice)
+      clients_per_slice=clients_per_slice, stated_steps=True)
   inner = common.compose_fedavg_style(keras_builder, client_work,
                                       tff.aggregators.MeanFactory(), seed)
   process = with_noise_adjustment(
@@ -264,7 +271,7 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   return common.Method(
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       run_round=run_round, round_computation=round_computation,
-      check_round=common.dp_sgd_step_check(data, batching),
+      check_round=common.dp_sgd_step_check(data, batching), executed_releases=ledgers.executed,
       cohort_sampling=selection, claimed_releases=ledgers.claimed,
       guaranteed_releases=ledgers.guaranteed, adaptive_quantities=adaptive_quantities,
       round_metrics=round_metrics,

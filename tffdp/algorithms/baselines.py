@@ -32,10 +32,12 @@ from tffdp.data.federated import FederatedData, ShuffleBatch
 
 
 def client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
-                noise_multiplier=0.0, clip_norm=1.0, batching=None, clients_per_slice=None):
-  """DP-SGD client work per client, or per cohort slice when `clients_per_slice` is set."""
+                noise_multiplier=0.0, clip_norm=1.0, batching=None, clients_per_slice=None,
+                stated_steps=False):
+  """DP-SGD client work per client, or per cohort slice when `clients_per_slice` is set;
+  with `stated_steps`, each client states its steps and noise (`max_clients`)."""
   kw = dict(learning_rate=learning_rate, dp_sgd=dp_sgd, noise_multiplier=noise_multiplier,
-            clip_norm=clip_norm)
+            clip_norm=clip_norm, max_clients=data.num_clients if stated_steps else None)
   if clients_per_slice:
     return build_sliced_dp_sgd_client_work(
         keras_builder, common.weights_type_of(keras_builder), data, batching,
@@ -153,13 +155,15 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
       keras_builder,
       client_work(keras_builder, data, learning_rate=learning_rate,
                   dp_sgd='clip_then_noise', noise_multiplier=noise_multiplier,
-                  clip_norm=clip_norm, batching=batching, clients_per_slice=clients_per_slice),
+                  clip_norm=clip_norm, batching=batching, clients_per_slice=clients_per_slice,
+                  stated_steps=True),
       tff.aggregators.MeanFactory(), seed)
   run_round, round_computation = common.cohort_round(process, data, batching, clients_per_slice)
   return common.Method(
       name='dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       clients_per_slice=clients_per_slice,
       run_round=run_round, round_computation=round_computation,
+      executed_releases=common.dp_sgd_executed(data, batching),
       cohort_sampling=cohort_sampling,
       check_round=common.dp_sgd_step_check(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,

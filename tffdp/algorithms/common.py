@@ -12,6 +12,7 @@ import tensorflow as tf
 import tensorflow_federated as tff
 
 from tffdp import canaries, queries, seeds
+from tffdp.algorithms import dp_sgd
 from tffdp.data.federated import FederatedData, PoissonLot, ShuffleBatch
 
 KerasBuilder = Callable[[], tf.keras.Model]
@@ -386,6 +387,50 @@ def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: fl
       event = query.event(1.0, batching.local_epochs)
     releases.append((clients, event, ''))
   return releases
+
+
+def dp_sgd_executed(data: FederatedData, batching) -> Callable[..., Releases]:
+  """`Method.executed_releases` of DP-SGD methods whose client work states each client's
+  steps (`dp_sgd.build_dp_sgd_client_work(max_clients=...)`): the guaranteed releases of
+  `dp_sgd_releases(amplified=False)`, built from the rows the clients stated
+  (`dp_sgd.stated_rows`: examples, steps, the float32 noise multiplier they drew with).
+
+  The clients are not named inside the round: with shuffled batches the cohort's clients
+  sorted by size are matched to the rows sorted by `num_examples / E`; with Poisson lots
+  (one step each, the same event for every client) in any order. A client whose steps
+  differ from the `E * ceil(n_i / B)` (one per lot) that its event covers, or a cohort
+  whose sizes the rows do not give, gets no guarantee with the reason, which the runner's
+  check against the declared releases reports.
+  """
+  def executed(cohort, state, metrics) -> Releases:
+    del state
+    rows = dp_sgd.stated_rows(client_work_metrics(metrics), data.num_clients)
+    sizes = data.client_sizes[cohort]
+    poisson = isinstance(batching, PoissonLot)
+    order = np.arange(len(cohort)) if poisson else np.argsort(sizes, kind='stable')
+    if not poisson:
+      rows = rows[np.argsort(rows[:, 0], kind='stable')]
+    if len(rows) != len(cohort) or (
+        not poisson and not np.array_equal(rows[:, 0], batching.local_epochs * sizes[order])):
+      return [(cohort, None, f'the clients stated {len(rows)} rows of examples '
+               f'{rows[:, 0].astype(int).tolist()}, not the cohort\'s '
+               f'{len(cohort)} clients of sizes {np.sort(sizes).tolist()}')]
+    groups = {}
+    for i, (_, steps, sigma) in zip(order, rows):
+      declared = 1 if poisson else batching.local_epochs * int(
+          np.ceil(sizes[i] / batching.batch_size))
+      if int(steps) != declared:
+        key = (None, f'client {cohort[i]} ran {int(steps)} noised steps; its event covers '
+               f'{declared}')
+      elif sigma == 0:
+        key = (None, 'noise multiplier is 0: no noise, no finite guarantee')
+      else:
+        query = queries.GaussianSumQuery(float(sigma), None)
+        key = (query.event(batching.rate) if poisson
+               else query.event(1.0, batching.local_epochs), '')
+      groups.setdefault(key, []).append(cohort[i])
+    return [(np.asarray(members), event, reason) for (event, reason), members in groups.items()]
+  return executed
 
 
 def dp_sgd_declared_steps(cohort: np.ndarray, data: FederatedData, batching) -> int:

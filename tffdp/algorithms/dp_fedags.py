@@ -252,35 +252,20 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
 
 def _pairs_aggregation(cap: int, width: int = 2) -> tff.Computation:
   """`rows@CLIENTS -> <rows float32 [cap, width], count int32>@SERVER`: the clients'
-  float32 `[width]` values gathered in the first `count` rows (zeros after; the rows past
-  `cap` are dropped and `count` still counts them). Merges keep each side's rows, so
-  partial gathers from several workers join as one."""
+  float32 `[width]` values gathered in the first `count` rows (`aggregators.gather_rows`,
+  one row a client)."""
   pair_type = tff.TensorType(np.float32, [width])
-  acc_type = tff.StructType([tff.TensorType(np.float32, [cap, width]),
-                             tff.TensorType(np.int32)])
+  gather = aggregators.gather_rows(cap, width)
 
-  @tff.tensorflow.computation(acc_type, pair_type)
-  def accumulate(acc, pair):
-    rows, count = acc
-    index = tf.minimum(count, cap - 1)
-    kept = tf.tensor_scatter_nd_update(rows, [[index]], [pair])
-    return tf.where(count < cap, kept, rows), count + 1
-
-  @tff.tensorflow.computation(acc_type, acc_type)
-  def merge(a, b):
-    joined = tf.concat([a[0][:tf.minimum(a[1], cap)], b[0][:tf.minimum(b[1], cap)]], 0)[:cap]
-    rows = tf.pad(joined, [[0, cap - tf.shape(joined)[0]], [0, 0]])
-    return tf.ensure_shape(rows, [cap, width]), a[1] + b[1]
-
-  @tff.tensorflow.computation(acc_type)
-  def report(acc):
-    return acc
+  @tff.tensorflow.computation(pair_type)
+  def as_block(pair):
+    return collections.OrderedDict(rows=tf.reshape(pair, [1, width]),
+                                   active=tf.constant([True]))
 
   @tff.federated_computation(tff.FederatedType(pair_type, tff.CLIENTS))
-  def gather(values):
-    zero = (np.zeros([cap, width], np.float32), np.int32(0))
-    return tff.federated_aggregate(values, zero, accumulate, merge, report)
-  return gather
+  def gather_pairs(values):
+    return gather(tff.federated_map(as_block, values))
+  return gather_pairs
 
 
 class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):

@@ -38,7 +38,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import canaries, privacy
+from tffdp import aggregators, canaries, privacy
 from tffdp.algorithms import common, dp_sgd, registry
 from tffdp.data.federated import FederatedData, ShuffleBatch
 
@@ -110,7 +110,10 @@ def _client_computation(keras_builder, learning_rate: float, insertion, server_s
         list(state['model'].trainable), list(state['control']), list(c_i),
         client_data['batches'], client_data['seed'].get_single_element(),
         state['noise_multiplier'], state['clip_norm'], table)
-    return collections.OrderedDict(dy=dy, dc=dc, control=new_c_i, train=metrics)
+    stated = dp_sgd.stated_row(metrics, state['noise_multiplier'])
+    return collections.OrderedDict(
+        dy=dy, dc=dc, control=new_c_i, train=metrics,
+        dp_event=collections.OrderedDict(rows=stated[tf.newaxis], active=tf.constant([True])))
   return client_fn
 
 
@@ -167,6 +170,7 @@ def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch,
                                   control_type, data_type)
   server_update = _server_update_computation(server_state_type, control_type,
                                              server_learning_rate, data.num_clients)
+  gather = aggregators.gather_rows(data.num_clients, len(dp_sgd.STATED_ROW))
 
   @tff.federated_computation
   def init_fn():
@@ -178,7 +182,8 @@ def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch,
     new_state = tff.federated_map(server_update, (
         state, tff.federated_mean(out.dy), tff.federated_sum(out.dc)))
     metrics = tff.federated_zip(collections.OrderedDict(client_work=tff.federated_zip(
-        collections.OrderedDict(train=tff.federated_sum(out.train)))))
+        collections.OrderedDict(train=tff.federated_sum(out.train),
+                                dp_event=gather(out.dp_event)))))
     return new_state, out.control, metrics
 
   round_types = (tff.FederatedType(server_state_type, tff.SERVER),
@@ -266,6 +271,7 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
       cohort_sampling=cohort_sampling, initialize=initialize, run_round=run_round,
       round_computation=process.next, model_weights=lambda state: state['server']['model'],
       check_round=common.dp_sgd_step_check(data, batching),
+      executed_releases=common.dp_sgd_executed(data, batching),
       claimed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,
                                                                executed_sigma, True),
       guaranteed_releases=lambda c, state: common.dp_sgd_releases(c, data, batching,

@@ -7,6 +7,11 @@ Used by DPFL, A-DPFL and DP-SCAFFOLD (whose step adds a control-variate correcti
             -> <state=S@SERVER, result=ClientResult(update, update_weight)@CLIENTS,
                 measurements=<train=<loss_sum, num_examples, num_steps>>@SERVER>)
 
+Built with `max_clients`, the measurements also hold `dp_event=<rows float32
+[max_clients, 3], count int32>`: one row `(num_examples, num_steps, noise_multiplier)` per
+client trained (`STATED_ROW`), from the computation that ran its noised steps
+(`aggregators.gather_rows`); `stated_rows` reads them.
+
 where the state `S = <noise_multiplier=float32, clip_norm=float32>` is broadcast to the
 clients every round (a method may change it between rounds; it travels with the server
 state, so a resumed run continues exactly). `update` is the model delta
@@ -31,16 +36,20 @@ from __future__ import annotations
 import collections
 from typing import Callable, Optional
 
+import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import canaries, queries
+from tffdp import aggregators, canaries, queries
 from tffdp.algorithms import per_example
 from tffdp.data.federated import FederatedData
 
 DP_SGD_MODES = ('none', 'clip_then_noise', 'paper_order')
 
 KerasBuilder = Callable[[], tf.keras.Model]
+
+# What each client states of its local DP-SGD (`dp_event` measurement).
+STATED_ROW = ('num_examples', 'num_steps', 'noise_multiplier')
 
 
 gaussian_noise_like = queries.gaussian_noise_like
@@ -190,22 +199,51 @@ def _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm) -> tff.Co
   return init_fn
 
 
-def _client_work_process(init_fn, weights_type, data_type, client_fn
+def _client_work_process(init_fn, weights_type, data_type, client_fn, gather=None
                          ) -> tff.learning.templates.ClientWorkProcess:
-  """Broadcasts the state, maps `client_fn` over the clients, sums the measurements."""
+  """Broadcasts the state, maps `client_fn` over the clients, sums the measurements.
+
+  With `gather` (`aggregators.gather_rows`), `client_fn` also returns its stated rows,
+  gathered as the `dp_event` measurement."""
 
   @tff.federated_computation(init_fn.type_signature.result,
                              tff.FederatedType(weights_type, tff.CLIENTS),
                              tff.FederatedType(data_type, tff.CLIENTS))
   def next_fn(state, weights, data):
-    result, metrics = tff.federated_map(client_fn, (tff.federated_broadcast(state), weights,
-                                                    data))
+    out = tff.federated_map(client_fn, (tff.federated_broadcast(state), weights, data))
+    measured = collections.OrderedDict(train=tff.federated_sum(out[1]))
+    if gather is not None:
+      measured['dp_event'] = gather(out[2])
     return tff.templates.MeasuredProcessOutput(
-        state=state, result=result,
-        measurements=tff.federated_zip(collections.OrderedDict(
-            train=tff.federated_sum(metrics))))
+        state=state, result=out[0], measurements=tff.federated_zip(measured))
 
   return tff.learning.templates.ClientWorkProcess(init_fn, next_fn)
+
+
+def stated_row(metrics, noise_multiplier) -> tf.Tensor:
+  """float32 `[3]`: one client's `STATED_ROW`."""
+  return tf.stack([tf.cast(metrics['num_examples'], tf.float32),
+                   tf.cast(metrics['num_steps'], tf.float32),
+                   tf.cast(noise_multiplier, tf.float32)])
+
+
+def stated_rows(measurements, max_clients: Optional[int] = None) -> np.ndarray:
+  """float64 `[clients, 3]`: the `STATED_ROW` of each client of a round, from the client
+  work's measurements (built with `max_clients`).
+
+  Raises:
+    ValueError: If the measurements hold no `dp_event`, or more clients than
+      `max_clients` stated rows (the others were dropped).
+  """
+  if 'dp_event' not in measurements:
+    raise ValueError('the DP-SGD client work states its steps only when built with '
+                     'max_clients.')
+  rows, count = measurements['dp_event']
+  rows, count = np.asarray(rows, np.float64), int(count)
+  if count > rows.shape[0] or (max_clients is not None and count > max_clients):
+    raise ValueError(f'{count} clients stated DP-SGD rows, more than the '
+                     f'{rows.shape[0]} kept.')
+  return rows[:count]
 
 
 def slice_input_type(clients_per_slice: int) -> tff.Type:
@@ -227,7 +265,9 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
                              learning_rate: float,
                              dp_sgd: str = 'clip_then_noise',
                              noise_multiplier: float = 1.0,
-                             clip_norm: float = 1.0) -> tff.learning.templates.ClientWorkProcess:
+                             clip_norm: float = 1.0,
+                             max_clients: Optional[int] = None
+                             ) -> tff.learning.templates.ClientWorkProcess:
   """Builds the DP-SGD client work.
 
   Args:
@@ -238,6 +278,8 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
     dp_sgd: One of `DP_SGD_MODES`.
     noise_multiplier: Initial sigma (`>= 0`) in the server state.
     clip_norm: Initial per-example clip norm C (`> 0`) in the server state.
+    max_clients: With it, each client states its `STATED_ROW` (the `dp_event`
+      measurement, up to this many clients a round); None: no `dp_event`.
 
   Returns:
     A `tff.learning.templates.ClientWorkProcess` (signature in the module docstring).
@@ -272,9 +314,16 @@ def build_dp_sgd_client_work(keras_builder: KerasBuilder,
     if insertion is not None:  # the auditor's view of the host's upload
       metrics['canary_projections'], metrics['upload_norm'] = canaries.upload_projections(
           insertion, table, update)
-    return tff.learning.templates.ClientResult(update=update, update_weight=weight), metrics
+    result = tff.learning.templates.ClientResult(update=update, update_weight=weight)
+    if max_clients is None:
+      return result, metrics
+    row = stated_row(metrics, state['noise_multiplier'])
+    return result, metrics, collections.OrderedDict(rows=row[tf.newaxis],
+                                                    active=tf.constant([True]))
 
-  return _client_work_process(init_fn, weights_type, client_data_type, client_fn)
+  gather = None if max_clients is None else aggregators.gather_rows(
+      max_clients, len(STATED_ROW))
+  return _client_work_process(init_fn, weights_type, client_data_type, client_fn, gather)
 
 
 def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
@@ -286,7 +335,8 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
                                     learning_rate: float,
                                     dp_sgd: str = 'clip_then_noise',
                                     noise_multiplier: float = 1.0,
-                                    clip_norm: float = 1.0
+                                    clip_norm: float = 1.0,
+                                    max_clients: Optional[int] = None
                                     ) -> tff.learning.templates.ClientWorkProcess:
   """The same client work, with each CLIENTS member a **cohort slice** of clients.
 
@@ -303,8 +353,9 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
   `{<client_ids=string[s], seeds=int64[s,2], active=bool[s]>*}@CLIENTS` (`slice_input_type`).
 
   Args:
-    keras_builder, weights_type, learning_rate, dp_sgd, noise_multiplier, clip_norm: As
-      for `build_dp_sgd_client_work`.
+    keras_builder, weights_type, learning_rate, dp_sgd, noise_multiplier, clip_norm,
+      max_clients: As for `build_dp_sgd_client_work` (a slice states one row per active
+      client).
     data: The `FederatedData` whose clients the ids name.
     batching: `ShuffleBatch` or `PoissonLot`.
     clients_per_slice: `s >= 1`.
@@ -330,6 +381,7 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
       total, weight_sum = list(zeros), tf.constant(0.0)
       loss_sum, num_examples, num_steps = (tf.constant(0.0), tf.constant(0, tf.int64),
                                            tf.constant(0, tf.int32))
+      rows = []
       for k in range(clients_per_slice):
         seed = inputs['seeds'][k]
 
@@ -348,12 +400,19 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
         loss_sum += loss
         num_examples += n
         num_steps += steps
+        rows.append(stated_row(dict(num_examples=n, num_steps=steps), noise_multiplier))
       mean = [tf.math.divide_no_nan(t, weight_sum) for t in total]
       return mean, weight_sum, collections.OrderedDict(
-          loss_sum=loss_sum, num_examples=num_examples, num_steps=num_steps)
+          loss_sum=loss_sum, num_examples=num_examples, num_steps=num_steps), tf.stack(rows)
 
-    mean, weight_sum, metrics = run_slice(list(weights.trainable), inputs.get_single_element(),
-                                          state['noise_multiplier'], state['clip_norm'])
-    return tff.learning.templates.ClientResult(update=mean, update_weight=weight_sum), metrics
+    inputs = inputs.get_single_element()
+    mean, weight_sum, metrics, rows = run_slice(list(weights.trainable), inputs,
+                                                state['noise_multiplier'], state['clip_norm'])
+    result = tff.learning.templates.ClientResult(update=mean, update_weight=weight_sum)
+    if max_clients is None:
+      return result, metrics
+    return result, metrics, collections.OrderedDict(rows=rows, active=inputs['active'])
 
-  return _client_work_process(init_fn, weights_type, inputs_type, slice_fn)
+  gather = None if max_clients is None else aggregators.gather_rows(
+      max_clients, len(STATED_ROW), clients_per_slice)
+  return _client_work_process(init_fn, weights_type, inputs_type, slice_fn, gather)
