@@ -428,7 +428,7 @@ def bench_adap_dp_fl(repeats, cache):
     xl, yl, splits, sizes = data.poisson_lots(ids, seeds, 78.0)
     d = collections.OrderedDict(x=xl, y=yl, row_splits=splits, seeds=seeds,
                                 active=tf.ones([clients], tf.bool), dataset_size=sizes)
-    upd, wsum, new_state, _, _ = update(trainable, tf.constant(6.0), client_state, d)
+    upd, wsum, new_state, _, _, _ = update(trainable, tf.constant(6.0), client_state, d)
     new_w = [w - u / wsum for w, u in zip(trainable, upd)]
     for v, w in zip(model.trainable_variables, new_w):
       v.assign(w)

@@ -263,6 +263,29 @@ def test_slicing_does_not_change_results(tiny):
                                client_field(other, 'clip_norm'), rtol=1e-5)
 
 
+@pytest.mark.parametrize('kw', [dict(clipping='adaptive', clients_per_slice=2),
+                                dict(clipping='constant'),
+                                dict(clipping='adaptive', clip_statistic='unclipped')])
+def test_executed_events_are_what_each_client_states(tiny, kw):
+  from tffdp import privacy  # pylint: disable=g-import-not-at-top
+  data, val = tiny
+  m = build(data, val, noise_multiplier=1.3, **kw)
+  state = m.initialize()
+  cohort = np.arange(4)
+  new_state, metrics = m.run_round(state, cohort, 0, 0)
+  executed = m.executed_releases(cohort, new_state, metrics)
+  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  by_client = {int(c): e for members, e, _ in executed for c in members}
+  for c, n in enumerate((30, 30, 40, 60)):
+    expected = adap_dp_fl.executed_round_event(
+        float(np.float32(1.3)), LOT / n, kw['clipping'], kw.get('clip_statistic', 'clipped'))
+    assert by_client[c] == expected
+  if kw.get('clip_statistic') != 'unclipped':   # another sigma is caught
+    other = build(data, val, noise_multiplier=1.2, **kw)
+    assert privacy.releases_differ(other.guaranteed_releases(cohort, other.initialize()),
+                                   executed)
+
+
 def test_client_optimizer_state_persists_or_resets(tiny):
   data, val = tiny
   keep, _ = run_rounds(build(data, val, noise_multiplier=0.5), 3)

@@ -441,7 +441,7 @@ def test_adap_dp_fl_s_gradient_query_takes_a_canary_clipped_to_the_client_s_thre
       row_splits=np.array([0, 0, 4]), seeds=np.array([[1, 2], [3, 4]]),
       active=np.array([True, False]), dataset_size=np.array([10.0, 10.0], np.float32),
       canaries=np.array([[1, canaries.NOT_A_CANARY], [canaries.NOT_HOST] * 2], np.int32))
-  update_sum, weight, _, _, _, projections, norm = update(w, 0.0, state, data)
+  update_sum, weight, _, _, _, _, projections, norm = update(w, 0.0, state, data)
   g = clip[0] * u[1] / lot
   m_hat, v_hat = g, g * g  # Adam's bias-corrected first step
   step = lr * m_hat / (np.sqrt(v_hat) + 1.0)

@@ -68,7 +68,7 @@ import numpy as np
 import tensorflow as tf
 import tensorflow_federated as tff
 
-from tffdp import canaries, privacy, queries
+from tffdp import aggregators, canaries, privacy, queries
 from tffdp import seeds as seeds_lib
 from tffdp.algorithms import common, per_example, registry
 from tffdp.data.federated import FederatedData, PoissonLot
@@ -78,6 +78,11 @@ NOISE_SCHEDULES = ('decay', 'constant')
 CLIENT_OPTIMIZER_STATES = ('keep', 'reset')
 CLIP_NORM_QUERY_MODES = ('accounted', 'free')
 CLIP_STATISTICS = ('clipped', 'unclipped', 'bounded')
+# What each client's round states it executed (the `dp_event` metric): its dataset size,
+# the float32 noise multiplier of its queries, and which queries read its lot (1: the
+# gradient query; 2: it and the clipping-norm query; -1: the latter on unclipped norms).
+STATED_ROW = ('dataset_size', 'noise_multiplier', 'queries')
+
 UNCLIPPED_REASON = ('clip_statistic=unclipped: the next threshold is a noisy sum of '
                     'unclipped per-example gradient norms, a query of unbounded sensitivity')
 
@@ -324,8 +329,14 @@ def _build_slice_update(keras_builder, slice_size: int, lot_size: float,
         adam_m=[keep(a, b) for a, b in zip(m, state['adam_m'])],
         adam_v=[keep(a, b) for a, b in zip(v, state['adam_v'])],
         adam_step=keep(step, state['adam_step']))
+    # What each client's round executed (`STATED_ROW`): read by `executed_round_event`.
+    queries_run = (-1.0 if clipping == 'adaptive' and clip_statistic == 'unclipped'
+                   else 2.0 if clipping == 'adaptive' else 1.0)
+    stated = tf.stack([tf.cast(data['dataset_size'], tf.float32),
+                       tf.fill([slice_size], tf.cast(noise_multiplier, tf.float32)),
+                       tf.fill([slice_size], queries_run)], 1)
     out = (update_sum, tf.reduce_sum(weight), new_state, tf.reduce_sum(losses),
-           tf.shape(losses, out_type=tf.int64)[0])
+           tf.shape(losses, out_type=tf.int64)[0], stated)
     if insertion is not None:  # the host's upload on each canary direction
       scores = [canaries.upload_projections(insertion, data['canaries'][k][tf.newaxis],
                                             [d[k] for d in delta])
@@ -533,8 +544,9 @@ class _AdapDpFlBuilder:
       slice_update = _build_slice_update(
           keras_builder, slice_size, lot, learning_rate, alpha, clipping,
           client_optimizer_state, adam, clip_statistic, max_norm, insertion)
-      update_sum, weight_sum, new_state, loss_sum, num_examples, *scores = slice_update(
-          list(broadcast['trainable']), broadcast['noise_multiplier'], state, client_data)
+      update_sum, weight_sum, new_state, loss_sum, num_examples, stated, *scores = (
+          slice_update(list(broadcast['trainable']), broadcast['noise_multiplier'], state,
+                       client_data))
       train = collections.OrderedDict(loss_sum=loss_sum, num_examples=num_examples,
                                       num_uploading=tf.reduce_sum(tf.cast(
                                           client_data['active'], tf.int32)))
@@ -542,12 +554,15 @@ class _AdapDpFlBuilder:
         train['canary_projections'], train['upload_norm'] = scores
       uploads = collections.OrderedDict(update_sum=update_sum, weight_sum=weight_sum,
                                         train=train)
-      return uploads, new_state
+      return uploads, new_state, collections.OrderedDict(rows=stated,
+                                                         active=client_data['active'])
 
     uploads_type = client_work.type_signature.result[0]
+    gather = aggregators.gather_rows(self.num_clients, len(STATED_ROW), slice_size)
+    stated_type = gather.type_signature.result.member
 
-    @tff.tensorflow.computation(server_state_type, uploads_type)
-    def server_update(state, uploads):
+    @tff.tensorflow.computation(server_state_type, uploads_type, stated_type)
+    def server_update(state, uploads, stated):
       validation_loss = common.server_split_metric(
           keras_builder, data, 'validation',
           lambda model, xs, ys: tf.reduce_mean(tf.keras.losses.sparse_categorical_crossentropy(
@@ -572,7 +587,7 @@ class _AdapDpFlBuilder:
           noise_multiplier=sigma, validation_losses=losses, round_num=round_num)
       metrics = collections.OrderedDict(
           train=uploads['train'], server_validation_loss=loss, noise_decayed=decayed,
-          noise_multiplier=sigma)
+          noise_multiplier=sigma, dp_event=stated)
       return new_state, metrics
 
     @tff.federated_computation(tff.FederatedType(server_state_type, tff.SERVER),
@@ -580,10 +595,11 @@ class _AdapDpFlBuilder:
                                tff.FederatedType(client_data_type, tff.CLIENTS))
     def next_fn(server_state, client_states, client_data):
       broadcast = tff.federated_broadcast(tff.federated_map(to_broadcast, server_state))
-      uploads, new_client_states = tff.federated_map(
+      uploads, new_client_states, stated = tff.federated_map(
           client_work, (broadcast, client_states, client_data))
       total = tff.federated_sum(uploads)
-      new_state, metrics = tff.federated_map(server_update, (server_state, total))
+      new_state, metrics = tff.federated_map(server_update,
+                                             (server_state, total, gather(stated)))
       return collections.OrderedDict(state=new_state, client_states=new_client_states,
                                      metrics=metrics)
 
@@ -672,6 +688,30 @@ class _AdapDpFlBuilder:
       return releases(cohort, sigma,
                       lambda q: executed_round_event(sigma, q, clipping, clip_statistic))
 
+    def executed(cohort, state, metrics):
+      """`guaranteed` from what each client's round states it ran (`STATED_ROW`: its
+      dataset size, the float32 sigma of its queries, which queries read its lot); the
+      clients are matched to the rows by size."""
+      del state
+      rows, count = metrics['dp_event']
+      rows = np.asarray(rows, np.float64)[:int(count)]
+      rows = rows[np.argsort(rows[:, 0], kind='stable')]
+      order = np.argsort(sizes[cohort], kind='stable')
+      if len(rows) != len(cohort) or not np.array_equal(rows[:, 0], sizes[cohort][order]):
+        return [(cohort, None, f'the clients stated rows for sizes '
+                 f'{rows[:, 0].astype(int).tolist()}, not the cohort\'s')]
+      groups = {}
+      for i, (_, sigma, queries_run) in zip(order, rows):
+        if sigma == 0:
+          key = (None, 'noise multiplier is 0: no noise, no finite guarantee')
+        elif queries_run < 0:
+          key = (None, UNCLIPPED_REASON)
+        else:
+          key = (executed_round_event(float(sigma), float(rates[cohort[i]]),
+                                      'adaptive' if queries_run == 2 else 'constant'), '')
+        groups.setdefault(key, []).append(cohort[i])
+      return [(np.asarray(m), e, r) for (e, r), m in groups.items()]
+
     def quantities(state) -> dict:
       clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])
       return {'noise_multiplier': sigma_of(state), 'clip_norm': float(np.mean(clip)),
@@ -696,6 +736,7 @@ class _AdapDpFlBuilder:
         lot_rates=rates,
         dp_unit=privacy.SAMPLE_LEVEL, cohort_sampling='all',
         claimed_releases=claimed, guaranteed_releases=guaranteed,
+        executed_releases=executed,
         adaptive_quantities=quantities, round_metrics=round_metrics,
         initialize=initialize, run_round=run_round, round_computation=round_fn,
       clients_per_slice=slice_size,
