@@ -434,6 +434,19 @@ def gather_rows(cap: int, width: int, block: int = 1) -> tff.Computation:
   return gather
 
 
+def gathered_rows(gathered) -> np.ndarray:
+  """float64 `[count, width]`: the rows `gather_rows` kept of a round (its `<rows, count>`).
+
+  Raises:
+    ValueError: If more rows were sent than kept (`count` above the cap).
+  """
+  rows, count = gathered
+  rows, count = np.asarray(rows, np.float64), int(count)
+  if count > rows.shape[0]:
+    raise ValueError(f'{count} clients stated rows, more than the {rows.shape[0]} kept.')
+  return rows[:count]
+
+
 class LaplaceUploadFactory(tff.aggregators.UnweightedAggregationFactory):
   """cosAFed's upload perturbation: per client `d * update (+ L1 clip) + Lap(Delta_f / epsilon')`.
 

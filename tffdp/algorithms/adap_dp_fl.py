@@ -693,24 +693,17 @@ class _AdapDpFlBuilder:
       dataset size, the float32 sigma of its queries, which queries read its lot); the
       clients are matched to the rows by size."""
       del state
-      rows, count = metrics['dp_event']
-      rows = np.asarray(rows, np.float64)[:int(count)]
-      rows = rows[np.argsort(rows[:, 0], kind='stable')]
-      order = np.argsort(sizes[cohort], kind='stable')
-      if len(rows) != len(cohort) or not np.array_equal(rows[:, 0], sizes[cohort][order]):
-        return [(cohort, None, f'the clients stated rows for sizes '
-                 f'{rows[:, 0].astype(int).tolist()}, not the cohort\'s')]
-      groups = {}
-      for i, (_, sigma, queries_run) in zip(order, rows):
+      rows = aggregators.gathered_rows(metrics['dp_event'])
+
+      def release_of(j, client):
+        _, sigma, queries_run = rows[j]
         if sigma == 0:
-          key = (None, 'noise multiplier is 0: no noise, no finite guarantee')
-        elif queries_run < 0:
-          key = (None, UNCLIPPED_REASON)
-        else:
-          key = (executed_round_event(float(sigma), float(rates[cohort[i]]),
-                                      'adaptive' if queries_run == 2 else 'constant'), '')
-        groups.setdefault(key, []).append(cohort[i])
-      return [(np.asarray(m), e, r) for (e, r), m in groups.items()]
+          return None, 'noise multiplier is 0: no noise, no finite guarantee'
+        if queries_run < 0:
+          return None, UNCLIPPED_REASON
+        return executed_round_event(float(sigma), float(rates[client]),
+                                    'adaptive' if queries_run == 2 else 'constant'), ''
+      return common.releases_from_rows(cohort, sizes[cohort], rows[:, 0], release_of)
 
     def quantities(state) -> dict:
       clip = np.concatenate([np.asarray(c['clip_norm']) for c in state['clients']])

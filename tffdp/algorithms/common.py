@@ -389,47 +389,64 @@ def dp_sgd_releases(cohort: np.ndarray, data: FederatedData, batching, sigma: fl
   return releases
 
 
+def releases_from_rows(cohort: np.ndarray, cohort_keys, row_keys,
+                       release_of: Callable[[int, int], tuple]) -> Releases:
+  """Per-client releases from the rows a mechanism stated in a round
+  (`aggregators.gather_rows`), which do not name their clients.
+
+  The rows sorted by `row_keys` are matched to the cohort's clients sorted by
+  `cohort_keys` (e.g. client sizes: clients with equal keys have equal releases);
+  `release_of(row index, client id)` gives each client's `(DpEvent or None, reason)`,
+  and clients with equal releases form one. Where the keys differ as multisets, the whole
+  cohort gets no guarantee with the reason (which the runner's check reports).
+  """
+  cohort_keys = np.asarray(cohort_keys, np.float64)
+  row_keys = np.asarray(row_keys, np.float64)
+  order = np.argsort(cohort_keys, kind='stable')
+  rows = np.argsort(row_keys, kind='stable')
+  if len(row_keys) != len(cohort) or not np.array_equal(row_keys[rows], cohort_keys[order]):
+    return [(cohort, None, f'the round stated rows for {np.sort(row_keys).tolist()}, not '
+             f'the cohort\'s {np.sort(cohort_keys).tolist()}')]
+  groups = {}
+  for i, j in zip(order, rows):
+    groups.setdefault(release_of(int(j), cohort[i]), []).append(cohort[i])
+  return [(np.asarray(members), event, reason) for (event, reason), members in groups.items()]
+
+
 def dp_sgd_executed(data: FederatedData, batching) -> Callable[..., Releases]:
   """`Method.executed_releases` of DP-SGD methods whose client work states each client's
   steps (`dp_sgd.build_dp_sgd_client_work(max_clients=...)`): the guaranteed releases of
   `dp_sgd_releases(amplified=False)`, built from the rows the clients stated
   (`dp_sgd.stated_rows`: examples, steps, the float32 noise multiplier they drew with).
 
-  The clients are not named inside the round: with shuffled batches the cohort's clients
-  sorted by size are matched to the rows sorted by `num_examples / E`; with Poisson lots
-  (one step each, the same event for every client) in any order. A client whose steps
-  differ from the `E * ceil(n_i / B)` (one per lot) that its event covers, or a cohort
-  whose sizes the rows do not give, gets no guarantee with the reason, which the runner's
-  check against the declared releases reports.
+  The clients are not named inside the round (`releases_from_rows`): with shuffled
+  batches the rows' `num_examples` are matched to `E n_i`; with Poisson lots (one step
+  each, the same event for every client) in any order. A client whose steps differ from
+  the `E * ceil(n_i / B)` (one per lot) that its event covers gets no guarantee with the
+  reason, which the runner's check against the declared releases reports.
   """
+  poisson = isinstance(batching, PoissonLot)
+
   def executed(cohort, state, metrics) -> Releases:
     del state
     rows = dp_sgd.stated_rows(client_work_metrics(metrics), data.num_clients)
-    sizes = data.client_sizes[cohort]
-    poisson = isinstance(batching, PoissonLot)
-    order = np.arange(len(cohort)) if poisson else np.argsort(sizes, kind='stable')
-    if not poisson:
-      rows = rows[np.argsort(rows[:, 0], kind='stable')]
-    if len(rows) != len(cohort) or (
-        not poisson and not np.array_equal(rows[:, 0], batching.local_epochs * sizes[order])):
-      return [(cohort, None, f'the clients stated {len(rows)} rows of examples '
-               f'{rows[:, 0].astype(int).tolist()}, not the cohort\'s '
-               f'{len(cohort)} clients of sizes {np.sort(sizes).tolist()}')]
-    groups = {}
-    for i, (_, steps, sigma) in zip(order, rows):
+
+    def release_of(j, client):
+      _, steps, sigma = rows[j]
       declared = 1 if poisson else batching.local_epochs * int(
-          np.ceil(sizes[i] / batching.batch_size))
+          np.ceil(data.client_sizes[client] / batching.batch_size))
       if int(steps) != declared:
-        key = (None, f'client {cohort[i]} ran {int(steps)} noised steps; its event covers '
-               f'{declared}')
-      elif sigma == 0:
-        key = (None, 'noise multiplier is 0: no noise, no finite guarantee')
-      else:
-        query = queries.GaussianSumQuery(float(sigma), None)
-        key = (query.event(batching.rate) if poisson
-               else query.event(1.0, batching.local_epochs), '')
-      groups.setdefault(key, []).append(cohort[i])
-    return [(np.asarray(members), event, reason) for (event, reason), members in groups.items()]
+        return None, f'client {client} ran {int(steps)} noised steps; its event covers {declared}'
+      if sigma == 0:
+        return None, 'noise multiplier is 0: no noise, no finite guarantee'
+      query = queries.GaussianSumQuery(float(sigma), None)
+      return (query.event(batching.rate) if poisson
+              else query.event(1.0, batching.local_epochs)), ''
+
+    if poisson:   # every client's event is the same: any order
+      return releases_from_rows(cohort, np.zeros(len(cohort)), np.zeros(len(rows)), release_of)
+    return releases_from_rows(cohort, batching.local_epochs * data.client_sizes[cohort],
+                              rows[:, 0], release_of)
   return executed
 
 

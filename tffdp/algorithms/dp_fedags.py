@@ -250,16 +250,16 @@ class LossWeightedMeanFactory(tff.aggregators.UnweightedAggregationFactory):
     return tff.templates.AggregationProcess(init_fn, next_fn)
 
 
-def _pairs_aggregation(cap: int, width: int = 2) -> tff.Computation:
-  """`rows@CLIENTS -> <rows float32 [cap, width], count int32>@SERVER`: the clients'
-  float32 `[width]` values gathered in the first `count` rows (`aggregators.gather_rows`,
-  one row a client)."""
-  pair_type = tff.TensorType(np.float32, [width])
-  gather = aggregators.gather_rows(cap, width)
+def _pairs_aggregation(cap: int) -> tff.Computation:
+  """`pairs@CLIENTS -> <rows float32 [cap, 2], count int32>@SERVER`: the clients' float32
+  `[2]` values gathered in the first `count` rows (`aggregators.gather_rows`, one row a
+  client)."""
+  pair_type = tff.TensorType(np.float32, [2])
+  gather = aggregators.gather_rows(cap, 2)
 
   @tff.tensorflow.computation(pair_type)
   def as_block(pair):
-    return collections.OrderedDict(rows=tf.reshape(pair, [1, width]),
+    return collections.OrderedDict(rows=tf.reshape(pair, [1, 2]),
                                    active=tf.constant([True]))
 
   @tff.federated_computation(tff.FederatedType(pair_type, tff.CLIENTS))
@@ -386,14 +386,13 @@ class SignificantGradientFactory(tff.aggregators.UnweightedAggregationFactory):
     """
     if self._max_clients is None:
       raise ValueError('SignificantGradientFactory states DP events only with max_clients.')
-    rows, count = measurements['dp_event']
-    rows, count = np.asarray(rows, np.float64), int(count)
-    if count > self._max_clients:
-      raise ValueError(f'the round had {count} clients, more than the max_clients='
-                       f'{self._max_clients} whose events the factory states.')
+    if int(measurements['dp_event'][1]) > self._max_clients:
+      raise ValueError(f'the round had {int(measurements["dp_event"][1])} clients, more '
+                       f'than the max_clients={self._max_clients} whose events the factory '
+                       'states.')
     structural = self.no_guarantee()
     out = []
-    for n_k, z in rows[:count]:
+    for n_k, z in aggregators.gathered_rows(measurements['dp_event']):
       if structural is not None:
         out.append((n_k, None, structural))
       elif not np.isfinite(z):
@@ -711,14 +710,6 @@ class DPFedAGSLedgers:
       return self.delta_s_scale * 2.0 * self.learning_rate * self.clip_norm / self.sizes[clients]
     return np.full(len(clients), self.clip_norm)
 
-  def noise_std(self, clients) -> np.ndarray:
-    """The per-coordinate noise std each client adds (Gaussian: eq. 2's `sigma C`;
-    Laplace: `sqrt(2) Delta_S / epsilon_3`), float64 `[len(clients)]`."""
-    ds = self.sensitivity(clients)
-    if self.perturbation == 'gaussian':
-      return eq2_noise_multiplier(ds, self.epsilon) * self.clip_norm
-    return math.sqrt(2.0) * ds / self.epsilon_3
-
   def claimed(self, cohort, state) -> common.Releases:
     """Theorem 2: the run is epsilon-DP (per round; the paper does not compose): every
     client is charged one epsilon-DP release before the first round, nothing after."""
@@ -771,20 +762,16 @@ class DPFedAGSLedgers:
     factory's own reasons, as in `no_guarantee`)."""
     del state
     stated = self.noise.executed_events(metrics['aggregator']['significant_gradient'])
-    data_clients = canaries.data_clients(cohort, len(self.sizes))
-    order = np.argsort(self.sizes[data_clients], kind='stable')
-    stated.sort(key=lambda row: row[0])
-    sizes = [n for n, _, _ in stated]
-    if len(stated) != len(cohort) or not np.array_equal(sizes, self.sizes[data_clients][order]):
-      return [(cohort, None, f'the factory stated events for clients of sizes {sizes}, not '
-               f'for the cohort\'s {np.sort(self.sizes[data_clients]).tolist()}')]
-    groups = {}   # clients with equal events form one release
-    for i, (_, event, reason) in zip(order, stated):
+
+    def release_of(j, client):
+      del client
+      _, event, reason = stated[j]
       if self.weighting == 'loss' and (event is not None or reason == NO_NOISE_REASON):
-        event, reason = None, LOSS_REASON   # the order of `no_guarantee`
-      groups.setdefault((event, reason), []).append(cohort[i])
-    return [(np.asarray(members), event, reason)
-            for (event, reason), members in groups.items()]
+        return None, LOSS_REASON   # the order of `no_guarantee`
+      return event, reason
+    data_clients = canaries.data_clients(cohort, len(self.sizes))
+    return common.releases_from_rows(cohort, self.sizes[data_clients],
+                                     [n for n, _, _ in stated], release_of)
 
   def check_round(self, cohort, state, metrics) -> Optional[str]:
     """The round counted and the clients' examples (the noise is checked by the runner:

@@ -238,12 +238,10 @@ def stated_rows(measurements, max_clients: Optional[int] = None) -> np.ndarray:
   if 'dp_event' not in measurements:
     raise ValueError('the DP-SGD client work states its steps only when built with '
                      'max_clients.')
-  rows, count = measurements['dp_event']
-  rows, count = np.asarray(rows, np.float64), int(count)
-  if count > rows.shape[0] or (max_clients is not None and count > max_clients):
-    raise ValueError(f'{count} clients stated DP-SGD rows, more than the '
-                     f'{rows.shape[0]} kept.')
-  return rows[:count]
+  rows = aggregators.gathered_rows(measurements['dp_event'])
+  if max_clients is not None and len(rows) > max_clients:
+    raise ValueError(f'{len(rows)} clients stated DP-SGD rows, more than {max_clients}.')
+  return rows
 
 
 def slice_input_type(clients_per_slice: int) -> tff.Type:
