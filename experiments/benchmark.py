@@ -395,12 +395,10 @@ def control_specs(args, tuned, rows) -> list:
     for dataset in args.datasets:
       if (control.entry, dataset) not in tuned:
         continue
-      source = [r for r in rows if r['entry'] == control.noise_of and r['dataset'] == dataset
-                and str(r['seed']) == '0' and r['target_epsilon'] != ''
-                and float(r['target_epsilon']) == TUNING_EPSILON]
+      source = own_run(rows, control.noise_of, dataset)
       if source:
         specs.append((control, dataset, tuned[(control.entry, dataset)][0],
-                      float(source[0]['noise_multiplier'])))
+                      float(source['noise_multiplier'])))
   return specs
 
 
@@ -423,13 +421,7 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
   if command is not None:
     done = _run(items, command, args.figures_dir)
   else:
-    done = []
-    for spec, _, out in items:
-      metrics = common.read_rows(os.path.join(out, 'metrics.csv'))
-      if metrics is not None and os.path.exists(os.path.join(out, 'summary.json')):
-        common.copy_results(out, os.path.join(args.figures_dir, 'runs',
-                                              os.path.basename(out)))
-        done.append((spec, out, metrics))
+    done = _finished_runs([(spec, out) for spec, _, out in items], args)
   out_rows = []
   for (control, entry, dataset, trial), out, metrics in done:
     row = result_row(entry, dataset, None, 0, trial, metrics, out)
@@ -469,14 +461,28 @@ def _finished(specs, args) -> list:
   """`[(spec, out, metrics rows)]` of the runs of `specs` that have finished (their
   `summary.json` written), without running or calibrating anything (`--stage report`);
   each is copied to `<figures dir>/runs/`, as `_run` does."""
+  return _finished_runs([(spec, os.path.join(args.runs_dir, run_name(*spec, args.quick)))
+                         for spec in specs], args)
+
+
+def _finished_runs(items, args) -> list:
+  """`[(spec, out, metrics rows)]` of `items = [(spec, run folder)]` whose run has
+  finished, each copied to `<figures dir>/runs/`."""
   out = []
-  for spec in specs:
-    run = os.path.join(args.runs_dir, run_name(*spec, args.quick))
+  for spec, run in items:
     rows = common.read_rows(os.path.join(run, 'metrics.csv'))
     if rows is not None and os.path.exists(os.path.join(run, 'summary.json')):
       common.copy_results(run, os.path.join(args.figures_dir, 'runs', os.path.basename(run)))
       out.append((spec, run, rows))
   return out
+
+
+def own_run(rows: list[dict], entry: str, dataset: str) -> Optional[dict]:
+  """The row of `entry`'s epsilon-4 seed-0 run on `dataset` (its tuned main run), or
+  None."""
+  return next((r for r in rows if r['entry'] == entry and r['dataset'] == dataset
+               and str(r['seed']) == '0' and r['target_epsilon'] != ''
+               and float(r['target_epsilon']) == TUNING_EPSILON), None)
 
 
 def pilot(args, command, cal: Calibrations) -> int:
@@ -762,10 +768,6 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
     return []
   f = common.fmt
   acc = lambda r: f'{100 * _float(r["final_test_accuracy"]):.2f}' if r else '-'
-  own = lambda name, dataset: next(
-      (r for r in rows if r['entry'] == name and r['dataset'] == dataset
-       and str(r['seed']) == '0' and r['target_epsilon'] != ''
-       and float(r['target_epsilon']) == TUNING_EPSILON), None)
   lines = ['## Controls', '',
            'Each control runs an entry at its tuned settings (seed 0) with the noise '
            f'multiplier another entry was calibrated to for epsilon {TUNING_EPSILON:g}; '
@@ -775,7 +777,8 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
     table = []
     split = []
     for c in (c for c in controls if c['question'] == question):
-      mine, theirs = own(c['entry'], c['dataset']), own(c['noise_of'], c['dataset'])
+      mine = own_run(rows, c['entry'], c['dataset'])
+      theirs = own_run(rows, c['noise_of'], c['dataset'])
       if mine and theirs:
         split.append(control_split(c, mine, theirs))
       table.append(dict(
