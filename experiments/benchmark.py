@@ -46,6 +46,7 @@ import argparse
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import platform
 import sys
@@ -168,18 +169,37 @@ PILOT = ('dp_fedavg', 'dpfl')
 @dataclasses.dataclass(frozen=True)
 class Control:
   """A run that isolates one cause of a gap between two entries of a track: `entry` at
-  its tuned trial, epsilon-4 seed-0 settings, but with the noise multiplier `noise_of` was
-  calibrated to for epsilon 4 (its `epsilon_guaranteed` is then whatever `entry`'s own
-  ledger gives for that noise).
+  its tuned trial, epsilon-4 seed-0 settings, but with the noise of `noise_of`'s
+  epsilon-4 seed-0 run (its `epsilon_guaranteed` is then whatever `entry`'s own ledger
+  gives for that noise).
 
   Attributes:
-    entry: The entry run (its knob must be `noise_multiplier`).
-    noise_of: The entry whose calibrated noise multiplier it runs at.
+    entry: The entry run (its knob must be `noise_multiplier`: a central Gaussian on the
+      cohort's sum of updates clipped to `C`).
+    noise_of: The entry whose noise it runs at.
     question: What the run answers (the README prints it).
+    noise: How `noise_of`'s noise is carried over (`NOISES`): `multiplier`, its
+      calibrated noise multiplier; `per_client_on_mean`, a method that adds
+      `N(0, (z_k C)^2)` to each client's update (`z_k`: its `noise_std` metric, the
+      cohort's mean `z_k C`, over its clip, averaged over rounds) carried over as the
+      central multiplier that puts the same noise on a mean of `K` equally weighted
+      updates relative to `C`: `z_k sqrt(K)` (`K`: its mean `cohort_size`). An
+      approximation where the clients' `z_k` and weights differ (DP-FedAvg-AGS: `z_k`
+      proportional to `1 / n_k`, weights to `n_k`, so the noise on its mean is
+      `sqrt(K) z(n_bar)`, `z` at the mean client size: below this estimate, whose mean
+      `z_k` the small clients raise).
   """
   entry: str
   noise_of: str
   question: str
+  noise: str = 'multiplier'
+
+  def __post_init__(self):
+    if self.noise not in NOISES:
+      raise ValueError(f'noise must be one of {NOISES}. Found {self.noise!r}.')
+
+
+NOISES = ('multiplier', 'per_client_on_mean')
 
 
 CONTROLS = (
@@ -191,6 +211,10 @@ CONTROLS = (
     Control('dp_fedavg', 'ddgauss',
             'DP-FedAvg at DDGauss\'s noise multiplier: does that much noise alone cost what '
             'DDGauss loses?'),
+    Control('dp_fedavg', 'dp_fedavg_ags',
+            'DP-FedAvg with the noise DP-FedAvg-AGS puts on its cohort mean (each client '
+            'adds its own Gaussian, charged per participation without amplification): does '
+            'that noise alone cost what DP-FedAvg-AGS loses?', noise='per_client_on_mean'),
 )
 QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
              num_validation=500, eval_every=1, log_every=1)
@@ -388,8 +412,8 @@ def main(argv=None) -> int:
 
 
 def control_specs(args, tuned, rows) -> list:
-  """`(control, dataset, trial, noise multiplier)` of each control whose entry is tuned
-  and whose `noise_of` has its epsilon-4 seed-0 run."""
+  """`(control, dataset, trial, noise multiplier, the source's noise as text)` of each
+  control whose entry is tuned and whose `noise_of` has its epsilon-4 seed-0 run."""
   specs = []
   for control in CONTROLS:
     for dataset in args.datasets:
@@ -398,8 +422,33 @@ def control_specs(args, tuned, rows) -> list:
       source = own_run(rows, control.noise_of, dataset)
       if source:
         specs.append((control, dataset, tuned[(control.entry, dataset)][0],
-                      float(source['noise_multiplier'])))
+                      *carried_noise(control, source)))
   return specs
+
+
+def carried_noise(control: Control, source: dict) -> tuple[float, str]:
+  """`(central noise multiplier, text)` of `source` (`noise_of`'s `result_row`) as
+  `control.noise` carries it over (`Control`); the text states the source's own noise.
+
+  Raises:
+    ValueError: `per_client_on_mean` and the source's `metrics.csv` has no positive
+      `noise_std` or `cohort_size`.
+  """
+  f = common.fmt
+  if control.noise == 'multiplier':
+    z = float(source['noise_multiplier'])
+    return z, f'z {f(z, 3)}'
+  metrics = common.read_rows(os.path.join(source['run'], 'metrics.csv'))
+  std = [_float(r.get('noise_std', '')) for r in metrics]
+  cohort = [_float(r.get('cohort_size', '')) for r in metrics]
+  std, cohort = (np.mean([x for x in xs if np.isfinite(x)] or [np.nan])
+                 for xs in (std, cohort))
+  if not (std > 0 and cohort > 0):
+    raise ValueError(f'control {control}: the run {source["run"]} states no positive '
+                     'noise_std and cohort_size in its metrics.csv')
+  z_k = std / float(source['clip'])
+  z = z_k * math.sqrt(cohort)
+  return z, f'z_k {f(z_k, 3)} per client, K {f(cohort, 3)}: {f(z, 3)} on the mean'
 
 
 def control_rows(args, tuned, rows, command=None) -> list[dict]:
@@ -408,7 +457,7 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
   `question`."""
   by_name = {e.name: e for e in ENTRIES}
   items = []
-  for control, dataset, trial, z in control_specs(args, tuned, rows):
+  for control, dataset, trial, z, source_noise in control_specs(args, tuned, rows):
     entry = by_name[control.entry]
     if entry.knob != 'noise_multiplier':
       raise ValueError(f'control {control}: its entry\'s knob is {entry.knob}, not '
@@ -417,15 +466,17 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
         base_config(entry, dataset, 0, trial, args.data_dir, args.quick), entry.knob, z)
     name = run_name(entry, dataset, TUNING_EPSILON, 0, trial, args.quick).replace(
         f'_eps{TUNING_EPSILON:g}_', f'_noiseof_{control.noise_of}_')
-    items.append(((control, entry, dataset, trial), cfg, os.path.join(args.runs_dir, name)))
+    items.append(((control, entry, dataset, trial, source_noise), cfg,
+                  os.path.join(args.runs_dir, name)))
   if command is not None:
     done = _run(items, command, args.figures_dir)
   else:
     done = _finished_runs([(spec, out) for spec, _, out in items], args)
   out_rows = []
-  for (control, entry, dataset, trial), out, metrics in done:
+  for (control, entry, dataset, trial, source_noise), out, metrics in done:
     row = result_row(entry, dataset, None, 0, trial, metrics, out)
-    out_rows.append(dict(row, noise_of=control.noise_of, question=control.question))
+    out_rows.append(dict(row, noise_of=control.noise_of, noise_carried=control.noise,
+                         source_noise=source_noise, question=control.question))
   return out_rows
 
 
@@ -769,9 +820,13 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
   f = common.fmt
   acc = lambda r: f'{100 * _float(r["final_test_accuracy"]):.2f}' if r else '-'
   lines = ['## Controls', '',
-           'Each control runs an entry at its tuned settings (seed 0) with the noise '
-           f'multiplier another entry was calibrated to for epsilon {TUNING_EPSILON:g}; '
-           'its `epsilon_guaranteed` is what its own ledger gives for that noise.', '']
+           'Each control runs an entry at its tuned settings (seed 0) with the noise of '
+           f'another entry\'s epsilon-{TUNING_EPSILON:g} run: its calibrated noise '
+           'multiplier, or (a method whose clients each add their own Gaussian '
+           '`N(0, (z_k C)^2)`) the central multiplier `z_k sqrt(K)` that puts the same '
+           'noise, relative to the clip `C`, on the mean of its `K` equally weighted '
+           'updates (`experiments.benchmark.Control`). The control\'s '
+           '`epsilon_guaranteed` is what its own ledger gives for that noise.', '']
   for question in dict.fromkeys(c['question'] for c in controls):
     lines += [f'- {question}', '']
     table = []
@@ -786,8 +841,7 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
           z=f(_float(c['noise_multiplier']), 3),
           eps=f(_float(c['epsilon_guaranteed']), 3), acc=acc(c),
           mine=f'{acc(mine)} (z {f(_float(mine["noise_multiplier"]), 3)})' if mine else '-',
-          theirs=(f'{acc(theirs)} (z {f(_float(theirs["noise_multiplier"]), 3)})'
-                  if theirs else '-'),
+          theirs=f'{acc(theirs)} ({c["source_noise"]})' if theirs else '-',
           stop=c['stop_reason']))
     lines += common.md_table(table, [
         ('dataset', lambda r: r['dataset']), ('run', lambda r: r['run']),
@@ -795,7 +849,7 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
         ('its epsilon_guaranteed', lambda r: r['eps']),
         ('final test accuracy', lambda r: r['acc']),
         ('the entry\'s own epsilon-4 run (z)', lambda r: r['mine']),
-        ('the noise source\'s epsilon-4 run (z)', lambda r: r['theirs']),
+        ('the noise source\'s epsilon-4 run (its noise)', lambda r: r['theirs']),
         ('stop', lambda r: r['stop'])])
     lines += [''] + [f'- {line}' for line in split] + ([''] if split else [])
   return lines
@@ -814,10 +868,15 @@ def control_split(control: dict, own_row: dict, source_row: dict) -> str:
           f'Of that gap, {own - ctrl:+.2f} come from the noise multiplier '
           f'({f(_float(own_row["noise_multiplier"]), 3)} vs '
           f'{f(_float(control["noise_multiplier"]), 3)}: {control["entry"]} at its own noise '
-          f'against at {control["noise_of"]}\'s) and {ctrl - src:+.2f} from the rest of the '
+          f'against at {control["noise_of"]}\'s{_carried(control)}) and {ctrl - src:+.2f} from the rest of the '
           f'mechanism at equal noise ({control["entry"]} {ctrl:.2f}% against '
           f'{control["noise_of"]} {src:.2f}%). One seed each: a split within the seeds\' '
           'spread is not a verdict yet.')
+
+
+def _carried(control: dict) -> str:
+  return (', carried to the cohort mean' if control.get('noise_carried') ==
+          'per_client_on_mean' else '')
 
 
 def readme(rows, tuned, command, args, failures: dict, progress: dict,

@@ -5,9 +5,11 @@ import csv
 import json
 import os
 
+import numpy as np
 import pytest
 
 from experiments import benchmark
+from experiments import common
 from tffdp import calibration
 from tffdp import config as config_lib
 
@@ -163,12 +165,21 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   assert '## client-level track, mnist' in readme and '## What the numbers say' in readme
   # The controls run each entry at the other's calibrated noise multiplier.
   with open(figs / 'controls.csv') as f:
-    controls = {r['entry']: r for r in csv.DictReader(f)}
+    controls = {(r['entry'], r['noise_of']): r for r in csv.DictReader(f)}
   z = {r['entry']: float(r['noise_multiplier']) for r in rows if r['noise_multiplier']}
-  assert {c.entry for c in benchmark.CONTROLS} == set(controls)
+  assert {(c.entry, c.noise_of) for c in benchmark.CONTROLS} == set(controls)
   for c in benchmark.CONTROLS:
-    assert float(controls[c.entry]['noise_multiplier']) == z[c.noise_of]
-    assert '_noiseof_' in controls[c.entry]['run']
+    control = controls[(c.entry, c.noise_of)]
+    assert f'_noiseof_{c.noise_of}_' in control['run']
+    if c.noise == 'multiplier':
+      assert float(control['noise_multiplier']) == z[c.noise_of]
+    else:  # the per-client noise its run states, carried to the cohort mean
+      source = next(r for r in rows if r['entry'] == c.noise_of)
+      metrics = common.read_rows(os.path.join(source['run'], 'metrics.csv'))
+      z_k = np.mean([float(m['noise_std']) for m in metrics]) / float(source['clip'])
+      cohort = np.mean([float(m['cohort_size']) for m in metrics])
+      assert float(control['noise_multiplier']) == pytest.approx(z_k * np.sqrt(cohort))
+      assert control['source_noise'].startswith(f'z_k {common.fmt(z_k, 3)} per client')
   assert '## Controls' in readme and benchmark.CONTROLS[0].question in readme
   assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
   assert all(name.endswith('_quick') for name in os.listdir(tmp_path / 'runs')
@@ -218,6 +229,7 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
                                    noise_multiplier=str(z))
   own, source = row('ddgauss', 0.25, 4.0), row('dp_fedavg', 0.95, 1.0)
   control = dict(row('ddgauss', 0.9, 1.0), noise_of='dp_fedavg', question='why?',
+                 source_noise='z 1', noise_carried='multiplier',
                  epsilon_guaranteed='15.0', stop_reason='')
   line = benchmark.control_split(control, own, source)
   # gap -70 = (25 - 90) from the noise + (90 - 95) from the rest
@@ -228,3 +240,23 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
   assert '| mnist | ddgauss at dp_fedavg\'s noise | 1 | 15 | 90.00 | 25.00 (z 4) | 95.00 (z 1) |' in section
   assert line in section and '- why?' in section
   assert benchmark.controls_section([own, source], []) == []
+
+
+def test_a_control_carries_per_client_noise_to_the_cohort_mean(tmp_path):
+  run = tmp_path / 'run'
+  os.makedirs(run)
+  common.write_table(str(run / 'metrics.csv'), [  # z_k 8 and 12 (C 0.5), K 49 and 51
+      dict(round=1, noise_std=4.0, cohort_size=49), dict(round=2, noise_std=6.0,
+                                                         cohort_size=51)])
+  source = dict(run=str(run), clip='0.5', noise_multiplier='1.0')
+  per_client = benchmark.Control('dp_fedavg', 'dp_fedavg_ags', 'why?',
+                                 noise='per_client_on_mean')
+  z, text = benchmark.carried_noise(per_client, source)
+  assert z == pytest.approx(10.0 * np.sqrt(50.0))  # the noise of a 50-client mean
+  assert text == 'z_k 10 per client, K 50: 70.7 on the mean'
+  assert benchmark.carried_noise(benchmark.Control('a', 'b', 'why?'), source) == (1.0, 'z 1')
+  common.write_table(str(run / 'metrics.csv'), [dict(round=1, noise_std='', cohort_size=50)])
+  with pytest.raises(ValueError, match='no positive noise_std'):
+    benchmark.carried_noise(per_client, source)
+  with pytest.raises(ValueError, match='noise must be one of'):
+    benchmark.Control('a', 'b', 'why?', noise='sum')
