@@ -1,7 +1,7 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5]
-        [--only tff|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
+        [--only tff|client|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
         [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
         [--probe-rounds 3] [--fresh]
 
@@ -23,6 +23,10 @@
    5,000 examples every round): the TFF process vs the same TensorFlow functions called
    in-process (the floor); and, with `--data-dir`, the whole runner (accounting, test
    evaluation every 50 rounds) on real MNIST in rounds per second (target >= 5).
+1b. (`--only client`) FedAvg and client-level DP-FedAvg rounds vs the same client work as
+   one plain-TF function (clip, sum, Gaussian noise for DP-FedAvg), one TFF client per
+   client and one cohort slice (DP-FedAvg's updates clipped in the slice): 10 of 100
+   clients x 600 examples, and the benchmark's client track, 50 of 1,000 x 55.
 4. Rounds on TFF workers (`--workers`; `python -m benchmarks.run --only workers`): one
    A-DPFL-setting DPFL round (100 clients per round x 60 examples, batch 20, A-DPFL's CNN,
    3.3M parameters) under the local context, on one loopback worker and on two loopback
@@ -99,6 +103,15 @@ GUARDS = {
     'tff/deep_mnist_cnn/one_per_client': (1.2, 2.0),
     'tff/deep_mnist_cnn/slices_of_10': (1.2, 1.2),
     'adap/round': (1.2, 1.65),
+    # Measured idle 2026-11-28 over four invocations (largest ratio seen).
+    'client_level/600_examples/fedavg': (1.2, 1.45),
+    'client_level/600_examples/fedavg_one_slice': (1.2, 1.2),
+    'client_level/600_examples/dp_fedavg': (1.2, 1.45),
+    'client_level/600_examples/dp_fedavg_one_slice': (1.2, 1.25),
+    'client_level/55_examples/fedavg': (1.2, 3.5),
+    'client_level/55_examples/fedavg_one_slice': (1.2, 1.55),
+    'client_level/55_examples/dp_fedavg': (1.2, 3.6),
+    'client_level/55_examples/dp_fedavg_one_slice': (1.2, 1.7),
 }
 RESULTS: list[tuple[str, float, float]] = []  # (name, ratio, relative noise)
 
@@ -197,6 +210,99 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
            t_tff / t_floor, tff_time.spread + floor.spread)
     out[per_slice] = t_tff
   return out, t_floor
+
+
+def bench_client_level(repeats, cache, tag, clients=100, per_client=600, cohort=10,
+                       batch=20, model='adap_dp_fl_cnn', noise_multiplier=1.0,
+                       clip_norm=1.0):
+  """FedAvg and client-level DP-FedAvg rounds (the speed issue's first workload) against
+  the same client work as one plain-TF `tf.function`: `cohort` of `clients` clients x
+  `per_client` examples, one epoch of SGD at `batch`, `model`. DP-FedAvg's floor clips
+  each client's update to `clip_norm`, sums, adds `N(0, (z C)^2)` and divides by the
+  cohort size (`seeded_gaussian_fixed`'s query); FedAvg's takes the example-weighted mean.
+  Each also runs as one cohort slice (`clients_per_slice = cohort`: one TFF client
+  computation trains the cohort; DP-FedAvg's updates clipped in the slice,
+  `queries.PreclippedGaussianSumQuery`), which removes TFF's per-client cost. The TFF rounds and
+  their floors are measured interleaved, `repeats` rounds each in turn, three times;
+  the ratios are recorded as `client_level/<tag>/<name>`. Returns `{name: (tff s/round,
+  floor s/round)}`."""
+  x, y, data, builder = random_clients(model, clients, per_client, cache)
+  ids = np.arange(cohort)
+  seeds = [np.array([1, i], np.int64) for i in ids]
+  methods = {
+      'fedavg': baselines.build_fedavg(builder, data, learning_rate=0.05, batch_size=batch),
+      'fedavg_one_slice': baselines.build_fedavg(builder, data, learning_rate=0.05,
+                                                 batch_size=batch, clients_per_slice=cohort),
+      **{name: baselines.build_dp_fedavg(
+          builder, data, learning_rate=0.05, batch_size=batch,
+          noise_multiplier=noise_multiplier, clip_norm=clip_norm, clients_per_round=cohort,
+          clients_per_slice=per_slice)
+         for name, per_slice in (('dp_fedavg', None), ('dp_fedavg_one_slice', cohort))}}
+  keras_model = builder()
+  step = build_local_step(keras_model, 0.05, 'none')
+  xs = tf.constant(x[:cohort * per_client].reshape(cohort, per_client, 28, 28, 1)
+                   .astype(np.float32) / 255.0)
+  ys = tf.constant(y[:cohort * per_client].reshape(cohort, per_client).astype(np.int32))
+  steps_per_client = -(-per_client // batch)
+
+  def floor_fn(private: bool):
+    @tf.function
+    def fn(weights):
+      total = [tf.zeros_like(w) for w in weights]
+      for c in tf.range(cohort):
+        for v, w in zip(keras_model.trainable_variables, weights):
+          v.assign(w)
+        for s in tf.range(steps_per_client):
+          lo = s * batch
+          step(xs[c, lo:lo + batch], ys[c, lo:lo + batch], tf.constant([1, 0], tf.int64),
+               s, tf.constant(0.0), tf.constant(clip_norm))
+        delta = [w - v for w, v in zip(weights, keras_model.trainable_variables)]
+        if private:
+          delta, _ = tf.clip_by_global_norm(delta, clip_norm)
+          total = [t + d for t, d in zip(total, delta)]
+        else:
+          total = [t + float(per_client) * d for t, d in zip(total, delta)]
+      if private:
+        noised = [t + tf.random.normal(tf.shape(t), stddev=noise_multiplier * clip_norm)
+                  for t in total]
+        return [w - t / float(cohort) for w, t in zip(weights, noised)]
+      return [w - t / float(cohort * per_client) for w, t in zip(weights, total)]
+    return fn
+
+  cases = {}
+  for name, method in methods.items():
+    comp = runner.build_round_computation(method, data)
+    args = ((runner.slice_inputs(ids, seeds, cohort),) if method.clients_per_slice else
+            ([str(i) for i in ids], seeds))
+    state = {'s': method.process.initialize()}
+    weights = [tf.constant(w) for w in method.process.get_model_weights(state['s']).trainable]
+    floor = floor_fn(name.startswith('dp_fedavg'))
+
+    def tff_round(comp=comp, state=state, args=args):
+      state['s'] = comp(state['s'], *args).state
+
+    def floor_round(floor=floor, weights=weights):
+      return [t.numpy() for t in floor(weights)]
+    cases[name] = (tff_round, floor_round)
+  timings = {name: ([], []) for name in cases}
+  for _ in range(3):  # interleaved: a slow spell of the machine hits every case
+    for name, fns in cases.items():
+      for fn, times in zip(fns, timings[name]):
+        times.append(measure(fn, repeats))
+  out = {}
+  for name, (tff_times, floor_times) in timings.items():
+    t_tff = float(np.median([t.median for t in tff_times]))
+    t_floor = float(np.median([t.median for t in floor_times]))
+    spread = lambda ts: (max(t.median for t in ts) - min(t.median for t in ts)) / 2 / (
+        float(np.median([t.median for t in ts])))
+    print(f'[client-level] {name}, {cohort} of {clients} clients x {per_client} examples, '
+          f'batch {batch}, {model}: TFF {t_tff:.3f} s/round, plain-TF floor {t_floor:.3f} '
+          f's/round, ratio {t_tff / t_floor:.2f}x (target <= 1.2x)', flush=True)
+    record(f'client_level/{tag}/{name}', t_tff / t_floor, spread(tff_times) + spread(floor_times))
+    out[name] = (t_tff, t_floor)
+  print(f'[client-level] DP-FedAvg / FedAvg under TFF: {out["dp_fedavg"][0] / out["fedavg"][0]:.2f}x'
+        f'; in plain TF: {out["dp_fedavg"][1] / out["fedavg"][1]:.2f}x', flush=True)
+  return out
 
 
 # (label, model, batch, input shape): the paper models DP-SGD trains, at their batch.
@@ -751,7 +857,7 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
+  p.add_argument('--only', choices=('tff', 'client', 'dpsgd', 'conv', 'adap', 'workers', 'kth',
                                       'aggregate', 'figures', 'confinement', 'papers',
                                       'jobs'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
@@ -793,6 +899,13 @@ def main(argv=None) -> int:
                 args.repeats, cache, slices=(None, 5, 10))
       bench_tff('100 clients x 60 examples, batch 20, A-DPFL CNN', 'deep_mnist_cnn', 100, 60,
                 20, max(2, args.repeats // 2), cache, slices=(None, 10))
+  if args.only in (None, 'client'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_client_level(args.repeats, cache, '600_examples')  # the speed issue's
+      # the benchmark's client-level track (experiments.benchmark.CLIENT): 50 of 1,000
+      # clients with 55 examples each (3 steps)
+      bench_client_level(args.repeats, cache, '55_examples', clients=1000, per_client=55,
+                         cohort=50)
   if args.only in (None, 'workers'):
     with tempfile.TemporaryDirectory() as cache:
       bench_workers(max(2, args.repeats // 2), cache)

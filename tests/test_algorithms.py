@@ -28,7 +28,11 @@ def run_round(method, data, cohort=(0, 1)):
   state = method.process.initialize()
   w0 = method.process.get_model_weights(state)
   seeds = [np.array([7, c], np.int64) for c in cohort]
-  out = round_fn(state, [str(c) for c in cohort], seeds)
+  if method.clients_per_slice:  # cohort slices (`runner.slice_inputs`)
+    out = round_fn(state, runner.slice_inputs(np.asarray(cohort), seeds,
+                                              method.clients_per_slice))
+  else:
+    out = round_fn(state, [str(c) for c in cohort], seeds)
   w1 = method.process.get_model_weights(out.state)
   return [np.asarray(a, np.float64) for a in w0.trainable], \
          [np.asarray(a, np.float64) for a in w1.trainable], out
@@ -194,6 +198,67 @@ def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
   expected = [[16, 4, np.float32(0.7)], [24, 6, np.float32(0.7)], [20, 6, np.float32(0.7)]]
   for rows in stated:
     np.testing.assert_array_equal(rows[np.argsort(rows[:, 0])], sorted(expected))
+
+
+@pytest.mark.parametrize('clients_per_slice', [2, 3])
+def test_dp_fedavg_in_cohort_slices_gives_the_same_round(tmp_path, clients_per_slice):
+  """Client-level DP-FedAvg, 3 clients, noise and an active clip: per-client TFF clients
+  (TFF's DP aggregator clips each update) vs slices (each update clipped in its slice,
+  the slices' sums noised by the same seeded query; the last slice padded)."""
+  rng = np.random.default_rng(2)
+  x = rng.integers(0, 256, (30, *SHAPE), dtype=np.uint8)
+  y = rng.integers(0, 10, 30)
+  data = FederatedData(x, y, [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)],
+                       cache_dir=str(tmp_path))
+  kw = dict(learning_rate=0.5, batch_size=4, noise_multiplier=0.3, clip_norm=0.05,
+            clients_per_round=3, local_epochs=2)
+  cohort = np.array([0, 1, 2])
+  seeds = runner.client_seeds(runner.RunConfig(seed=3), 5, cohort)
+  plain = baselines.build_dp_fedavg(BUILDER, data, **kw)
+  sliced = baselines.build_dp_fedavg(BUILDER, data, clients_per_slice=clients_per_slice, **kw)
+  out_plain = runner.build_round_computation(plain, data)(
+      plain.process.initialize(), [str(c) for c in cohort], seeds)
+  out_sliced = runner.build_round_computation(sliced, data)(
+      sliced.process.initialize(), runner.slice_inputs(cohort, seeds, clients_per_slice))
+  w0 = plain.process.get_model_weights(plain.process.initialize()).trainable
+  w_plain = plain.process.get_model_weights(out_plain.state).trainable
+  w_sliced = sliced.process.get_model_weights(out_sliced.state).trainable
+  moved = np.sqrt(sum(((a - b) ** 2).sum() for a, b in zip(w0, w_plain)))
+  assert moved > 0.05 * 0.3 / 3  # the noise and the clipped updates moved the model
+  for a, b in zip(w_plain, w_sliced):
+    np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+  # The same DP event, stated by the aggregator of each.
+  executed = [m.executed_releases(cohort, out.state, out.metrics)
+              for m, out in ((plain, out_plain), (sliced, out_sliced))]
+  from tffdp import privacy  # pylint: disable=g-import-not-at-top
+  assert privacy.releases_differ(executed[0], executed[1]) is None
+  train = [runner.client_work_metrics(out.metrics)['train'] for out in (out_plain, out_sliced)]
+  assert int(train[0]['num_examples']) == int(train[1]['num_examples']) == 60  # E = 2
+
+
+def test_sliced_client_work_clips_each_update_and_sums_them(tiny):
+  """`update_clip`: zero noise, two clients in one slice: the slice's update is the sum
+  of the two clipped updates (exact), its weight the client count."""
+  data, x, y = tiny
+  lr, clip = 0.5, 0.05
+  m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
+                                noise_multiplier=0.0, clip_norm=clip, clients_per_round=2,
+                                clients_per_slice=2)
+  w0, w1, _ = run_round(m, data)
+  total = [np.zeros_like(a) for a in w0]
+  for idx in (np.arange(4), np.arange(4, 8)):
+    gk, gb = logreg_example_grads(w0, x[idx], y[idx])
+    u = [lr * gk.mean(0), lr * gb.mean(0)]
+    norm = np.sqrt(sum((t ** 2).sum() for t in u))
+    assert norm > clip  # the clip is active
+    total = [t + v * min(1.0, clip / norm) for t, v in zip(total, u)]
+  for k in range(2):
+    np.testing.assert_allclose(w1[k], w0[k] - total[k] / 2, atol=2e-6)
+  with pytest.raises(ValueError, match='update_clip must be positive'):
+    baselines.client_work(BUILDER, data, learning_rate=lr, dp_sgd='none',
+                          clients_per_slice=2, update_clip=0.0)
+  with pytest.raises(ValueError, match='set clients_per_slice'):
+    baselines.client_work(BUILDER, data, learning_rate=lr, dp_sgd='none', update_clip=clip)
 
 
 def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):

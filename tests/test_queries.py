@@ -123,6 +123,38 @@ def test_stateless_gaussian_sum_query_draws_its_noise_from_its_state():
     queries.StatelessGaussianSumQuery(1.0, 1.0, [1, 2, 3])
 
 
+def test_preclipped_query_sums_clipped_slices_with_the_same_noise_and_event():
+  """Records that are sums of `clip_contribution`-clipped contributions: the same result,
+  noise and event as the parent query over one record per contribution."""
+  contributions = [[tf.constant([3.0, 4.0]), tf.constant([0.0])],   # norm 5: clipped
+                   [tf.constant([0.5, 0.0]), tf.constant([0.0])],
+                   [tf.constant([0.0, 0.0]), tf.constant([12.0])]]  # norm 12: clipped
+  clipped = [queries.clip_contribution(c, 2.0) for c in contributions]
+  np.testing.assert_allclose(clipped[0][0].numpy(), [1.2, 1.6], rtol=1e-6)
+  assert float(clipped[2][1].numpy()[0]) == pytest.approx(2.0)
+  slices = [[a + b for a, b in zip(clipped[0], clipped[1])], clipped[2]]  # two slices
+
+  def release(query, records):
+    state = query.initial_global_state()
+    params = query.derive_sample_params(state)
+    sample = query.initial_sample_state(records[0])
+    for r in records:
+      sample = query.accumulate_record(params, sample, r)
+    return query.get_noised_result(sample, state)
+  plain = queries.StatelessGaussianSumQuery(2.0, 0.6, [7, -1])
+  pre = queries.PreclippedGaussianSumQuery(2.0, 0.6, [7, -1])
+  out_plain, _, event_plain = release(plain, contributions)
+  out_pre, state, event_pre = release(pre, slices)
+  for a, b in zip(out_plain, out_pre):
+    np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-6, atol=1e-6)
+  assert event_pre == event_plain and float(event_pre.noise_multiplier) == pytest.approx(0.3)
+  assert int(state.releases) == 1
+  # It does not clip: a record above the clip passes unchanged (the client work clips).
+  exact = queries.PreclippedGaussianSumQuery(2.0, 0.0, [7, -1])
+  out, _, _ = release(exact, [[tf.constant([3.0, 4.0]), tf.constant([0.0])]])
+  np.testing.assert_array_equal(out[0].numpy(), [3.0, 4.0])
+
+
 def test_seeded_gaussian_fixed_repeats_its_noise_and_has_tff_s_scale():
   import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
   from tffdp.algorithms import baselines  # pylint: disable=g-import-not-at-top

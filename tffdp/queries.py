@@ -113,6 +113,15 @@ def joint_event(queries: Sequence[GaussianSumQuery], sampling_rate: float = 1.0,
                                            steps)
 
 
+def clip_contribution(contribution, l2_norm_clip):
+  """`contribution` (a structure of float tensors) scaled to L2 norm at most
+  `l2_norm_clip`: `tf.clip_by_global_norm`, the clip of tensorflow-privacy's
+  `GaussianSumQuery.preprocess_record`, so a contribution clipped here equals the record
+  that query would have summed."""
+  clipped, _ = tf.clip_by_global_norm(tf.nest.flatten(contribution), l2_norm_clip)
+  return tf.nest.pack_sequence_as(contribution, clipped)
+
+
 class StatelessGaussianSumQuery(tfp.GaussianSumQuery):
   """tensorflow-privacy's `GaussianSumQuery` with its noise drawn from a seed in its state.
 
@@ -156,3 +165,24 @@ class StatelessGaussianSumQuery(tfp.GaussianSumQuery):
     result = tf.nest.pack_sequence_as(sample_state, [v + z for v, z in zip(leaves, noise)])
     event = dp_accounting.GaussianDpEvent(global_state.stddev / global_state.l2_norm_clip)
     return result, global_state._replace(releases=global_state.releases + 1), event
+
+
+class PreclippedGaussianSumQuery(StatelessGaussianSumQuery):
+  """`StatelessGaussianSumQuery` whose records are sums of contributions clipped before
+  they reach it: one record per cohort slice (`dp_sgd.build_sliced_dp_sgd_client_work`
+  with `update_clip`), the sum of its clients' updates, each clipped to `l2_norm_clip`
+  by `clip_contribution`. `preprocess_record` is the identity; the sum, the noise (the
+  same draw from the same seed and release counter) and the `GaussianDpEvent` are the
+  parent's. Over the same contributions the result equals the parent's over one record
+  per contribution, up to float32 summation order.
+
+  The event holds only if every contribution inside a record was clipped to the
+  query's `l2_norm_clip`: `baselines.build_dp_fedavg` passes one clip to both.
+
+  Args:
+    l2_norm_clip, stddev, seed: As `StatelessGaussianSumQuery`.
+  """
+
+  def preprocess_record(self, params, record):
+    del params  # the contributions were clipped by the client work
+    return record

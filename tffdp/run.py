@@ -180,7 +180,8 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--delta', type=float, default=d.delta)
   m.add_argument('--clients-per-slice', type=int,
                  help='clients per TFF client computation (cohort slices; same results, '
-                 'less TFF overhead). fedavg, dpfl, a_dpfl: default one per client; '
+                 'less TFF overhead). fedavg, dpfl, a_dpfl, dp_fedavg: default one per '
+                 'client (dp_fedavg clips each update inside its slice); '
                  'adap_dp_fl: default all clients in one slice')
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '

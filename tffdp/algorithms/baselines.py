@@ -33,21 +33,26 @@ from tffdp.data.federated import FederatedData, ShuffleBatch
 
 def client_work(keras_builder, data: FederatedData, *, learning_rate, dp_sgd,
                 noise_multiplier=0.0, clip_norm=1.0, batching=None, clients_per_slice=None,
-                stated_steps=False):
-  """DP-SGD client work per client, or per cohort slice when `clients_per_slice` is set;
-  with `stated_steps`, each client states its steps and noise (`max_clients`)."""
+                stated_steps=False, update_clip=None):
+  """DP-SGD client work per client, or per cohort slice when `clients_per_slice` is set
+  (then with `update_clip` each client's update clipped to it and the slice's sum
+  returned); with `stated_steps`, each client states its steps and noise
+  (`max_clients`)."""
   kw = dict(learning_rate=learning_rate, dp_sgd=dp_sgd, noise_multiplier=noise_multiplier,
             clip_norm=clip_norm, max_clients=data.num_clients if stated_steps else None)
   if clients_per_slice:
     return build_sliced_dp_sgd_client_work(
         keras_builder, common.weights_type_of(keras_builder), data, batching,
-        clients_per_slice, **kw)
+        clients_per_slice, update_clip=update_clip, **kw)
+  if update_clip is not None:
+    raise ValueError('update_clip clips inside cohort slices: set clients_per_slice.')
   return build_dp_sgd_client_work(
       keras_builder, common.weights_type_of(keras_builder), data.client_data_type, **kw)
 
 
 def seeded_gaussian_fixed(noise_multiplier: float, clients_per_round: float, clip: float,
-                          seed) -> tff.aggregators.DifferentiallyPrivateFactory:
+                          seed, preclipped: bool = False
+                          ) -> tff.aggregators.DifferentiallyPrivateFactory:
   """`DifferentiallyPrivateFactory.gaussian_fixed` whose noise comes from `seed`.
 
   The same query as TFF's (`NormalizedQuery(GaussianSumQuery(clip, clip * sigma),
@@ -62,6 +67,8 @@ def seeded_gaussian_fixed(noise_multiplier: float, clients_per_round: float, cli
     clients_per_round: Expected cohort size (the denominator), `> 0`.
     clip: L2 clipping norm `S > 0`.
     seed: int64 `[2]` base seed (`seeds.server_noise_seed`).
+    preclipped: The values it aggregates are sums of updates the client work clipped to
+      `clip` (cohort slices: `queries.PreclippedGaussianSumQuery`), not one update each.
 
   Returns:
     A `tff.aggregators.DifferentiallyPrivateFactory` (unweighted).
@@ -75,9 +82,10 @@ def seeded_gaussian_fixed(noise_multiplier: float, clients_per_round: float, cli
   for name, value in (('clients_per_round', clients_per_round), ('clip', clip)):
     if not value > 0:
       raise ValueError(f'{name} must be positive. Found {value!r}.')
+  sum_query = (queries.PreclippedGaussianSumQuery if preclipped
+               else queries.StatelessGaussianSumQuery)
   query = tfp.NormalizedQuery(
-      queries.StatelessGaussianSumQuery(l2_norm_clip=clip, stddev=clip * noise_multiplier,
-                                        seed=seed),
+      sum_query(l2_norm_clip=clip, stddev=clip * noise_multiplier, seed=seed),
       denominator=float(clients_per_round))
   return tff.aggregators.DifferentiallyPrivateFactory(query)
 
@@ -179,7 +187,8 @@ def build_dpfl(keras_builder, data: FederatedData, *, learning_rate: float,
 def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
                     batch_size: int, noise_multiplier: float, clip_norm: float,
                     clients_per_round: int, local_epochs: int = 1, seed: int = 0,
-                    cohort_sampling: str = 'poisson') -> common.Method:
+                    cohort_sampling: str = 'poisson',
+                    clients_per_slice: Optional[int] = None) -> common.Method:
   """DP-FedAvg with client-level DP (McMahan et al. 2018; CL-FL, Geyer et al. 2017).
 
   The aggregator is `DifferentiallyPrivateFactory.gaussian_fixed(sigma,
@@ -190,12 +199,22 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
   `uniform` (fixed K), `epsilon_claimed` keeps that analysis while
   `epsilon_guaranteed` composes one unamplified Gaussian release per round a client
   took part in (the Poisson amplification does not cover fixed-size draws).
+
+  `clients_per_slice`: run the cohort in slices of this many clients per TFF client
+  computation; each client's update is clipped to `S` inside its slice, which sends
+  the sum (`update_clip`), and the aggregator sums the slices' sums and adds the same
+  noise (`queries.PreclippedGaussianSumQuery`): the same mechanism and event, the same
+  results up to float32 summation order, TFF's per-client cost paid once per slice.
   """
   factory = seeded_gaussian_fixed(noise_multiplier, float(clients_per_round), clip_norm,
-                                 seeds.server_noise_seed(seed))
+                                 seeds.server_noise_seed(seed),
+                                 preclipped=clients_per_slice is not None)
+  batching = ShuffleBatch(batch_size, local_epochs)
   process = common.compose_fedavg_style(
       keras_builder,
-      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
+                  batching=batching, clients_per_slice=clients_per_slice,
+                  update_clip=clip_norm if clients_per_slice else None),
       factory, seed)
   q = clients_per_round / data.num_clients
   everyone = np.arange(data.num_clients)
@@ -229,10 +248,11 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
     del metrics
     return guaranteed(cohort, state)
 
-  batching = ShuffleBatch(batch_size, local_epochs)
-  run_round, round_computation = common.cohort_round(process, data, batching)
+  run_round, round_computation = common.cohort_round(process, data, batching,
+                                                     clients_per_slice)
   return common.Method(
       name='dp_fedavg', process=process, batching=batching,
+      clients_per_slice=clients_per_slice,
       run_round=run_round, round_computation=round_computation, executed_releases=executed,
       dp_unit=privacy.CLIENT_LEVEL, cohort_sampling=cohort_sampling,
       claimed_releases=claimed, guaranteed_releases=guaranteed,
@@ -253,10 +273,10 @@ class DPFedAvgHparams(registry.NoOptions):
       'poisson for client-level DP-FedAvg, so that its accountant is exact')
 
   def check_run(self, config) -> None:
-    if config.clients_per_slice is not None:
-      raise ValueError('clients_per_slice must be unset for dp_fedavg (its aggregator clips '
-                       f'each client\'s update). Found clients_per_slice='
-                       f'{config.clients_per_slice!r}.')
+    if config.clients_per_slice is not None and config.audit_canaries:
+      raise ValueError('clients_per_slice must be unset for a dp_fedavg audit '
+                       '(--audit-canaries: canary clients join per-client rounds only). '
+                       f'Found clients_per_slice={config.clients_per_slice!r}.')
 
 
 def _shared(config) -> dict:
@@ -283,7 +303,7 @@ def _build_dp_fedavg(ctx: registry.BuildContext, hp) -> common.Method:
   c = ctx.config
   return build_dp_fedavg(ctx.keras_builder, ctx.data, noise_multiplier=c.noise_multiplier,
                          clip_norm=c.clip_norm, clients_per_round=c.clients_per_round,
-                         **_shared(c))
+                         clients_per_slice=c.clients_per_slice, **_shared(c))
 
 
 METHODS = (

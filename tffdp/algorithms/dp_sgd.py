@@ -334,7 +334,8 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
                                     dp_sgd: str = 'clip_then_noise',
                                     noise_multiplier: float = 1.0,
                                     clip_norm: float = 1.0,
-                                    max_clients: Optional[int] = None
+                                    max_clients: Optional[int] = None,
+                                    update_clip: Optional[float] = None
                                     ) -> tff.learning.templates.ClientWorkProcess:
   """The same client work, with each CLIENTS member a **cohort slice** of clients.
 
@@ -345,7 +346,11 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
   over slices (`tff.aggregators.MeanFactory`) equals the weighted mean over clients.
   TFF's per-client executor cost is then paid once per slice. Entries with
   `active = False` pad the last slice and do no work. Not for aggregators that need
-  each client's own update (e.g. client-level DP clipping).
+  each client's own update, except client-level clipping: with `update_clip`, each
+  client's update is clipped to that L2 norm (`queries.clip_contribution`, the clip of
+  TFF's DP aggregator) and the slice returns the **sum** of its clients' clipped updates
+  with the number of active clients as weight, for a sum of pre-clipped records
+  (`queries.PreclippedGaussianSumQuery`: client-level DP-FedAvg in slices).
 
   Type signature: as `build_dp_sgd_client_work`, with the third argument
   `{<client_ids=string[s], seeds=int64[s,2], active=bool[s]>*}@CLIENTS` (`slice_input_type`).
@@ -357,12 +362,17 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
     data: The `FederatedData` whose clients the ids name.
     batching: `ShuffleBatch` or `PoissonLot`.
     clients_per_slice: `s >= 1`.
+    update_clip: If set (`> 0`), each client's update is clipped to this L2 norm and
+      the slice returns the sum of the clipped updates, weighted by its client count.
 
   Raises:
-    ValueError: As `build_dp_sgd_client_work`, or on `clients_per_slice < 1`.
+    ValueError: As `build_dp_sgd_client_work`, on `clients_per_slice < 1` or on a
+      non-positive `update_clip`.
   """
   if clients_per_slice < 1:
     raise ValueError(f'clients_per_slice must be >= 1. Found {clients_per_slice}.')
+  if update_clip is not None and not update_clip > 0:
+    raise ValueError(f'update_clip must be positive. Found {update_clip!r}.')
   init_fn = _initial_state(dp_sgd, learning_rate, noise_multiplier, clip_norm)
   state_type = init_fn.type_signature.result.member
   inputs_type = slice_input_type(clients_per_slice)
@@ -387,6 +397,8 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
           examples = data.client_batch_indices(inputs['client_ids'][k], seed, batching)
           update, weight, m = client_update.indexed(initial, *examples, seed,
                                                     noise_multiplier, clip_norm)
+          if update_clip is not None:  # a clipped contribution to a sum, weight 1
+            update, weight = queries.clip_contribution(update, update_clip), 1.0
           return update, weight, m['loss_sum'], m['num_examples'], m['num_steps']
 
         def skip():
@@ -399,7 +411,8 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
         num_examples += n
         num_steps += steps
         rows.append(stated_row(dict(num_examples=n, num_steps=steps), noise_multiplier))
-      mean = [tf.math.divide_no_nan(t, weight_sum) for t in total]
+      mean = (total if update_clip is not None else  # the sum of clipped updates
+              [tf.math.divide_no_nan(t, weight_sum) for t in total])
       return mean, weight_sum, collections.OrderedDict(
           loss_sum=loss_sum, num_examples=num_examples, num_steps=num_steps), tf.stack(rows)
 
