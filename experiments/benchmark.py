@@ -180,8 +180,10 @@ class Control:
     question: What the run answers (the README prints it).
     noise: How `noise_of`'s noise is carried over (`NOISES`): `multiplier`, its
       calibrated noise multiplier; `per_client_on_mean`, a method that adds
-      `N(0, (z_k C)^2)` to each client's update (`z_k`: its `noise_std` metric, the
-      cohort's mean `z_k C`, over its clip, averaged over rounds) carried over as the
+      `N(0, (z_k C)^2)` to each client's update (`z_k`: its `noise_multiplier_rms`
+      metric, the clients' root mean square multiplier, where its run has one, else its
+      `noise_std` metric, the cohort's mean `z_k C`, over its clip; averaged over
+      rounds) carried over as the
       central multiplier that puts the same noise on a mean of `K` equally weighted
       updates relative to `C`: `z_k sqrt(K)` (`K`: its mean `cohort_size`). An
       approximation where the clients' `z_k` and weights differ (DP-FedAvg-AGS: `z_k`
@@ -215,6 +217,10 @@ CONTROLS = (
             'DP-FedAvg with the noise DP-FedAvg-AGS puts on its cohort mean (each client '
             'adds its own Gaussian, charged per participation without amplification): does '
             'that noise alone cost what DP-FedAvg-AGS loses?', noise='per_client_on_mean'),
+    Control('dp_fedavg', 'aadp_fl_update_noise',
+            'DP-FedAvg with the noise AADP-FL (noise on the update\'s scale) puts on its '
+            'cohort mean (each client adds its own Gaussian at its own adaptive sigma): does '
+            'that noise alone cost what AADP-FL loses?', noise='per_client_on_mean'),
 )
 QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
              num_validation=500, eval_every=1, log_every=1)
@@ -420,9 +426,15 @@ def control_specs(args, tuned, rows) -> list:
       if (control.entry, dataset) not in tuned:
         continue
       source = own_run(rows, control.noise_of, dataset)
-      if source:
-        specs.append((control, dataset, tuned[(control.entry, dataset)][0],
-                      *carried_noise(control, source)))
+      if not source:
+        continue
+      try:
+        noise = carried_noise(control, source)
+      except ValueError as e:  # e.g. a run made before its method measured the noise
+        print(f'[benchmark] control {control.entry} at {control.noise_of}\'s noise '
+              f'({dataset}): not run: {e}', flush=True)
+        continue
+      specs.append((control, dataset, tuned[(control.entry, dataset)][0], *noise))
   return specs
 
 
@@ -432,23 +444,27 @@ def carried_noise(control: Control, source: dict) -> tuple[float, str]:
 
   Raises:
     ValueError: `per_client_on_mean` and the source's `metrics.csv` has no positive
-      `noise_std` or `cohort_size`.
+      `noise_multiplier_rms` or `noise_std`, or no `cohort_size`.
   """
   f = common.fmt
   if control.noise == 'multiplier':
     z = float(source['noise_multiplier'])
     return z, f'z {f(z, 3)}'
   metrics = common.read_rows(os.path.join(source['run'], 'metrics.csv'))
-  std = [_float(r.get('noise_std', '')) for r in metrics]
-  cohort = [_float(r.get('cohort_size', '')) for r in metrics]
-  std, cohort = (np.mean([x for x in xs if np.isfinite(x)] or [np.nan])
-                 for xs in (std, cohort))
-  if not (std > 0 and cohort > 0):
-    raise ValueError(f'control {control}: the run {source["run"]} states no positive '
-                     'noise_std and cohort_size in its metrics.csv')
-  z_k = std / float(source['clip'])
+  mean = lambda key: np.mean([x for x in (_float(r.get(key, '')) for r in metrics)
+                              if np.isfinite(x)] or [np.nan])
+  rms, std, cohort = mean('noise_multiplier_rms'), mean('noise_std'), mean('cohort_size')
+  if rms > 0:
+    z_k, what = rms, 'rms z_k'
+  elif std > 0:
+    z_k, what = std / float(source['clip']), 'z_k'
+  else:
+    raise ValueError(f'the run {source["run"]} states no positive noise_multiplier_rms or '
+                     'noise_std in its metrics.csv')
+  if not cohort > 0:
+    raise ValueError(f'the run {source["run"]} states no cohort_size in its metrics.csv')
   z = z_k * math.sqrt(cohort)
-  return z, f'z_k {f(z_k, 3)} per client, K {f(cohort, 3)}: {f(z, 3)} on the mean'
+  return z, f'{what} {f(z_k, 3)} per client, K {f(cohort, 3)}: {f(z, 3)} on the mean'
 
 
 def control_rows(args, tuned, rows, command=None) -> list[dict]:

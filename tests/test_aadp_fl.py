@@ -202,6 +202,9 @@ def test_run_writes_adaptive_quantities_and_both_epsilons(tmp_path):
               'rms_second_moment_change', 'nonzero_fraction_after_clip', 'update_norm',
               'clipped_clients', 'budget_increases'):
     assert rows[-1][key] != ''
+  for r in rows:  # the rms of the clients' sigmas lies between their min and max
+    assert (float(r['noise_multiplier_min']) <= float(r['noise_multiplier_rms'])
+            <= float(r['noise_multiplier_max']))
   assert summary['dp_unit'] == 'client-level'
   assert 0 < summary['epsilon_claimed'] <= 4.0 + 1e-6
   assert summary['epsilon_guaranteed'] > summary['epsilon_claimed']

@@ -176,10 +176,14 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
     else:  # the per-client noise its run states, carried to the cohort mean
       source = next(r for r in rows if r['entry'] == c.noise_of)
       metrics = common.read_rows(os.path.join(source['run'], 'metrics.csv'))
-      z_k = np.mean([float(m['noise_std']) for m in metrics]) / float(source['clip'])
+      if metrics[0].get('noise_multiplier_rms'):  # AADP-FL: its clients' rms sigma
+        z_k, what = np.mean([float(m['noise_multiplier_rms']) for m in metrics]), 'rms z_k'
+      else:  # DP-FedAvg-AGS: the cohort's mean noise std over the clip
+        z_k = np.mean([float(m['noise_std']) for m in metrics]) / float(source['clip'])
+        what = 'z_k'
       cohort = np.mean([float(m['cohort_size']) for m in metrics])
       assert float(control['noise_multiplier']) == pytest.approx(z_k * np.sqrt(cohort))
-      assert control['source_noise'].startswith(f'z_k {common.fmt(z_k, 3)} per client')
+      assert control['source_noise'].startswith(f'{what} {common.fmt(z_k, 3)} per client')
   assert '## Controls' in readme and benchmark.CONTROLS[0].question in readme
   assert os.path.exists(figs / 'client_mnist.png') and os.path.exists(figs / 'sample_mnist.png')
   assert all(name.endswith('_quick') for name in os.listdir(tmp_path / 'runs')
@@ -256,7 +260,13 @@ def test_a_control_carries_per_client_noise_to_the_cohort_mean(tmp_path):
   assert text == 'z_k 10 per client, K 50: 70.7 on the mean'
   assert benchmark.carried_noise(benchmark.Control('a', 'b', 'why?'), source) == (1.0, 'z 1')
   common.write_table(str(run / 'metrics.csv'), [dict(round=1, noise_std='', cohort_size=50)])
-  with pytest.raises(ValueError, match='no positive noise_std'):
+  with pytest.raises(ValueError, match='no positive noise_multiplier_rms or noise_std'):
     benchmark.carried_noise(per_client, source)
+  # A run that states its clients' rms multiplier (AADP-FL) is read by it.
+  common.write_table(str(run / 'metrics.csv'), [
+      dict(round=1, noise_multiplier_rms=3.0, cohort_size=16),
+      dict(round=2, noise_multiplier_rms=5.0, cohort_size=16)])
+  assert benchmark.carried_noise(per_client, source) == (16.0, 'rms z_k 4 per client, K 16: '
+                                                         '16 on the mean')
   with pytest.raises(ValueError, match='noise must be one of'):
     benchmark.Control('a', 'b', 'why?', noise='sum')

@@ -368,11 +368,14 @@ def _noise_metrics(metrics):
 
 
 def adaptive_quantities(state, *, client_key: np.ndarray, clip_norm: float) -> dict:
-  """The per-round sigma and budget ranges over clients (`Method.adaptive_quantities`)."""
+  """The per-round sigma and budget ranges over clients, and the clients' root mean
+  square sigma (`Method.adaptive_quantities`)."""
   table, budgets = noise_multipliers_of(state), budgets_of(state)
   per_client_sigma, per_client_budget = table[client_key], budgets[client_key]
   return {'noise_multiplier_min': float(per_client_sigma.min()),
           'noise_multiplier_max': float(per_client_sigma.max()),
+          'noise_multiplier_rms': float(np.sqrt(np.mean(
+              np.square(per_client_sigma, dtype=np.float64)))),
           'epsilon_budget_min': float(per_client_budget.min()),
           'epsilon_budget_max': float(per_client_budget.max()),
           'clip_norm': clip_norm}
