@@ -1,6 +1,7 @@
 """The cross-method benchmark (`experiments.benchmark`, issue 41) at toy size, and the
 protocol's pieces: entries per track, run names, tuning settings, seed verdicts."""
 
+import argparse
 import csv
 import json
 import os
@@ -117,7 +118,6 @@ def test_leaderboard_cells_give_the_seed_count_and_a_sample_sd():
 
 
 def test_the_readme_projects_the_cost_from_the_pilot_runs(tmp_path):
-  import argparse  # pylint: disable=g-import-not-at-top
   from experiments import common  # pylint: disable=g-import-not-at-top
   args = argparse.Namespace(track=['client', 'sample'], datasets=['mnist'],
                             epsilons=[1.0, 4.0, 16.0], seeds=[0, 1, 2], quick=False,
@@ -244,6 +244,27 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
   assert '| mnist | ddgauss at dp_fedavg\'s noise | 1 | 15 | 90.00 | 25.00 (z 4) | 95.00 (z 1) |' in section
   assert line in section and '- why?' in section
   assert benchmark.controls_section([own, source], []) == []
+
+
+def test_the_claimed_budget_table_reads_the_audited_epsilon(tmp_path):
+  audit = [dict(run='dp_fedags', every_round_lower_bound='4.094',
+                final_model_lower_bound='0.8247', every_round_estimate='173.5')]
+  assert benchmark.audited('dp_fedags', audit) == '4.094 / 0.8247 (estimate 173.5)'
+  assert benchmark.audited('cosfed', audit) == 'not audited yet'
+  path = tmp_path / 'audit.csv'
+  common.write_table(str(path), audit)
+  row = dict(track='client', dataset='mnist', entry='dp_fedags', method='dp_fedags',
+             table='inf', knob='claimed', target_epsilon='', seed='0', epsilon_claimed='0.5',
+             epsilon_guaranteed='inf', final_test_accuracy='0.9', stop_reason='',
+             wall_seconds='10', learning_rate='0.1', clip='0.5', within_2pct='')
+  args = argparse.Namespace(quick=False, epsilons=[4.0], seeds=[0], datasets=['mnist'],
+                            track=['client'], runs_dir=str(tmp_path), audit_results=str(path))
+  progress = {'tuning': (0, 1), 'main': (1, 1)}
+  text = benchmark.readme([row], {}, ['cmd'], args, {}, progress)
+  assert '| 0.5 | inf | 90 | 4.094 / 0.8247 (estimate 173.5) |' in text
+  args.audit_results = str(tmp_path / 'none.csv')  # no audit yet
+  assert '| 0.5 | inf | 90 | not audited yet |' in benchmark.readme([row], {}, ['cmd'], args,
+                                                                    {}, progress)
 
 
 def test_a_control_carries_per_client_noise_to_the_cohort_mean(tmp_path):
