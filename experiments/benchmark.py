@@ -421,10 +421,12 @@ def main(argv=None) -> int:
   return 0
 
 
-def control_specs(args, tuned, rows) -> list:
-  """`(control, dataset, trial, noise multiplier, the source's noise as text)` of each
-  control whose entry is tuned and whose `noise_of` has its epsilon-4 seed-0 run."""
-  specs = []
+def control_specs(args, tuned, rows) -> tuple[list, list]:
+  """`(specs, not run)`: `(control, dataset, trial, noise multiplier, the source's noise
+  as text)` of each control whose entry is tuned and whose `noise_of` has its epsilon-4
+  seed-0 run, and `(control, dataset, reason)` of those whose source run states no noise
+  `carried_noise` can read."""
+  specs, not_run = [], []
   for control in CONTROLS:
     for dataset in args.datasets:
       if (control.entry, dataset) not in tuned:
@@ -437,9 +439,10 @@ def control_specs(args, tuned, rows) -> list:
       except ValueError as e:  # e.g. a run made before its method measured the noise
         print(f'[benchmark] control {control.entry} at {control.noise_of}\'s noise '
               f'({dataset}): not run: {e}', flush=True)
+        not_run.append((control, dataset, str(e)))
         continue
       specs.append((control, dataset, tuned[(control.entry, dataset)][0], *noise))
-  return specs
+  return specs, not_run
 
 
 def carried_noise(control: Control, source: dict) -> tuple[float, str]:
@@ -473,11 +476,13 @@ def carried_noise(control: Control, source: dict) -> tuple[float, str]:
 
 def control_rows(args, tuned, rows, command=None) -> list[dict]:
   """Rows of the `CONTROLS` (`control_specs`): run where `command` is given (finished
-  runs reused), else those finished. Each row is `result_row`'s with `noise_of` and
-  `question`."""
+  runs reused), else those finished. Each row is `result_row`'s with `noise_of`,
+  `question` and `not_run` (blank); a control that cannot run has a row with its
+  entry, dataset, `noise_of`, `question` and the reason in `not_run`."""
   by_name = {e.name: e for e in ENTRIES}
   items = []
-  for control, dataset, trial, z, source_noise in control_specs(args, tuned, rows):
+  specs, not_run = control_specs(args, tuned, rows)
+  for control, dataset, trial, z, source_noise in specs:
     entry = by_name[control.entry]
     if entry.knob != 'noise_multiplier':
       raise ValueError(f'control {control}: its entry\'s knob is {entry.knob}, not '
@@ -496,7 +501,11 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
   for (control, entry, dataset, trial, source_noise), out, metrics in done:
     row = result_row(entry, dataset, None, 0, trial, metrics, out)
     out_rows.append(dict(row, noise_of=control.noise_of, noise_carried=control.noise,
-                         source_noise=source_noise, question=control.question))
+                         source_noise=source_noise, question=control.question,
+                         not_run=''))
+  out_rows += [dict(entry=control.entry, dataset=dataset, noise_of=control.noise_of,
+                    question=control.question, not_run=reason)
+               for control, dataset, reason in not_run]
   return out_rows
 
 
@@ -849,9 +858,11 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
            '`epsilon_guaranteed` is what its own ledger gives for that noise.', '']
   for question in dict.fromkeys(c['question'] for c in controls):
     lines += [f'- {question}', '']
-    table = []
-    split = []
+    table, split, waiting = [], [], []
     for c in (c for c in controls if c['question'] == question):
+      if c.get('not_run'):
+        waiting.append(f'{c["dataset"]}: not run: {c["not_run"]}')
+        continue
       mine = own_run(rows, c['entry'], c['dataset'])
       theirs = own_run(rows, c['noise_of'], c['dataset'])
       if mine and theirs:
@@ -863,6 +874,9 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
           mine=f'{acc(mine)} (z {f(_float(mine["noise_multiplier"]), 3)})' if mine else '-',
           theirs=f'{acc(theirs)} ({c["source_noise"]})' if theirs else '-',
           stop=c['stop_reason']))
+    lines += [f'- {line}' for line in waiting] + ([''] if waiting else [])
+    if not table:
+      continue
     lines += common.md_table(table, [
         ('dataset', lambda r: r['dataset']), ('run', lambda r: r['run']),
         ('noise multiplier', lambda r: r['z']),

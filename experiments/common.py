@@ -441,13 +441,15 @@ def copy_results(out: str, dest: str) -> None:
 
 
 def write_table(path: str, rows: list[dict]) -> None:
-  """Writes `rows` (dicts with the same keys) as CSV, creating the folder; no rows: an
-  empty file (a report whose runs have not finished yet)."""
+  """Writes `rows` (dicts) as CSV, creating the folder: the columns are every key in
+  order of first appearance, a key a row lacks left blank; no rows: an empty file (a
+  report whose runs have not finished yet)."""
   os.makedirs(os.path.dirname(path) or '.', exist_ok=True)
   with open(path, 'w') as f:
     if not rows:
       return
-    w = csv.DictWriter(f, fieldnames=list(rows[0]))
+    w = csv.DictWriter(f, fieldnames=list(dict.fromkeys(k for r in rows for k in r)),
+                       restval='')
     w.writeheader()
     w.writerows(rows)
 

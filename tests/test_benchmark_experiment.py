@@ -244,6 +244,12 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
   assert '| mnist | ddgauss at dp_fedavg\'s noise | 1 | 15 | 90.00 | 25.00 (z 4) | 95.00 (z 1) |' in section
   assert line in section and '- why?' in section
   assert benchmark.controls_section([own, source], []) == []
+  # A control whose source run states no noise it can carry: listed with the reason.
+  waiting = dict(entry='dp_fedavg', dataset='mnist', noise_of='aadp_fl', question='how?',
+                 not_run='the run r states no positive noise_std')
+  section = '\n'.join(benchmark.controls_section([own, source], [control, waiting]))
+  assert '- how?\n\n- mnist: not run: the run r states no positive noise_std' in section
+  assert section.count('| dataset | run |') == 1  # no table for a control not run
 
 
 def test_the_claimed_budget_table_reads_the_audited_epsilon(tmp_path):
