@@ -153,6 +153,19 @@ def random_clients(model, clients, per_client, cache):
   return x, y, data, functools.partial(models.build_keras_model, model, (28, 28, 1), 10)
 
 
+def train_client_in_tf(model, step, weights, xs, ys, c, steps, batch, seed,
+                       noise_multiplier, clip_norm):
+  """In a `tf.function`: client `c` of `xs, ys` ([clients, examples, ...]) trained from
+  `weights` by `steps` calls of `step` (`build_local_step`) on batches of `batch`; returns
+  its update `weights - trained` (the floors of the TFF-round benchmarks)."""
+  for v, w in zip(model.trainable_variables, weights):
+    v.assign(w)
+  for s in tf.range(steps):
+    lo = s * batch
+    step(xs[c, lo:lo + batch], ys[c, lo:lo + batch], seed, s, noise_multiplier, clip_norm)
+  return [w - v for w, v in zip(weights, model.trainable_variables)]
+
+
 def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(None,)):
   x, y, data, builder = random_clients(model, clients, per_client, cache)
   cohort = np.arange(clients)
@@ -170,8 +183,8 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
   state = {'s': method.process.initialize()}
 
   # Floor: the same local step, all clients in one plain tf.function, data in memory.
-  model = builder()
-  step = build_local_step(model, 0.05, 'clip_then_noise')
+  keras_model = builder()  # (`model` stays the name the guards are recorded under)
+  step = build_local_step(keras_model, 0.05, 'clip_then_noise')
   weights = [tf.constant(w) for w in method.process.get_model_weights(state['s']).trainable]
   xs = tf.constant(x.reshape(clients, per_client, 28, 28, 1).astype(np.float32) / 255.0)
   ys = tf.constant(y.reshape(clients, per_client).astype(np.int32))
@@ -181,14 +194,11 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
   def floor_fn():
     total = [tf.zeros_like(w) for w in weights]
     for c in tf.range(clients):
-      for v, w in zip(model.trainable_variables, weights):
-        v.assign(w)
-      for s in tf.range(steps):
-        lo = s * batch
-        step(xs[c, lo:lo + batch], ys[c, lo:lo + batch], tf.stack([tf.constant(1, tf.int64),
-             tf.cast(c, tf.int64)]), s, tf.constant(1.0), tf.constant(4.0))
-      total = [t + float(per_client) * (w - v) for t, w, v in
-               zip(total, weights, model.trainable_variables)]
+      update = train_client_in_tf(
+          keras_model, step, weights, xs, ys, c, steps, batch,
+          tf.stack([tf.constant(1, tf.int64), tf.cast(c, tf.int64)]), tf.constant(1.0),
+          tf.constant(4.0))
+      total = [t + float(per_client) * u for t, u in zip(total, update)]
     return [w - t / float(clients * per_client) for w, t in zip(weights, total)]
 
   floor_round = lambda: [t.numpy() for t in floor_fn()]
@@ -250,13 +260,9 @@ def bench_client_level(repeats, cache, tag, clients=100, per_client=600, cohort=
     def fn(weights):
       total = [tf.zeros_like(w) for w in weights]
       for c in tf.range(cohort):
-        for v, w in zip(keras_model.trainable_variables, weights):
-          v.assign(w)
-        for s in tf.range(steps_per_client):
-          lo = s * batch
-          step(xs[c, lo:lo + batch], ys[c, lo:lo + batch], tf.constant([1, 0], tf.int64),
-               s, tf.constant(0.0), tf.constant(clip_norm))
-        delta = [w - v for w, v in zip(weights, keras_model.trainable_variables)]
+        delta = train_client_in_tf(keras_model, step, weights, xs, ys, c, steps_per_client,
+                                   batch, tf.constant([1, 0], tf.int64), tf.constant(0.0),
+                                   tf.constant(clip_norm))
         if private:
           delta, _ = tf.clip_by_global_norm(delta, clip_norm)
           total = [t + d for t, d in zip(total, delta)]

@@ -163,25 +163,33 @@ def test_invalid_hyperparameters(tiny, kw):
     baselines.build_dpfl(BUILDER, data, **args)
 
 
-@pytest.mark.parametrize('clients_per_slice', [1, 2, 3])
-def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
-  """DPFL with noise, 3 clients: per-client TFF clients vs slices (last one padded)."""
-  rng = np.random.default_rng(1)
+def per_client_and_sliced_rounds(tmp_path, build, clients_per_slice, data_seed, **kw):
+  """One round of `build(BUILDER, data, **kw)` on 3 random clients (8, 12 and 10 examples)
+  with one TFF client per client and in slices of `clients_per_slice` (the last one
+  padded): `(per-client method, its output, sliced method, its output)`."""
+  rng = np.random.default_rng(data_seed)
   x = rng.integers(0, 256, (30, *SHAPE), dtype=np.uint8)
   y = rng.integers(0, 10, 30)
   data = FederatedData(x, y, [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)],
                        cache_dir=str(tmp_path))
-  kw = dict(learning_rate=0.1, batch_size=4, noise_multiplier=0.7, clip_norm=1.0,
-            local_epochs=2)
   cohort = np.array([0, 1, 2])
   seeds = runner.client_seeds(runner.RunConfig(seed=3), 5, cohort)
-  plain = baselines.build_dpfl(BUILDER, data, **kw)
+  plain = build(BUILDER, data, **kw)
   out_plain = runner.build_round_computation(plain, data)(
       plain.process.initialize(), [str(c) for c in cohort], seeds)
-  sliced = baselines.build_dpfl(BUILDER, data, clients_per_slice=clients_per_slice, **kw)
+  sliced = build(BUILDER, data, clients_per_slice=clients_per_slice, **kw)
   inputs = runner.slice_inputs(cohort, seeds, clients_per_slice)
   assert len(inputs) == -(-3 // clients_per_slice)
   out_sliced = runner.build_round_computation(sliced, data)(sliced.process.initialize(), inputs)
+  return plain, out_plain, sliced, out_sliced
+
+
+@pytest.mark.parametrize('clients_per_slice', [1, 2, 3])
+def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
+  """DPFL with noise, 3 clients: per-client TFF clients vs slices (last one padded)."""
+  plain, out_plain, sliced, out_sliced = per_client_and_sliced_rounds(
+      tmp_path, baselines.build_dpfl, clients_per_slice, 1, learning_rate=0.1, batch_size=4,
+      noise_multiplier=0.7, clip_norm=1.0, local_epochs=2)
   for a, b in zip(plain.process.get_model_weights(out_plain.state).trainable,
                   sliced.process.get_model_weights(out_sliced.state).trainable):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-7)
@@ -205,21 +213,11 @@ def test_dp_fedavg_in_cohort_slices_gives_the_same_round(tmp_path, clients_per_s
   """Client-level DP-FedAvg, 3 clients, noise and an active clip: per-client TFF clients
   (TFF's DP aggregator clips each update) vs slices (each update clipped in its slice,
   the slices' sums noised by the same seeded query; the last slice padded)."""
-  rng = np.random.default_rng(2)
-  x = rng.integers(0, 256, (30, *SHAPE), dtype=np.uint8)
-  y = rng.integers(0, 10, 30)
-  data = FederatedData(x, y, [np.arange(0, 8), np.arange(8, 20), np.arange(20, 30)],
-                       cache_dir=str(tmp_path))
-  kw = dict(learning_rate=0.5, batch_size=4, noise_multiplier=0.3, clip_norm=0.05,
-            clients_per_round=3, local_epochs=2)
+  plain, out_plain, sliced, out_sliced = per_client_and_sliced_rounds(
+      tmp_path, baselines.build_dp_fedavg, clients_per_slice, 2, learning_rate=0.5,
+      batch_size=4, noise_multiplier=0.3, clip_norm=0.05, clients_per_round=3,
+      local_epochs=2)
   cohort = np.array([0, 1, 2])
-  seeds = runner.client_seeds(runner.RunConfig(seed=3), 5, cohort)
-  plain = baselines.build_dp_fedavg(BUILDER, data, **kw)
-  sliced = baselines.build_dp_fedavg(BUILDER, data, clients_per_slice=clients_per_slice, **kw)
-  out_plain = runner.build_round_computation(plain, data)(
-      plain.process.initialize(), [str(c) for c in cohort], seeds)
-  out_sliced = runner.build_round_computation(sliced, data)(
-      sliced.process.initialize(), runner.slice_inputs(cohort, seeds, clients_per_slice))
   w0 = plain.process.get_model_weights(plain.process.initialize()).trainable
   w_plain = plain.process.get_model_weights(out_plain.state).trainable
   w_sliced = sliced.process.get_model_weights(out_sliced.state).trainable

@@ -70,6 +70,27 @@ def test_dpsgd_benchmark_records_its_guarded_ratio(monkeypatch):
     run.record('dpsgd/no_such_model', 1.0, 0.0)
 
 
+def test_client_level_benchmark_records_each_case_against_its_floor(monkeypatch, tmp_path):
+  """Toy size (4 clients, cohort 2, 6 examples, batch 3): every case timed and guarded."""
+  monkeypatch.setattr(run, 'RESULTS', [])
+  monkeypatch.setattr(run, 'GUARDS', {f'client_level/toy/{name}': (1.2, 1.2) for name in (
+      'fedavg', 'fedavg_one_slice', 'dp_fedavg', 'dp_fedavg_one_slice')})
+  out = run.bench_client_level(1, str(tmp_path), 'toy', clients=4, per_client=6, cohort=2,
+                               batch=3)
+  assert set(out) == {'fedavg', 'fedavg_one_slice', 'dp_fedavg', 'dp_fedavg_one_slice'}
+  assert all(tff_s > 0 and floor_s > 0 for tff_s, floor_s in out.values())
+  assert [name for name, _, _ in run.RESULTS] == list(run.GUARDS)
+
+
+def test_tff_round_benchmark_records_its_ratios_under_the_model_name(monkeypatch, tmp_path):
+  monkeypatch.setattr(run, 'RESULTS', [])
+  out, floor = run.bench_tff('toy', 'adap_dp_fl_cnn', 3, 6, 3, 1, str(tmp_path),
+                             slices=(None, 5))
+  assert set(out) == {None, 5} and floor > 0
+  assert [name for name, _, _ in run.RESULTS] == ['tff/adap_dp_fl_cnn/one_per_client',
+                                                   'tff/adap_dp_fl_cnn/slices_of_5']
+
+
 def test_dpsgd_profile_times_every_stage():
   out = run.bench_dpsgd_profile('Adap DP-FL CNN, batch 4', 'adap_dp_fl_cnn', 4, 1)
   assert list(out) == ['forward + loss', '+ backward to pre-activations',
