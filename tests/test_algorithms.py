@@ -111,23 +111,29 @@ def test_dpfl_noise_scale(tiny):
   assert abs(np.mean(delta)) < 0.03 * sigma * clip / batch
 
 
-def test_dp_fedavg_zero_noise_exact_and_noise_scale(tiny):
+@pytest.mark.parametrize('clients_per_slice', [None, 2])
+def test_dp_fedavg_zero_noise_exact_and_noise_scale(tiny, clients_per_slice):
+  """The sum of the clipped updates over the cohort size; with `clients_per_slice=2`
+  both updates are clipped inside one slice (`update_clip`) and summed there."""
   data, x, y = tiny
   lr, clip = 0.5, 0.05
   m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
-                                noise_multiplier=0.0, clip_norm=clip, clients_per_round=2)
+                                noise_multiplier=0.0, clip_norm=clip, clients_per_round=2,
+                                clients_per_slice=clients_per_slice)
   w0, w1, _ = run_round(m, data)
   total = [np.zeros_like(a) for a in w0]
   for idx in (np.arange(4), np.arange(4, 8)):
     gk, gb = logreg_example_grads(w0, x[idx], y[idx])
     u = [lr * gk.mean(0), lr * gb.mean(0)]
     norm = np.sqrt(sum((t ** 2).sum() for t in u))
+    assert norm > clip  # the clip is active
     total = [t + v * min(1.0, clip / norm) for t, v in zip(total, u)]
   for k in range(2):
     np.testing.assert_allclose(w1[k], w0[k] - total[k] / 2, atol=2e-6)
 
   sigma, clip = 1000.0, 1e-3
   m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
+                                clients_per_slice=clients_per_slice,
                                 noise_multiplier=sigma, clip_norm=clip, clients_per_round=2)
   w0, w1, _ = run_round(m, data)
   delta = np.concatenate([(a - b).ravel() for a, b in zip(w0, w1)])
@@ -234,24 +240,9 @@ def test_dp_fedavg_in_cohort_slices_gives_the_same_round(tmp_path, clients_per_s
   assert int(train[0]['num_examples']) == int(train[1]['num_examples']) == 60  # E = 2
 
 
-def test_sliced_client_work_clips_each_update_and_sums_them(tiny):
-  """`update_clip`: zero noise, two clients in one slice: the slice's update is the sum
-  of the two clipped updates (exact), its weight the client count."""
-  data, x, y = tiny
+def test_update_clip_needs_cohort_slices_and_a_positive_norm(tiny):
+  data, _, _ = tiny
   lr, clip = 0.5, 0.05
-  m = baselines.build_dp_fedavg(BUILDER, data, learning_rate=lr, batch_size=4,
-                                noise_multiplier=0.0, clip_norm=clip, clients_per_round=2,
-                                clients_per_slice=2)
-  w0, w1, _ = run_round(m, data)
-  total = [np.zeros_like(a) for a in w0]
-  for idx in (np.arange(4), np.arange(4, 8)):
-    gk, gb = logreg_example_grads(w0, x[idx], y[idx])
-    u = [lr * gk.mean(0), lr * gb.mean(0)]
-    norm = np.sqrt(sum((t ** 2).sum() for t in u))
-    assert norm > clip  # the clip is active
-    total = [t + v * min(1.0, clip / norm) for t, v in zip(total, u)]
-  for k in range(2):
-    np.testing.assert_allclose(w1[k], w0[k] - total[k] / 2, atol=2e-6)
   with pytest.raises(ValueError, match='update_clip must be positive'):
     baselines.client_work(BUILDER, data, learning_rate=lr, dp_sgd='none',
                           clients_per_slice=2, update_clip=0.0)
