@@ -16,8 +16,8 @@ reading; `calibrated` is the kappa `experiments.dp_fedags_calibrate` chose,
 `dp_fedags_common.DELTA_S_SCALE`; the calibration's run of a cell is reused); `--seeds`
 repeats every cell per seed.
 
-Writes `table4.csv` (one row per dataset, kappa, seed, epsilon and method; rows of cells
-not run now are kept), `fig3_<dataset>_eps<e>[_kappa<K>].png` (test accuracy per round
+Writes `table4.csv` (one row per dataset, kappa, seed, epsilon and method; the rows of
+every other (dataset, kappa, seed, epsilon, method) are kept), `fig3_<dataset>_eps<e>[_kappa<K>].png` (test accuracy per round
 of the first seed, the paper's Fig. 3) and each run's results under `runs/`.
 """
 
@@ -50,10 +50,12 @@ def main(argv=None) -> int:
   command = ['python', '-m', 'experiments.dp_fedags_table4'] + list(
       argv if argv is not None else sys.argv[1:])
   path = os.path.join(args.figures_dir, 'table4.csv')
-  cells = {(d, kappa, s) for d in args.datasets for s in seeds}
+  cells = {(d, kappa, s, float(e), dc.METHOD_LABEL[m]) for d in args.datasets
+           for s in seeds for e in args.epsilons for m in args.methods}
   table = [dict(zip(('dataset', 'delta_s_scale', 'seed'), dc.table4_cell(r)),
                 **{k: v for k, v in r.items() if k not in ('dataset', 'delta_s_scale', 'seed')})
-           for r in dc.read_rows(path) or [] if dc.table4_cell(r) not in cells]
+           for r in dc.read_rows(path) or []
+           if (*dc.table4_cell(r), float(r['epsilon']), r['method']) not in cells]
   for dataset in args.datasets:
     plan = [(seed, epsilon, method) for seed in seeds for epsilon in args.epsilons
             for method in args.methods]

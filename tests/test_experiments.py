@@ -681,6 +681,12 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert ('1.0', '0', 'cpSGD') in cells   # the literal reading's rows are kept
   assert ('2.0', '1', 'DP-FedAGS') in cells and len(cells) == 8
   assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed1_kappa2_quick').exists()
+  # A rerun of one method of a seed (its run reused) keeps that seed's other rows.
+  assert dp_fedags_table4.main(flags + ['--epsilons', '0.5', '--methods', 'dp_fedags',
+                                        '--delta-s-scale', '2', '--seeds', '1']) == 0
+  with open(figs / 'table4.csv') as f:
+    again = [(r['delta_s_scale'], r['seed'], r['method']) for r in csv.DictReader(f)]
+  assert sorted(again) == sorted(cells)
   monkeypatch.setattr(dp_fedags_common, 'DELTA_S_SCALE', None)
   with pytest.raises(SystemExit):   # no kappa frozen yet
     dp_fedags_table4.main(flags + ['--delta-s-scale', 'calibrated'])
