@@ -902,7 +902,8 @@ def control_split(control: dict, own_row: dict, source_row: dict) -> str:
           f'Of that gap, {own - ctrl:+.2f} come from the noise multiplier '
           f'({f(_float(own_row["noise_multiplier"]), 3)} vs '
           f'{f(_float(control["noise_multiplier"]), 3)}: {control["entry"]} at its own noise '
-          f'against at {control["noise_of"]}\'s{_carried(control)}) and {ctrl - src:+.2f} from the rest of the '
+          f'against at {control["noise_of"]}\'s{_carried(control)}) and {ctrl - src:+.2f} '
+          'from the rest of the '
           f'mechanism at equal noise ({control["entry"]} {ctrl:.2f}% against '
           f'{control["noise_of"]} {src:.2f}%). One seed each: a split within the seeds\' '
           'spread is not a verdict yet.')

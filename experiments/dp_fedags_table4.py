@@ -17,7 +17,8 @@ reading; `calibrated` is the kappa `experiments.dp_fedags_calibrate` chose,
 repeats every cell per seed.
 
 Writes `table4.csv` (one row per dataset, kappa, seed, epsilon and method; the rows of
-every other (dataset, kappa, seed, epsilon, method) are kept), `fig3_<dataset>_eps<e>[_kappa<K>].png` (test accuracy per round
+every other (dataset, kappa, seed, epsilon, method) are kept),
+`fig3_<dataset>_eps<e>[_kappa<K>].png` (test accuracy per round
 of the first seed, the paper's Fig. 3) and each run's results under `runs/`.
 """
 
