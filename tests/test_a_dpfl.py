@@ -57,7 +57,7 @@ def test_state_carries_sigma_and_type_signature(tiny):
 def test_executed_events_follow_the_sigma_the_clients_drew_with(tiny):
   data, val = tiny
   m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, noise_multiplier=1.0,
-                          k=0.5, alpha=2.0, clip_norm=1.0)   # sigma halves every round
+                          hp=a_dpfl.ADPFLHparams(k=0.5, alpha=2.0), clip_norm=1.0)   # sigma halves every round
   state = m.process.initialize()
   cohort = np.array([0, 1])
   for r in range(2):
@@ -72,7 +72,8 @@ def test_executed_events_follow_the_sigma_the_clients_drew_with(tiny):
     if r:   # the post-round sigma (0.25) is not what the clients drew with
       assert privacy.releases_differ(m.guaranteed_releases(cohort, new_state), executed)
     state = new_state
-  paper = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, dp_sgd='paper_order')
+  paper = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2,
+                                  hp=a_dpfl.ADPFLHparams(dp_sgd='paper_order'))
   _, metrics = paper.run_round(paper.initialize(), cohort, 0, 0)
   assert [r for _, e, r in paper.executed_releases(cohort, None, metrics) if e is None] == [
       a_dpfl.PAPER_ORDER_REASON]
@@ -86,7 +87,8 @@ def test_executed_events_follow_the_sigma_the_clients_drew_with(tiny):
 def test_noise_adjustment_in_server_state(tiny, alpha, adjust_every, expected):
   data, val = tiny
   m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, noise_multiplier=1.0,
-                          k=0.5, alpha=alpha, adjust_every=adjust_every, clip_norm=1.0)
+                          hp=a_dpfl.ADPFLHparams(k=0.5, alpha=alpha,
+                                                 adjust_every=adjust_every), clip_norm=1.0)
   state = m.process.initialize()
   round_fn = runner.build_round_computation(m, data)
   got = []
@@ -116,7 +118,8 @@ def test_validation_accuracy_matches_keras(tiny):
 def test_zero_noise_round_equals_dpfl_client_work(tiny, dp_sgd):
   data, val = tiny
   kw = dict(learning_rate=0.3, batch_size=3, noise_multiplier=0.0, clip_norm=0.01)
-  m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2, dp_sgd=dp_sgd, **kw)
+  m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2,
+                          hp=a_dpfl.ADPFLHparams(dp_sgd=dp_sgd), **kw)
   ref = baselines.build_dpfl(BUILDER, data, **kw)
   if dp_sgd == 'paper_order':
     from tffdp.algorithms import common
@@ -137,7 +140,7 @@ def test_noise_scale(tiny):
   data, val = tiny
   m = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=1, learning_rate=1.0,
                           batch_size=6, noise_multiplier=1000.0, clip_norm=1e-3,
-                          alpha=-1.0)
+                          hp=a_dpfl.ADPFLHparams(alpha=-1.0))
   round_fn = runner.build_round_computation(m, data)
   state = m.process.initialize()
   w0 = m.process.get_model_weights(state)

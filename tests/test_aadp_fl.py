@@ -93,7 +93,8 @@ def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta
   data, x, y, parts = tiny
   # B >= d_i: one full-batch local step, so the reference needs no shuffle order.
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=5, batch_size=12, clip_norm=0.05,
-                            learning_rate=0.5, server_learning_rate=0.01)
+                            learning_rate=0.5,
+                            hp=aadp_fl.AADPFLHparams(server_learning_rate=0.01))
   state = m.initialize()
   assert np.all(aadp_fl.noise_multipliers_of(state) > 0)
   state = _set_sigmas(m, state, np.zeros(2))
@@ -123,7 +124,8 @@ def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta
 def test_budget_increase_recalibrates_sigma_in_the_state(tiny):
   data, *_ = tiny
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=5, batch_size=6, clip_norm=0.05,
-                            l=1e3, rho=0.5, epsilon=4.0, epsilon_max=10.0)
+                            hp=aadp_fl.AADPFLHparams(l=1e3, rho=0.5, epsilon=4.0,
+                                                     epsilon_max=10.0))
   state = m.initialize()
   sizes = np.unique(data.client_sizes)
   np.testing.assert_allclose(aadp_fl.budgets_of(state), [4 * 4 * 6 / 30, 4 * 4 * 12 / 30],
@@ -143,7 +145,7 @@ def test_budget_increase_recalibrates_sigma_in_the_state(tiny):
 def test_round_check_reads_what_the_aggregator_states(tiny):
   data, *_ = tiny
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6, clip_norm=0.05,
-                            l=1e3, rho=0.5)
+                            hp=aadp_fl.AADPFLHparams(l=1e3, rho=0.5))
   state = m.initialize()
   cohort = np.array([0, 3])
   new, metrics = m.run_round(state, cohort, 0, 0)
@@ -166,7 +168,7 @@ def test_round_check_reads_what_the_aggregator_states(tiny):
 def test_ledgers_match_dp_accounting(tiny, tmp_path):
   data, *_ = tiny
   m = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6, clip_norm=0.05,
-                            q_user=0.5, epsilon=4.0)
+                            hp=aadp_fl.AADPFLHparams(q_user=0.5, epsilon=4.0))
   state = m.initialize()
   sigmas = aadp_fl.noise_multipliers_of(state)
   claimed = privacy.PrivacyLedger(4, 1e-5, orders=m.rdp_orders,
@@ -186,7 +188,8 @@ def test_ledgers_match_dp_accounting(tiny, tmp_path):
   acc.compose(dp_accounting.PoissonSampledDpEvent(
       0.5, dp_accounting.GaussianDpEvent(float(np.float32(sigmas[1])) / 6)), 3)
   assert guaranteed.epsilon(3) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-9)
-  kept = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6, noise_on='kept')
+  kept = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6,
+                               hp=aadp_fl.AADPFLHparams(noise_on='kept'))
   assert kept.guaranteed_releases(np.arange(4), state)[0][1] is None
 
 

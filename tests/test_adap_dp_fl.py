@@ -2,6 +2,7 @@
 ledger values against `dp_accounting`, resume."""
 
 import csv
+import dataclasses
 import functools
 import math
 import os
@@ -34,9 +35,12 @@ def tiny(tmp_path_factory):
 
 
 def build(data, val, **kw):
-  kw = dict(dict(lot_size=LOT, learning_rate=0.01, noise_multiplier=0.0, beta=0.5, alpha=1.0),
-            **kw)
-  return adap_dp_fl.build_adap_dp_fl(BUILDER, data, val, **kw)
+  """`build_adap_dp_fl` with the options of `AdapDPFLHparams` in `kw` passed as its `hp`."""
+  kw = dict(dict(lot_size=LOT, learning_rate=0.01, noise_multiplier=0.0, beta=0.5,
+                 clipping_factor=1.0), **kw)
+  options = {f.name for f in dataclasses.fields(adap_dp_fl.AdapDPFLHparams)}
+  hp = adap_dp_fl.AdapDPFLHparams(**{k: kw.pop(k) for k in list(kw) if k in options})
+  return adap_dp_fl.build_adap_dp_fl(BUILDER, data, val, hp=hp, **kw)
 
 
 def run_rounds(method, n, cohort=None, start=None):
@@ -215,7 +219,7 @@ def test_zero_noise_round_is_exact(tiny):
   """One round, sigma = 0: C_1 = alpha * mean clipped norm; w_1 = weighted mean of Adam steps."""
   data, val = tiny
   alpha, lr = 0.7, 0.01
-  m = build(data, val, alpha=alpha, learning_rate=lr)
+  m = build(data, val, clipping_factor=alpha, learning_rate=lr)
   state0 = m.initialize()
   state1, _ = run_rounds(m, 1, start=state0)
   w0 = trainable(state0)

@@ -423,3 +423,25 @@ def test_each_hyperparameter_class_has_one_name():
     by_name.setdefault(c.__name__, []).append(c.__module__)
   assert {k: v for k, v in by_name.items() if len(v) > 1} == {}
   assert len(registry.names()) == 16
+
+
+def test_builders_take_method_options_only_through_their_hyperparameter_class():
+  """No `build_*` function of a method module gives an option of its methods'
+  hyperparameter classes a default of its own (the options' defaults live in one place;
+  a lower-level builder may take an option's value as a required keyword)."""
+  import dataclasses  # pylint: disable=g-import-not-at-top
+  import importlib  # pylint: disable=g-import-not-at-top
+  import inspect  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  restated = {}
+  for module_name in registry.BUILTIN_MODULES:
+    module = importlib.import_module(module_name)
+    options = {f.name for spec in module.METHODS for f in dataclasses.fields(spec.hparams)}
+    for name, fn in vars(module).items():
+      if name.startswith('build_') and getattr(fn, '__module__', None) == module_name:
+        defaulted = {p.name for p in inspect.signature(fn).parameters.values()
+                     if p.default is not inspect.Parameter.empty}
+        shared = sorted(options & defaulted)
+        if shared:
+          restated[f'{module_name}.{name}'] = shared
+  assert restated == {}

@@ -159,7 +159,8 @@ def test_l1_clip_scales_to_the_bound():
 def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta):
   data, x, y, parts, validation = tiny
   m = cosafed.build_cosafed(BUILDER, data, validation, method='cosafed', rounds=4,
-                            cohort_size=3, epsilon=np.inf, batch_size=12,
+                            cohort_size=3, batch_size=12,
+                            hp=cosafed.CosAFedHparams(epsilon=np.inf),
                             learning_rate=0.5)
   state = m.initialize()
   w0 = [np.array(w) for w in m.model_weights(state).trainable]
@@ -300,14 +301,15 @@ def test_guaranteed_releases_per_method(tiny):
   metrics = {'client_epsilons': np.array([50.0, 0.0, np.inf])}
   cohort = np.array([0, 1, 2])
   cos = cosafed.build_cosafed(BUILDER, data, validation, method='cosafed', rounds=3,
-                              cohort_size=3, l1_clip=1.0)
+                              cohort_size=3, hp=cosafed.CosAFedHparams(l1_clip=1.0))
   claimed, guaranteed = cos.releases_from_round(cohort, None, metrics)
   # epsilon' = 0 (infinite noise) releases nothing: neither ledger charges client 1
   assert [int(c[0]) for c, _, _ in claimed] == [0, 2]
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 50.0)
   assert guaranteed[0][1] is None and guaranteed[0][2] == cosafed.DATA_DEPENDENT_REASON
   lap = cosafed.build_cosafed(BUILDER, data, validation, method='lapfed', rounds=3,
-                              cohort_size=3, sensitivity=1.0, l1_clip=2.0)
+                              cohort_size=3,
+                              hp=cosafed.LaplaceUploadHparams(sensitivity=1.0, l1_clip=2.0))
   _, guaranteed = lap.releases_from_round(cohort, None, metrics)
   # Lap(Delta_f / eps') on an update of L1 norm <= 2: (2 eps' / Delta_f)-DP
   assert guaranteed[0][1] == dp_accounting.LaplaceDpEvent(1 / 100.0)

@@ -180,8 +180,9 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
   import functools
   from tffdp import models
   builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
-  m = dp_fedags.build_dp_fedags(builder, data, rounds=3, epsilon=0.5, perturb_all=True,
-                                weighting='size', learning_rate=0.1)
+  m = dp_fedags.build_dp_fedags(
+      builder, data, rounds=3, learning_rate=0.1,
+      hp=dp_fedags.DPFedAGSHparams(epsilon=0.5, perturb_all=True, weighting='size'))
   state = m.initialize()
   releases = m.guaranteed_releases(np.array([0, 1]), state)
   events = {int(c[0]): e for c, e, _ in releases}
@@ -207,8 +208,9 @@ def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
                        [np.arange(0, 10), np.arange(10, 40), np.arange(40, 70)],
                        cache_dir=str(tmp_path))
   builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
-  build = functools.partial(dp_fedags.build_dp_fedags, builder, data, rounds=3,
-                            perturb_all=True, weighting='size', perturbation=perturbation)
+  def build(**options):
+    return dp_fedags.build_dp_fedags(builder, data, rounds=3, hp=dp_fedags.DPFedAGSHparams(
+        **dict(dict(perturb_all=True, weighting='size', perturbation=perturbation), **options)))
   m = build(epsilon=0.5)
   cohort = np.array([2, 0, 1])
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)

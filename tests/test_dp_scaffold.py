@@ -41,7 +41,8 @@ def test_zero_noise_no_clip_is_plain_scaffold(tiny):
   # One full batch per epoch (B >= n_i): K = 3 gradient steps per client, order-free.
   m = dp_scaffold.build_dp_scaffold(BUILDER, data, learning_rate=lr, batch_size=6,
                                     noise_multiplier=0.0, clip_norm=1e6,
-                                    local_epochs=epochs, server_learning_rate=lr_g)
+                                    local_epochs=epochs,
+                                    hp=dp_scaffold.DPScaffoldHparams(server_learning_rate=lr_g))
   state = m.initialize()
   w = [np.asarray(t, np.float64) for t in state['server']['model'].trainable]
   c = [np.zeros_like(t) for t in w]

@@ -211,10 +211,8 @@ class ADPFLLedgers:
 def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarray, np.ndarray],
                  *, clients_per_round: int, learning_rate: float = 0.05,
                  batch_size: int = 20, noise_multiplier: float = 1.0,
-                 clip_norm: float = 4.0, k: float = 0.7, alpha: float = 0.01,
-                 adjust_every: int = 1, local_epochs: int = 1,
-                 dp_sgd: str = 'clip_then_noise', selection: str = 'top_k',
-                 l_z: float = 1.0, seed: int = 0,
+                 clip_norm: float = 4.0, hp: Optional['ADPFLHparams'] = None,
+                 local_epochs: int = 1, l_z: float = 1.0, seed: int = 0,
                  clients_per_slice: Optional[int] = None) -> common.Method:
   """Builds A-DPFL.
 
@@ -227,13 +225,10 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
     batch_size: B (Table 1: 20).
     noise_multiplier: sigma_0 (Table 1: 1.0).
     clip_norm: C (Table 1: 4.0 MNIST, 7.0 CIFAR-10).
-    k: Noise decay factor in `(0, 1]` (Table 1: 0.7).
-    alpha: Accuracy-gain threshold of Alg. 4 (not given in the paper).
-    adjust_every: Rounds between noise adjustments (not given: 1).
+    hp: A-DPFL's own options (`ADPFLHparams`: the decay factor `k`, Alg. 4's `alpha`
+      and `adjust_every`, `dp_sgd` and `selection`), validated on creation; None takes
+      their defaults.
     local_epochs: Passes over the client's data per round (not given: 1).
-    dp_sgd: `clip_then_noise` (default, Abadi et al.) or `paper_order` (Alg. 3 as printed;
-      `epsilon_guaranteed = inf`).
-    selection: `top_k` (Alg. 2), `weighted_sample` or `uniform`.
     l_z: L_Z of eq. 12 (paper: 1).
     seed: Model-initialisation and selection seed.
     clients_per_slice: Run the cohort in slices of this many clients per TFF client
@@ -245,8 +240,9 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   Raises:
     ValueError: On invalid hyperparameters.
   """
-  ADPFLHparams(k=k, alpha=alpha, adjust_every=adjust_every, selection=selection,
-               dp_sgd=dp_sgd)  # validates the options (one set of checks)
+  hp = ADPFLHparams() if hp is None else hp
+  k, alpha, adjust_every, dp_sgd, selection = (hp.k, hp.alpha, hp.adjust_every, hp.dp_sgd,
+                                               hp.selection)
   if not 1 <= clients_per_round <= data.num_clients:
     raise ValueError(f'clients_per_round must be in [1, {data.num_clients}]. '
                      f'Found {clients_per_round}.')
@@ -330,9 +326,8 @@ def _build(ctx: registry.BuildContext, hp: ADPFLHparams) -> common.Method:
   return build_a_dpfl(
       ctx.keras_builder, ctx.data, ctx.validation, clients_per_round=c.clients_per_round,
       learning_rate=c.learning_rate, batch_size=c.batch_size,
-      noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm, k=hp.k, alpha=hp.alpha,
-      adjust_every=hp.adjust_every, local_epochs=c.local_epochs, dp_sgd=hp.dp_sgd,
-      selection=hp.selection, seed=c.seed, clients_per_slice=c.clients_per_slice)
+      noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm, hp=hp,
+      local_epochs=c.local_epochs, seed=c.seed, clients_per_slice=c.clients_per_slice)
 
 
 METHODS = (registry.MethodSpec(

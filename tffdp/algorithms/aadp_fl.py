@@ -410,38 +410,31 @@ NOTES = dict(
     'on, so a rerun\'s epsilons are comparable in round 1 only')
 
 
-def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 4.0,
-                  delta: float = 1e-5, learning_rate: float = 0.01,
-                  server_learning_rate: float = 0.01, nadam_epsilon: float = 1e-7,
-                  batch_size: int = 32,
-                  clip_norm: float = 0.25, local_epochs: int = 1, q_user: float = 1.0,
-                  rho: float = 0.1, l: float = 1e-4, epsilon_max: float = 20.0,
-                  cap_at_max: bool = False, noise_scale: str = 'batch',
-                  noise_on: str = 'all', seed: int = 0) -> common.Method:
+def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int,
+                  hp: Optional['AADPFLHparams'] = None, delta: float = 1e-5,
+                  learning_rate: float = 0.01, batch_size: int = 32,
+                  clip_norm: float = 0.25, local_epochs: int = 1,
+                  seed: int = 0) -> common.Method:
   """Builds AADP-FL (see the module docstring).
 
   Args:
     keras_builder: No-arg callable returning the model (logits out).
     data: The clients' data; `data.client_sizes` are the `d_i` of eq. 2.
     rounds: `T` of Theorem 1 (the calibration horizon; the run's rounds).
-    epsilon: Mean budget of eq. 2 (Table 2: 4).
+    hp: AADP-FL's own options (`AADPFLHparams`, validated on creation; None takes their
+      defaults): the mean budget `epsilon` of eq. 2 (Table 2: 4), Nadam's
+      `server_learning_rate` (Sec. 6: 0.01) and `nadam_epsilon`, the participation
+      probability `q_user`, eq. 3's increase rate `rho`, the convergence threshold `l`,
+      the ceiling `epsilon_max` (Sec. 6: 20) and `cap_at_max` (Amendment 3), and the
+      noise readings `noise_scale` (`batch`: `sigma_i S / B`, Amendment 1; `update`:
+      `sigma_i S`; `none`: Fig. 5's clipping sweep, no finite guarantee) and `noise_on`
+      (`all`, or `kept`: no finite guarantee).
     delta: Target delta (Sec. 6: 1e-5).
     learning_rate: Local SGD learning rate (Sec. 6: 0.01).
-    server_learning_rate: Nadam learning rate (Sec. 6: 0.01).
-    nadam_epsilon: Nadam's epsilon, added to the root of its second moment (not given:
-      Keras' 1e-7; a larger one floors each coordinate's step divisor).
     batch_size: `B` (Sec. 6: 32 MNIST/FMNIST, 50 CIFAR-10), also the divisor of the
       noise (Amendment 1).
     clip_norm: `S` of longitudinal clipping (Fig. 5: 0.25 MNIST MLP, 0.2 CIFAR-10 CNN).
     local_epochs: Passes over the client data per round (not given: 1).
-    q_user: Probability that a client joins a round (not given: 1).
-    rho: Budget increase rate of eq. 3, in `(0, 1)` (Sec. 6: 0.1).
-    l: Threshold of the convergence test (not given: 1e-4).
-    epsilon_max: Budget ceiling (Sec. 6: 20).
-    cap_at_max: Clip raised budgets at `epsilon_max` (Amendment 3; paper: overshoot).
-    noise_scale: `batch` (`sigma_i S / B`, Amendment 1), `update` (`sigma_i S`) or
-      `none` (no noise: Fig. 5's clipping sweep; no finite guarantee).
-    noise_on: `all` or `kept` (only the kept coordinates; no finite guarantee).
     seed: Model-initialisation and client-sampling seed.
 
   Returns:
@@ -450,10 +443,11 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int, epsilon: f
   Raises:
     ValueError: On invalid hyperparameters.
   """
-  AADPFLHparams(epsilon=epsilon, q_user=q_user, rho=rho, l=l, epsilon_max=epsilon_max,
-                cap_at_max=cap_at_max, noise_scale=noise_scale, noise_on=noise_on,
-                server_learning_rate=server_learning_rate,
-                nadam_epsilon=nadam_epsilon)  # one set of checks
+  hp = AADPFLHparams() if hp is None else hp
+  (epsilon, q_user, rho, l, epsilon_max, cap_at_max, noise_scale, noise_on,
+   server_learning_rate, nadam_epsilon) = (
+       hp.epsilon, hp.q_user, hp.rho, hp.l, hp.epsilon_max, hp.cap_at_max, hp.noise_scale,
+       hp.noise_on, hp.server_learning_rate, hp.nadam_epsilon)
   _check_arguments(clip_norm, rounds, delta)
   table = SizeTable.of(data.client_sizes, epsilon, batch_size)
   calibrate = functools.partial(theorem1_table, rates=table.rates, delta=delta,
@@ -571,13 +565,9 @@ class AADPFLHparams(registry.MethodHparams):
 def _build(ctx: registry.BuildContext, hp: AADPFLHparams) -> common.Method:
   c = ctx.config
   return build_aadp_fl(
-      ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon, delta=c.delta,
-      learning_rate=c.learning_rate, server_learning_rate=hp.server_learning_rate,
-      nadam_epsilon=hp.nadam_epsilon, batch_size=c.batch_size, clip_norm=c.clip_norm,
-      local_epochs=c.local_epochs,
-      q_user=hp.q_user, rho=hp.rho, l=hp.l, epsilon_max=hp.epsilon_max,
-      cap_at_max=hp.cap_at_max, noise_scale=hp.noise_scale, noise_on=hp.noise_on,
-      seed=c.seed)
+      ctx.keras_builder, ctx.data, rounds=c.rounds, hp=hp, delta=c.delta,
+      learning_rate=c.learning_rate, batch_size=c.batch_size, clip_norm=c.clip_norm,
+      local_epochs=c.local_epochs, seed=c.seed)
 
 
 METHODS = (registry.MethodSpec(

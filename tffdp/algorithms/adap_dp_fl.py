@@ -357,19 +357,11 @@ class _AdapDpFlBuilder:
   def __init__(self, keras_builder, data: FederatedData, validation, *, num_classes,
                lot_size, learning_rate, noise_multiplier, beta, alpha, clipping, clip_norm,
                noise_schedule, client_optimizer_state, clip_norm_query, clients_per_slice,
-               adam_beta_1, adam_beta_2, adam_epsilon, seed, clip_statistic='clipped',
-               max_norm=1.0):
+               adam_beta_1, adam_beta_2, adam_epsilon, seed, clip_statistic, max_norm):
     def bad(name, value, why):
       raise ValueError(f'{name} {why}. Found {name}={value!r}.')
-    # The method's own options, by its hyperparameter class (one set of checks);
-    # `alpha` is its `clipping_factor`.
-    AdapDPFLHparams(lot_size=lot_size, clipping_factor=alpha, beta=beta, clipping=clipping,
-                    noise_schedule=noise_schedule,
-                    client_optimizer_state=client_optimizer_state,
-                    clip_norm_query=clip_norm_query, clip_statistic=clip_statistic,
-                    max_norm=max_norm)
-    if alpha is None or beta is None:
-      bad('clipping_factor' if alpha is None else 'beta', None, 'must be given')
+    # The method's own options were checked by `AdapDPFLHparams` (`alpha` is its
+    # `clipping_factor`); the shared settings are checked here.
     if learning_rate <= 0:
       bad('learning_rate', learning_rate, 'must be positive')
     if noise_multiplier < 0:
@@ -763,21 +755,15 @@ class _AdapDpFlBuilder:
 def build_adap_dp_fl(keras_builder, data: FederatedData,
                      validation: tuple[np.ndarray, np.ndarray], *,
                      num_classes: int = 10,
-                     lot_size: int = 78,
+                     hp: Optional['AdapDPFLHparams'] = None,
+                     dataset: str = 'mnist',
                      learning_rate: float = 0.002,
                      noise_multiplier: float = 6.0,
-                     beta: float = 0.9999,
-                     alpha: float = 1.0,
-                     clipping: str = 'adaptive',
                      clip_norm: float = 1.0,
-                     noise_schedule: str = 'decay',
-                     client_optimizer_state: str = 'keep',
-                     clip_norm_query: str = 'accounted',
                      clients_per_slice: Optional[int] = None,
                      adam_beta_1: float = 0.9, adam_beta_2: float = 0.999,
                      adam_epsilon: float = 1e-8,
-                     seed: int = 0, clip_statistic: str = 'clipped',
-                     max_norm: float = 1.0) -> common.Method:
+                     seed: int = 0) -> common.Method:
   """Builds Adap DP-FL (Alg. 1) as a `common.Method` with stateful clients.
 
   Args:
@@ -785,24 +771,25 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
     data: The clients' data (every client takes part in every round).
     validation: Server-side validation split `(x uint8 [n, h, w, c], y [n])` for `J`.
     num_classes: Labels of the random-noise lot that sets `C_0^k`.
-    lot_size: Expected lot size `L` (paper: 78); client `k` samples with `q = L / |D^k|`.
+    hp: Adap DP-FL's own options (`AdapDPFLHparams`, validated on creation; None takes
+      their defaults): the expected lot size `lot_size` `L` (paper: 78; client `k`
+      samples with `q = L / |D^k|`), eq. 6's `clipping_factor` `alpha > 0` and the noise
+      decay factor `beta` in `(0, 1]` (unset: the paper's values for `dataset`),
+      `clipping` (`adaptive`, eqs. 6-8, or `constant`: `C = clip_norm`),
+      `noise_schedule` (`decay`, Sec. IV-B, or `constant`), `client_optimizer_state`
+      (`keep` each client's Adam moments or `reset` them), `clip_norm_query`
+      (`accounted`: the budget applies to `epsilon_guaranteed`; `free`: to the paper's
+      eq.-10 count), `clip_statistic` of the adaptive threshold (`clipped`, eq. 6 as
+      written; `unclipped`, no DP guarantee; `bounded`) and its `max_norm` `C_max`.
+    dataset: Whose Sec. V-A values fill an unset `clipping_factor` or `beta`
+      (`AdapDPFLHparams.resolved`).
     learning_rate: Adam learning rate (paper: 0.002 MNIST, 0.001 Fashion-MNIST).
     noise_multiplier: `sigma_0` (paper: 6 MNIST, 4 Fashion-MNIST for decay runs).
-    beta: Noise decay factor in `(0, 1]` (paper: 0.9999 MNIST, 0.9998 Fashion-MNIST).
-    alpha: Clipping factor `> 0` of eq. 6 (paper: 1.0 MNIST, 0.01 Fashion-MNIST).
-    clipping: `adaptive` (eqs. 6-8) or `constant` (`C = clip_norm`).
     clip_norm: The constant threshold `C > 0` (paper: 1.0); unused when adaptive.
-    noise_schedule: `decay` (Sec. IV-B) or `constant`.
-    client_optimizer_state: `keep` (each client's Adam moments persist) or `reset`.
-    clip_norm_query: `accounted` (the budget applies to `epsilon_guaranteed`) or `free`
-      (it applies to the paper's eq.-10 count).
     clients_per_slice: Clients per CLIENTS member; must divide the number of clients
       (default: all clients in one slice).
     adam_beta_1, adam_beta_2, adam_epsilon: Adam's constants (PyTorch defaults).
     seed: Model-initialisation seed.
-    clip_statistic: The statistic of the adaptive threshold (`next_clip_norm`):
-      `clipped` (eq. 6 as written), `unclipped` (no DP guarantee) or `bounded`.
-    max_norm: `C_max` of `clip_statistic='bounded'` (`> 0`).
 
   Returns:
     A `common.Method` whose `process` is an `AdapDpFlProcess`; its runner state is
@@ -811,13 +798,15 @@ def build_adap_dp_fl(keras_builder, data: FederatedData,
   Raises:
     ValueError: On an invalid hyperparameter (named, with its value).
   """
+  hp, _ = (AdapDPFLHparams() if hp is None else hp).resolved(dataset)
   builder = _AdapDpFlBuilder(
-      keras_builder, data, validation, num_classes=num_classes, lot_size=lot_size,
-      learning_rate=learning_rate, noise_multiplier=noise_multiplier, beta=beta, alpha=alpha,
-      clipping=clipping, clip_norm=clip_norm, noise_schedule=noise_schedule,
-      client_optimizer_state=client_optimizer_state, clip_norm_query=clip_norm_query,
-      clients_per_slice=clients_per_slice, adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2,
-      adam_epsilon=adam_epsilon, seed=seed, clip_statistic=clip_statistic, max_norm=max_norm)
+      keras_builder, data, validation, num_classes=num_classes, lot_size=hp.lot_size,
+      learning_rate=learning_rate, noise_multiplier=noise_multiplier, beta=hp.beta,
+      alpha=hp.clipping_factor, clipping=hp.clipping, clip_norm=clip_norm,
+      noise_schedule=hp.noise_schedule, client_optimizer_state=hp.client_optimizer_state,
+      clip_norm_query=hp.clip_norm_query, clients_per_slice=clients_per_slice,
+      adam_beta_1=adam_beta_1, adam_beta_2=adam_beta_2, adam_epsilon=adam_epsilon,
+      seed=seed, clip_statistic=hp.clip_statistic, max_norm=hp.max_norm)
   for section in (builder.model_weights, builder.types, builder.server, builder.client_data,
                   builder.client_initialisation, builder.one_round):
     section()
@@ -898,14 +887,10 @@ class AdapDPFLHparams(registry.MethodHparams):
 
 def _build(ctx: registry.BuildContext, hp: AdapDPFLHparams) -> common.Method:
   c = ctx.config
-  hp, _ = hp.resolved(c.dataset)
   return build_adap_dp_fl(
-      ctx.keras_builder, ctx.data, ctx.validation, num_classes=ctx.num_classes,
-      lot_size=hp.lot_size, learning_rate=c.learning_rate, noise_multiplier=c.noise_multiplier,
-      beta=hp.beta, alpha=hp.clipping_factor, clipping=hp.clipping, clip_norm=c.clip_norm,
-      noise_schedule=hp.noise_schedule, client_optimizer_state=hp.client_optimizer_state,
-      clip_norm_query=hp.clip_norm_query, clients_per_slice=c.clients_per_slice, seed=c.seed,
-      clip_statistic=hp.clip_statistic, max_norm=hp.max_norm)
+      ctx.keras_builder, ctx.data, ctx.validation, num_classes=ctx.num_classes, hp=hp,
+      dataset=c.dataset, learning_rate=c.learning_rate, noise_multiplier=c.noise_multiplier,
+      clip_norm=c.clip_norm, clients_per_slice=c.clients_per_slice, seed=c.seed)
 
 
 METHODS = (registry.MethodSpec(

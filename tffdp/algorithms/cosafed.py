@@ -360,8 +360,7 @@ def build_laplace_upload_process(
     keras_builder, data: FederatedData, validation, *, rule: Callable[[BudgetInputs], tf.Tensor],
     rounds: int, cohort_size: int, epsilon: float, sensitivity: float,
     l1_clip: Optional[float], scale_by_cosine: bool, learning_rate: float, batching,
-    epsilon_floor: Optional[float] = None, score_acc: str = 'formula4',
-    cosfed_cosine: str = 'models', seed: int = 0):
+    epsilon_floor: Optional[float], score_acc: str, cosfed_cosine: str, seed: int):
   """The round of Alg. 1 with a budget `rule`: `(process, round_fn)`.
 
   `process` is a `tff.learning.templates.LearningProcess` (`next(state, client
@@ -558,11 +557,8 @@ def laplace_upload_notes(method: str, sensitivity: float, l1_clip: Optional[floa
 
 
 def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str = 'cosafed',
-                  rounds: int, cohort_size: int, epsilon: float = 100.0,
-                  sensitivity: float = 1.0, l1_clip: Optional[float] = None,
-                  epsilon_floor: Optional[float] = None, score_acc: str = 'formula4',
-                  p_fixed: float = 0.95, cosfed_cosine: str = 'models',
-                  learning_rate: float = 0.01, batch_size: int = 10, local_epochs: int = 1,
+                  rounds: int, cohort_size: int,
+                  hp: Optional['LaplaceUploadHparams'] = None, learning_rate: float = 0.01, batch_size: int = 10, local_epochs: int = 1,
                   delta: float = 1e-5, seed: int = 0) -> common.Method:
   """Builds cosAFed or one of its reconstructed baselines (see the module docstring).
 
@@ -574,13 +570,13 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     method: `cosafed`, `lapfed`, `adpfl` or `cosfed` (`BUDGET_RULES`).
     rounds: `T` (formula 5).
     cohort_size: `N` clients per round (formula 1, the accuracy window of formula 4).
-    epsilon: Initial per-client-per-round budget (Sec. 5: 100-200).
-    sensitivity: `Delta_f` (not given; calibrated, Amendment 3).
-    l1_clip: None (paper-literal: no clip, no guarantee) or the L1 bound of each upload.
-    epsilon_floor: Lower bound on `epsilon'` (Amendment 5; None: the paper's, none).
-    score_acc: `formula4` or `alg2` (Amendment 4).
-    p_fixed: ADPFL's coefficient (Amendment 2: 0.95).
-    cosfed_cosine: cosFed's cosine, of consecutive global `models` or `updates`.
+    hp: The method's own options, an instance of `HPARAMS[method]` (validated on
+      creation; None takes their defaults): the initial per-client-per-round budget
+      `epsilon` (Sec. 5: 100-200), `sensitivity` `Delta_f` (not given; calibrated,
+      Amendment 3), `l1_clip` (None, paper-literal: no clip, no guarantee; or the L1
+      bound of each upload) and, where the method has them, cosAFed's `epsilon_floor`
+      (Amendment 5), `score_acc` (Amendment 4), ADPFL's `p_fixed` (Amendment 2) and
+      cosFed's `cosfed_cosine`.
     learning_rate, batch_size, local_epochs: Local SGD (not given in the paper).
     delta: delta of the guaranteed ledger's RDP and PLD bounds.
     seed: Model-initialisation seed.
@@ -590,11 +586,21 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
 
   Raises:
     ValueError: On invalid arguments.
+    TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
   if method not in BUDGET_RULES:
     raise ValueError(f'method must be one of {", ".join(BUDGET_RULES)}. Found {method!r}.')
-  if not 0 < p_fixed <= 1:
-    raise ValueError(f'p_fixed must be in (0, 1]. Found {p_fixed!r}.')
+  hp = HPARAMS[method]() if hp is None else hp
+  if type(hp) is not HPARAMS[method]:  # pylint: disable=unidiomatic-typecheck
+    raise TypeError(f'hp of {method} must be a {HPARAMS[method].__name__}. Found '
+                    f'{type(hp).__name__}.')
+  # Options a method does not have keep their class defaults in its recorded
+  # hyperparameters (its rule never reads them).
+  epsilon, sensitivity, l1_clip = hp.epsilon, hp.sensitivity, hp.l1_clip
+  epsilon_floor = getattr(hp, 'epsilon_floor', CosAFedHparams.epsilon_floor)
+  score_acc = getattr(hp, 'score_acc', ScoredHparams.score_acc)
+  p_fixed = getattr(hp, 'p_fixed', ADPFLUploadHparams.p_fixed)
+  cosfed_cosine = getattr(hp, 'cosfed_cosine', CosFedHparams.cosfed_cosine)
   rule = {'cosafed': cosafed_rule, 'lapfed': lapfed_rule, 'adpfl': adpfl_rule(p_fixed),
           'cosfed': cosfed_rule}[method]
   batching = ShuffleBatch(batch_size, local_epochs)
@@ -689,6 +695,11 @@ class ADPFLUploadHparams(ScoredHparams):
   p_fixed: float = registry.option(
       0.95, 'ADPFL\'s fixed coefficient p (Amendment 2: 0.95)')
 
+  def __post_init__(self):
+    super().__post_init__()
+    if not 0 < self.p_fixed <= 1:
+      raise ValueError(f'p_fixed must be in (0, 1]. Found p_fixed={self.p_fixed!r}.')
+
 
 @dataclasses.dataclass(frozen=True)
 class CosFedHparams(LaplaceUploadHparams):
@@ -702,12 +713,7 @@ def _builder(name: str):
     c = ctx.config
     return build_cosafed(
         ctx.keras_builder, ctx.data, ctx.validation, method=name, rounds=c.rounds,
-        cohort_size=c.clients_per_round, epsilon=hp.epsilon, sensitivity=hp.sensitivity,
-        l1_clip=hp.l1_clip, epsilon_floor=getattr(hp, 'epsilon_floor', None),
-        score_acc=getattr(hp, 'score_acc', 'formula4'),
-        p_fixed=getattr(hp, 'p_fixed', 0.95),
-        cosfed_cosine=getattr(hp, 'cosfed_cosine', 'models'),
-        learning_rate=c.learning_rate, batch_size=c.batch_size,
+        cohort_size=c.clients_per_round, hp=hp, learning_rate=c.learning_rate, batch_size=c.batch_size,
         local_epochs=c.local_epochs, delta=c.delta, seed=c.seed)
   return build
 
@@ -719,6 +725,8 @@ _SHARED = dict(learning_rate='local SGD learning rate (not given in the paper)',
                noise_multiplier='unused: the Laplace scale is Delta_f / epsilon\'',
                clip_norm='unused: see l1_clip')
 
+HPARAMS = dict(cosafed=CosAFedHparams, lapfed=LaplaceUploadHparams,
+               adpfl=ADPFLUploadHparams, cosfed=CosFedHparams)
 METHODS = (
     registry.MethodSpec('cosafed', _builder('cosafed'), CosAFedHparams,
                         'cosAFed (spec cosafed.md): cosine-scaled Laplace uploads, budget '

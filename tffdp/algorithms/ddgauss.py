@@ -225,10 +225,13 @@ def round_metrics(metrics) -> dict:
 def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
                   batch_size: int, noise_multiplier: float, clip_norm: float,
                   clients_per_round: int, local_epochs: int = 1, seed: int = 0,
-                  cohort_sampling: str = 'uniform', bits: int = 20,
-                  rotation_type: str = 'hd', beta: float = 0.0,
-                  modclip_prob: float = 1e-4) -> common.Method:
+                  cohort_sampling: str = 'uniform',
+                  hp: Optional['DDGaussHparams'] = None) -> common.Method:
   """DDGauss FedAvg (see module doc): local SGD, then `ddgauss_factory`, then `w -= mean`.
+
+  `hp` holds DDGauss's own options (`DDGaussHparams`: SecAgg `bits`, `rotation_type`,
+  rounding `beta`, `modclip_prob`; validated on creation; None takes their defaults,
+  TFF's `ddp_secure_aggregator` settings). The other arguments are the shared settings.
 
   Raises:
     ValueError: On `noise_multiplier <= 0` (the event needs noise; use `fedavg`), or as
@@ -237,6 +240,8 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
   if noise_multiplier <= 0:
     raise ValueError(f'noise_multiplier must be positive for ddgauss (without noise it is '
                      f'quantised FedAvg). Found {noise_multiplier}.')
+  hp = DDGaussHparams() if hp is None else hp
+  bits, rotation_type, beta, modclip_prob = hp.bits, hp.rotation_type, hp.beta, hp.modclip_prob
   runtime.allow_deep_protos()
   factory = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
                             rotation_type, beta, modclip_prob)
@@ -317,8 +322,7 @@ def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
       ctx.keras_builder, ctx.data, learning_rate=c.learning_rate, batch_size=c.batch_size,
       noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm,
       clients_per_round=c.clients_per_round, local_epochs=c.local_epochs, seed=c.seed,
-      cohort_sampling=c.cohort_sampling, bits=hp.bits, rotation_type=hp.rotation_type,
-      beta=hp.beta, modclip_prob=hp.modclip_prob)
+      cohort_sampling=c.cohort_sampling, hp=hp)
 
 
 METHODS = (registry.MethodSpec(

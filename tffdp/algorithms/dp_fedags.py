@@ -560,51 +560,79 @@ def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: f
       init_fn, weights_type, data.client_data_type, client_fn)
 
 
-def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int, epsilon: float = 0.5,
-                    epsilon_split: tuple[float, float, float] = (0.05, 0.05, 0.9),
+def method_options(method: str, hp: Optional['BaselineHparams']) -> tuple['BaselineHparams', dict]:
+  """`(hp, options)`: a method's hyperparameters (None: its class's defaults) and what its
+  mechanism runs with: `MECHANISMS[method]` (the coordinate selection, weights, cpSGD's
+  perturbation), overridden by its options of the same name; an option it does not have
+  keeps its class default (recorded, never read) and `epsilon_split` is
+  `(epsilon_1, epsilon_2, epsilon_3) / epsilon`.
+
+  Raises:
+    ValueError: On an unknown method.
+    TypeError: If `hp` is not an instance of `HPARAMS[method]`.
+  """
+  if method not in HPARAMS:
+    raise ValueError(f'method must be one of {", ".join(HPARAMS)}. Found {method!r}.')
+  hp = HPARAMS[method]() if hp is None else hp
+  if type(hp) is not HPARAMS[method]:  # pylint: disable=unidiomatic-typecheck
+    raise TypeError(f'hp of {method} must be a {HPARAMS[method].__name__}. Found '
+                    f'{type(hp).__name__}.')
+  options = dict(perturbation=DPFedAGSHparams.perturbation,
+                 perturb_all=DPFedAGSHparams.perturb_all,
+                 top_fraction=SNLCHparams.top_fraction,
+                 quantization_levels=CPSGDHparams.quantization_levels)
+  options.update(MECHANISMS[method])
+  options.update({k: getattr(hp, k) for k in options if hasattr(hp, k)})
+  f1 = getattr(hp, 'epsilon_1_fraction', DPFedAGSHparams.epsilon_1_fraction)
+  f2 = getattr(hp, 'epsilon_2_fraction', DPFedAGSHparams.epsilon_2_fraction)
+  options['epsilon_split'] = (f1, f2, 1.0 - f1 - f2)
+  return hp, options
+
+
+def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
+                    method: str = 'dp_fedags', hp: Optional['BaselineHparams'] = None,
                     clip_norm: float = 1.0, learning_rate: float = 0.1, batch_size: int = 128,
-                    local_epochs: int = 1, delta_s: str = 'scaled',
-                    delta_s_scale: float = 1.0, perturbation: str = 'gaussian', perturb_all: bool = False,
-                    weighting: str = 'loss', clients_per_round: int = 10,
-                    delta: float = 1e-3, seed: int = 0, selection: str = 'svt',
-                    top_fraction: float = 0.1, quantization_levels: int = 2 ** 16,
-                    name: str = 'dp_fedags') -> common.Method:
-  """Builds DP-FedAGS (see the module docstring).
+                    local_epochs: int = 1, clients_per_round: int = 10,
+                    delta: float = 1e-3, seed: int = 0) -> common.Method:
+  """Builds DP-FedAGS or one of its reconstructed baselines (see the module docstring).
+
+  The method fixes the mechanism (`MECHANISMS`: the coordinate selection, perturbation
+  and aggregation weights); its options come from `hp`.
 
   Args:
     keras_builder: No-arg callable returning the model (logits out).
     data: The clients' data.
     rounds: `T` (Sec. V-A: 200 MNIST / CIFAR-10).
-    epsilon: Per-round budget (Sec. V-A: 0.1, 0.2, 0.5).
-    epsilon_split: `(epsilon_1, epsilon_2, epsilon_3) / epsilon` (Sec. IV-A gives only
-      `epsilon_3 >> epsilon_1 + epsilon_2` and `q^{2/3} : 1` with `q` undefined: 5/5/90%).
+    method: `dp_fedags`, `dp_fedsnlc`, `dp_fedavg_ags` or `cpsgd` (`HPARAMS`).
+    hp: The method's own options, an instance of `HPARAMS[method]` (validated on
+      creation; None takes their defaults): the per-round budget `epsilon` (Sec. V-A:
+      0.1, 0.2, 0.5), the sensitivity reading `delta_s` (`scaled`: `2 eta C / n_k`,
+      Amendment 1; `clip`: `C`) and its scale `delta_s_scale` `kappa` (0: the clip-only
+      control, no noise); DP-FedAGS's `epsilon_1_fraction`, `epsilon_2_fraction` (Sec.
+      IV-A gives only `epsilon_3 >> epsilon_1 + epsilon_2`: 5/5/90%), `perturbation`,
+      `perturb_all` and `weighting`; DP-FedSNLC's `top_fraction`; cpSGD's
+      `quantization_levels`.
     clip_norm: `C` (Sec. V-A: 1).
     learning_rate: `eta` of the local SGD and of the server step (Sec. V-A: 0.1).
     batch_size: `B` (Sec. V-A: 128).
     local_epochs: `E` (not given: 1).
-    delta_s: `scaled` (`2 eta C / n_k`, Amendment 1) or `clip` (`C`).
-    delta_s_scale: `kappa >= 0`: `scaled` reads `Delta_S = kappa 2 eta C / n_k` (the
-      calibration of fidelity pass 2; 0 is the clip-only control, no noise).
-    perturbation: `gaussian`, `laplace` or `binomial` (cpSGD; `selection='all'`).
-    perturb_all: Noise every coordinate.
-    weighting: `loss` (eq. 37) or `size` (`n_k / n`).
     clients_per_round: `k` (Sec. V-A: 10).
     delta: The delta of the guaranteed ledger (Sec. V-A: 0.001).
     seed: Model-initialisation seed.
-    selection, top_fraction: As `SignificantGradientFactory` (`svt` for DP-FedAGS).
-    quantization_levels: `k` of `binomial` (cpSGD; not given in either paper: 2^16).
-    name: The method name (`dp_fedags`, `dp_fedsnlc`, `dp_fedavg_ags`, `cpsgd`).
 
   Returns:
     A `common.Method`.
 
   Raises:
-    ValueError: On invalid hyperparameters.
+    ValueError: On an unknown method or invalid hyperparameters.
+    TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
-  if len(epsilon_split) != 3 or any(s <= 0 for s in epsilon_split):
-    raise ValueError(f'epsilon_split must be three positive fractions. Found {epsilon_split}.')
-  if weighting not in WEIGHTINGS:
-    raise ValueError(f'weighting must be one of {", ".join(WEIGHTINGS)}. Found {weighting!r}.')
+  hp, options = method_options(method, hp)
+  selection, weighting, perturbation, perturb_all, top_fraction, quantization_levels = (
+      options[k] for k in ('selection', 'weighting', 'perturbation', 'perturb_all',
+                           'top_fraction', 'quantization_levels'))
+  epsilon, epsilon_split = hp.epsilon, options['epsilon_split']
+  delta_s, delta_s_scale, name = hp.delta_s, hp.delta_s_scale, method
   privacy.check_delta(delta)
   _check_delta_s_scale(delta_s, delta_s_scale, perturbation)
   e1, e2, e3 = (epsilon * s for s in epsilon_split)
@@ -962,27 +990,25 @@ class SNLCHparams(BaselineHparams):
       0.1, 'fraction omega of the largest |g\'| coordinates perturbed (baselines.md: 10%)')
 
 
+HPARAMS = dict(dp_fedags=DPFedAGSHparams, dp_fedsnlc=SNLCHparams,
+               dp_fedavg_ags=BaselineHparams, cpsgd=CPSGDHparams)
+# What each method fixes: the coordinate selection (`SignificantGradientFactory`), the
+# aggregation weights and, for cpSGD, the perturbation; a method's option of the same name
+# (DP-FedAGS's weighting) overrides its entry.
+MECHANISMS = dict(dp_fedags=dict(selection='svt', weighting='loss'),
+                  dp_fedsnlc=dict(selection='top', weighting='size'),
+                  dp_fedavg_ags=dict(selection='all', weighting='size'),
+                  cpsgd=dict(selection='all', weighting='size', perturbation='binomial'))
+
+
 def _builder(name: str):
   def build(ctx: registry.BuildContext, hp) -> common.Method:
     c = ctx.config
-    f1 = getattr(hp, 'epsilon_1_fraction', 0.05)
-    f2 = getattr(hp, 'epsilon_2_fraction', 0.05)
-    if name == 'dp_fedags':
-      kw = dict(selection='svt', perturbation=hp.perturbation, perturb_all=hp.perturb_all,
-                weighting=hp.weighting)
-    elif name == 'cpsgd':
-      kw = dict(selection='all', weighting='size', perturbation='binomial',
-                quantization_levels=hp.quantization_levels)
-    elif name == 'dp_fedsnlc':
-      kw = dict(selection='top', top_fraction=hp.top_fraction, weighting='size')
-    else:
-      kw = dict(selection='all', weighting='size')
     return build_dp_fedags(
-        ctx.keras_builder, ctx.data, rounds=c.rounds, epsilon=hp.epsilon,
-        epsilon_split=(f1, f2, 1.0 - f1 - f2), clip_norm=c.clip_norm,
-        learning_rate=c.learning_rate, batch_size=c.batch_size, local_epochs=c.local_epochs,
-        delta_s=hp.delta_s, delta_s_scale=hp.delta_s_scale, clients_per_round=c.clients_per_round, delta=c.delta,
-        seed=c.seed, name=name, **kw)
+        ctx.keras_builder, ctx.data, rounds=c.rounds, method=name, hp=hp,
+        clip_norm=c.clip_norm, learning_rate=c.learning_rate, batch_size=c.batch_size,
+        local_epochs=c.local_epochs, clients_per_round=c.clients_per_round, delta=c.delta,
+        seed=c.seed)
   return build
 
 

@@ -209,7 +209,7 @@ def scaffold_process(keras_builder, data: FederatedData, batching: ShuffleBatch,
 
 def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: float,
                       batch_size: int, noise_multiplier: float, clip_norm: float,
-                      local_epochs: int = 1, server_learning_rate: float = 1.0,
+                      local_epochs: int = 1, hp: typing.Optional['DPScaffoldHparams'] = None,
                       seed: int = 0, cohort_sampling: str = 'uniform') -> common.Method:
   """DP-SCAFFOLD (see module doc).
 
@@ -221,7 +221,8 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
     noise_multiplier: DP-SGD sigma (`>= 0`; 0: no noise, no finite guarantee).
     clip_norm: Per-example clip `C` (`> 0`).
     local_epochs: Passes over the client data per round (`K = E ceil(n_i / B)` steps).
-    server_learning_rate: Global step `eta_g` (`> 0`; SCAFFOLD's default 1).
+    hp: DP-SCAFFOLD's own options (`DPScaffoldHparams`: the global step
+      `server_learning_rate` `eta_g`), validated on creation; None takes their defaults.
     seed: Initial-model seed.
     cohort_sampling: The runner's cohort draw (`uniform` or `poisson`).
 
@@ -231,8 +232,8 @@ def build_dp_scaffold(keras_builder, data: FederatedData, *, learning_rate: floa
   Raises:
     ValueError: On a non-positive learning rate, `clip_norm`, or a negative sigma.
   """
-  for name, value in (('learning_rate', learning_rate), ('clip_norm', clip_norm),
-                      ('server_learning_rate', server_learning_rate)):
+  server_learning_rate = (DPScaffoldHparams() if hp is None else hp).server_learning_rate
+  for name, value in (('learning_rate', learning_rate), ('clip_norm', clip_norm)):
     if value <= 0:
       raise ValueError(f'{name} must be positive. Found {value}.')
   if noise_multiplier < 0:
@@ -314,7 +315,7 @@ def _build(ctx: registry.BuildContext, hp: DPScaffoldHparams) -> common.Method:
   return build_dp_scaffold(
       ctx.keras_builder, ctx.data, learning_rate=c.learning_rate, batch_size=c.batch_size,
       noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm,
-      local_epochs=c.local_epochs, server_learning_rate=hp.server_learning_rate,
+      local_epochs=c.local_epochs, hp=hp,
       seed=c.seed, cohort_sampling=c.cohort_sampling)
 
 
