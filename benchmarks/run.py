@@ -1,7 +1,7 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5]
-        [--only tff|client|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
+        [--only tff|client|per_client|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
         [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
         [--probe-rounds 3] [--fresh]
 
@@ -27,6 +27,10 @@
    one plain-TF function (clip, sum, Gaussian noise for DP-FedAvg), one TFF client per
    client and one cohort slice (DP-FedAvg's updates clipped in the slice): 10 of 100
    clients x 600 examples, and the benchmark's client track, 50 of 1,000 x 55.
+1c. (`--only per_client`) Where TFF's cost per client goes on that client track: rounds
+   that only broadcast the weights and sum them back, that also build and read each
+   client's dataset inside TFF, FedAvg's whole round, and the plain-TF floor, each at 10
+   and 50 clients (the slope is the cost per client).
 4. Rounds on TFF workers (`--workers`; `python -m benchmarks.run --only workers`): one
    A-DPFL-setting DPFL round (100 clients per round x 60 examples, batch 20, A-DPFL's CNN,
    3.3M parameters) under the local context, on one loopback worker and on two loopback
@@ -74,9 +78,9 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from benchmarks import costs, steps  # pylint: disable=g-import-not-at-top
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
-from tffdp.algorithms import baselines, per_example  # pylint: disable=g-import-not-at-top
+from tffdp.algorithms import baselines, common, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
-from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
+from tffdp.data import FederatedData, ShuffleBatch  # pylint: disable=g-import-not-at-top
 
 
 measure = steps.measure  # shared with the cost table's floor
@@ -222,6 +226,147 @@ def bench_tff(label, model, clients, per_client, batch, repeats, cache, slices=(
   return out, t_floor
 
 
+def client_level_floor(builder, x, y, cohort, per_client, batch, private,
+                       noise_multiplier=1.0, clip_norm=1.0):
+  """The plain-TF floor of a client-level round: a `tf.function` `weights -> new weights`
+  that trains the first `cohort` clients of `x, y` (`per_client` examples each, in order)
+  for one epoch of SGD at `batch` (lr 0.05) one after the other, then takes FedAvg's
+  example-weighted mean of their updates, or (`private`) clips each to `clip_norm`, sums,
+  adds `N(0, (z C)^2)` and divides by the cohort size."""
+  keras_model = builder()
+  step = build_local_step(keras_model, 0.05, 'none')
+  xs = tf.constant(x[:cohort * per_client].reshape(cohort, per_client, 28, 28, 1)
+                   .astype(np.float32) / 255.0)
+  ys = tf.constant(y[:cohort * per_client].reshape(cohort, per_client).astype(np.int32))
+  steps_per_client = -(-per_client // batch)
+
+  @tf.function
+  def fn(weights):
+    total = [tf.zeros_like(w) for w in weights]
+    for c in tf.range(cohort):
+      delta = train_client_in_tf(keras_model, step, weights, xs, ys, c, steps_per_client,
+                                 batch, tf.constant([1, 0], tf.int64), tf.constant(0.0),
+                                 tf.constant(clip_norm))
+      if private:
+        delta, _ = tf.clip_by_global_norm(delta, clip_norm)
+        total = [t + d for t, d in zip(total, delta)]
+      else:
+        total = [t + float(per_client) * d for t, d in zip(total, delta)]
+    if private:
+      noised = [t + tf.random.normal(tf.shape(t), stddev=noise_multiplier * clip_norm)
+                for t in total]
+      return [w - t / float(cohort) for w, t in zip(weights, noised)]
+    return [w - t / float(cohort * per_client) for w, t in zip(weights, total)]
+  return fn
+
+
+def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
+                         model='adap_dp_fl_cnn', cohorts=(10, 50)):
+  """Where TFF's cost per client goes on the benchmark's client track (50 of 1,000
+  clients x 55 examples, the 26k CNN, batch 20): three TFF rounds of growing client work
+  and the plain-TF floor, each at two cohort sizes, so that the slope between them is the
+  cost per client and the intercept the fixed cost per round:
+
+  - `dispatch`: broadcast the model's trainable weights, each client returns them as
+    they came (a `tff.tensorflow.computation` on `(weights, client id)`), federated sum;
+  - `data`: the same plus each client's dataset built inside TFF from its id and seed
+    (`FederatedData.client_data_computation`, as every cohort round does) and read to
+    the end (its examples counted);
+  - `data_in_one`: the same dataset built and read inside the client's one computation
+    (no dataset passed from one TFF computation to the next);
+  - `fedavg`: FedAvg's whole round (`runner.build_round_computation`), one epoch of SGD;
+  - `fedavg_slices_of_1`: the same round in cohort slices of one client each (each TFF
+    client trains one client from its id and seed by index tensors, no `tf.data`
+    pipeline: `dp_sgd.build_sliced_dp_sgd_client_work`);
+  - `floor`: the same clients trained in one plain-TF `tf.function` (`client_level_floor`).
+
+  Interleaved, `repeats` calls each in turn, three times; prints ms per client and per
+  round. Returns `{stage: (ms per client, ms per round fixed)}`."""
+  x, y, data, builder = random_clients(model, clients, per_client, cache)
+  trainable_type = common.weights_type_of(builder).trainable
+  data_comp = data.client_data_computation(ShuffleBatch(batch, 1))
+
+  @tff.tensorflow.computation(trainable_type, tff.TensorType(np.str_))
+  def echo(weights, client_id):
+    del client_id
+    return weights
+
+  def read(batches):
+    return batches.reduce(np.int64(0), lambda n, b: n + tf.cast(tf.shape(b['y'])[0], tf.int64))
+
+  @tff.tensorflow.computation(trainable_type, data_comp.type_signature.result)
+  def echo_read(weights, client_data):
+    return weights, read(client_data['batches'])
+
+  @tff.tensorflow.computation(trainable_type, tff.TensorType(np.str_),
+                              tff.TensorType(np.int64, [2]))
+  def echo_build_read(weights, client_id, seed):
+    return weights, read(data.client_batches(client_id, seed, ShuffleBatch(batch, 1)))
+
+  server_weights = tff.FederatedType(trainable_type, tff.SERVER)
+  client_ids = tff.FederatedType(np.str_, tff.CLIENTS)
+  client_seeds = tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS)
+
+  @tff.federated_computation(server_weights, client_ids)
+  def dispatch(weights, ids):
+    return tff.federated_sum(tff.federated_map(echo, (tff.federated_broadcast(weights), ids)))
+
+  @tff.federated_computation(server_weights, client_ids, client_seeds)
+  def with_data(weights, ids, seeds):
+    datasets = tff.federated_map(data_comp, (ids, seeds))
+    return tff.federated_sum(tff.federated_map(
+        echo_read, (tff.federated_broadcast(weights), datasets)))
+
+  @tff.federated_computation(server_weights, client_ids, client_seeds)
+  def data_in_one(weights, ids, seeds):
+    return tff.federated_sum(tff.federated_map(
+        echo_build_read, (tff.federated_broadcast(weights), ids, seeds)))
+
+  method = baselines.build_fedavg(builder, data, learning_rate=0.05, batch_size=batch)
+  fedavg = runner.build_round_computation(method, data)
+  sliced = baselines.build_fedavg(builder, data, learning_rate=0.05, batch_size=batch,
+                                  clients_per_slice=1)
+  fedavg_sliced = runner.build_round_computation(sliced, data)
+  sliced_state = sliced.process.initialize()
+  state = method.process.initialize()
+  trainable = list(method.process.get_model_weights(state).trainable)
+  cases = {}
+  for k in cohorts:
+    ids = [str(i) for i in range(k)]
+    seeds = [np.array([1, i], np.int64) for i in range(k)]
+    floor = client_level_floor(builder, x, y, k, per_client, batch, False)
+    tf_weights = [tf.constant(w) for w in trainable]
+    for stage in (with_data, data_in_one):
+      count = int(stage(trainable, ids, seeds)[1])
+      if count != k * per_client:  # every client's examples read, once
+        raise RuntimeError(f'a data stage read {count} examples of {k * per_client}.')
+    cases[k] = {
+        'dispatch': lambda ids=ids: dispatch(trainable, ids),
+        'data': lambda ids=ids, seeds=seeds: with_data(trainable, ids, seeds),
+        'data_in_one': lambda ids=ids, seeds=seeds: data_in_one(trainable, ids, seeds),
+        'fedavg': lambda ids=ids, seeds=seeds: fedavg(state, ids, seeds),
+        'fedavg_slices_of_1': lambda k=k, ids=ids, seeds=seeds: fedavg_sliced(
+            sliced_state, runner.slice_inputs(np.arange(k), seeds, 1)),
+        'floor': lambda floor=floor, w=tf_weights: [t.numpy() for t in floor(w)]}
+  times = {(k, name): [] for k in cohorts for name in cases[k]}
+  for _ in range(3):
+    for k in cohorts:
+      for name, fn in cases[k].items():
+        times[(k, name)].append(measure(fn, repeats).median)
+  small, large = cohorts
+  out = {}
+  for name in cases[small]:
+    t_small, t_large = (float(np.median(times[(k, name)])) for k in cohorts)
+    per_client_ms = 1e3 * (t_large - t_small) / (large - small)
+    fixed_ms = 1e3 * t_small - small * per_client_ms
+    out[name] = (per_client_ms, fixed_ms)
+    print(f'[tff-per-client] {name}: {1e3 * t_small:.1f} ms at {small} clients, '
+          f'{1e3 * t_large:.1f} ms at {large}: {per_client_ms:.2f} ms per client, '
+          f'{fixed_ms:.1f} ms per round fixed ({per_client} examples a client, batch '
+          f'{batch}, {model})', flush=True)
+  return out
+
+
 def bench_client_level(repeats, cache, tag, clients=100, per_client=600, cohort=10,
                        batch=20, model='adap_dp_fl_cnn', noise_multiplier=1.0,
                        clip_norm=1.0):
@@ -248,34 +393,9 @@ def bench_client_level(repeats, cache, tag, clients=100, per_client=600, cohort=
           noise_multiplier=noise_multiplier, clip_norm=clip_norm, clients_per_round=cohort,
           clients_per_slice=per_slice)
          for name, per_slice in (('dp_fedavg', None), ('dp_fedavg_one_slice', cohort))}}
-  keras_model = builder()
-  step = build_local_step(keras_model, 0.05, 'none')
-  xs = tf.constant(x[:cohort * per_client].reshape(cohort, per_client, 28, 28, 1)
-                   .astype(np.float32) / 255.0)
-  ys = tf.constant(y[:cohort * per_client].reshape(cohort, per_client).astype(np.int32))
-  steps_per_client = -(-per_client // batch)
-
-  def floor_fn(private: bool):
-    @tf.function
-    def fn(weights):
-      total = [tf.zeros_like(w) for w in weights]
-      for c in tf.range(cohort):
-        delta = train_client_in_tf(keras_model, step, weights, xs, ys, c, steps_per_client,
-                                   batch, tf.constant([1, 0], tf.int64), tf.constant(0.0),
-                                   tf.constant(clip_norm))
-        if private:
-          delta, _ = tf.clip_by_global_norm(delta, clip_norm)
-          total = [t + d for t, d in zip(total, delta)]
-        else:
-          total = [t + float(per_client) * d for t, d in zip(total, delta)]
-      if private:
-        noised = [t + tf.random.normal(tf.shape(t), stddev=noise_multiplier * clip_norm)
-                  for t in total]
-        return [w - t / float(cohort) for w, t in zip(weights, noised)]
-      return [w - t / float(cohort * per_client) for w, t in zip(weights, total)]
-    return fn
-
-  floors = {private: floor_fn(private) for private in (False, True)}  # one trace each
+  floors = {private: client_level_floor(builder, x, y, cohort, per_client, batch, private,
+                                        noise_multiplier, clip_norm)
+            for private in (False, True)}  # one trace each
   cases = {}
   for name, method in methods.items():
     comp = runner.build_round_computation(method, data)
@@ -866,7 +986,7 @@ def main(argv=None) -> int:
   p = argparse.ArgumentParser(prog='python -m benchmarks.run', description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
-  p.add_argument('--only', choices=('tff', 'client', 'dpsgd', 'conv', 'adap', 'workers',
+  p.add_argument('--only', choices=('tff', 'client', 'per_client', 'dpsgd', 'conv', 'adap', 'workers',
                                       'kth', 'aggregate', 'figures', 'confinement', 'papers',
                                       'jobs'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
@@ -915,6 +1035,9 @@ def main(argv=None) -> int:
       # clients with 55 examples each (3 steps)
       bench_client_level(args.repeats, cache, '55_examples', clients=1000, per_client=55,
                          cohort=50)
+  if args.only in (None, 'per_client'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_tff_per_client(args.repeats, cache)
   if args.only in (None, 'workers'):
     with tempfile.TemporaryDirectory() as cache:
       bench_workers(max(2, args.repeats // 2), cache)

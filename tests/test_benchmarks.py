@@ -2,6 +2,7 @@
 timings are not tested)."""
 
 import argparse
+import math
 
 import pytest
 
@@ -80,6 +81,16 @@ def test_client_level_benchmark_records_each_case_against_its_floor(monkeypatch,
   assert set(out) == {'fedavg', 'fedavg_one_slice', 'dp_fedavg', 'dp_fedavg_one_slice'}
   assert all(tff_s > 0 and floor_s > 0 for tff_s, floor_s in out.values())
   assert [name for name, _, _ in run.RESULTS] == list(run.GUARDS)
+
+
+def test_per_client_benchmark_times_each_stage_at_both_cohorts(tmp_path):
+  """Toy size (4 clients of 6 examples, cohorts 1 and 3): a cost per client and a fixed
+  cost for each of the four stages, the data stage reading every example."""
+  out = run.bench_tff_per_client(1, str(tmp_path), clients=4, per_client=6, batch=3,
+                                 cohorts=(1, 3))
+  assert set(out) == {'dispatch', 'data', 'data_in_one', 'fedavg', 'fedavg_slices_of_1',
+                      'floor'}
+  assert all(math.isfinite(a) and math.isfinite(b) for a, b in out.values())
 
 
 def test_tff_round_benchmark_records_its_ratios_under_the_model_name(monkeypatch, tmp_path):
