@@ -78,7 +78,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from benchmarks import costs, steps  # pylint: disable=g-import-not-at-top
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
-from tffdp.algorithms import baselines, common, per_example  # pylint: disable=g-import-not-at-top
+from tffdp.algorithms import aadp_fl, baselines, common, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
 from tffdp.data import FederatedData, ShuffleBatch  # pylint: disable=g-import-not-at-top
 
@@ -278,6 +278,9 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
   - `fedavg_slices_of_1`: the same round in cohort slices of one client each (each TFF
     client trains one client from its id and seed by index tensors, no `tf.data`
     pipeline: `dp_sgd.build_sliced_dp_sgd_client_work`);
+  - `aadp_fl`, `aadp_fl_slices_of_1`: AADP-FL's round computation (longitudinal clipping
+    and per-client Gaussian noise on each client's update), one TFF client per client and
+    in cohort slices of one client;
   - `floor`: the same clients trained in one plain-TF `tf.function` (`client_level_floor`).
 
   Interleaved, `repeats` calls each in turn, three times; prints ms per client and per
@@ -328,6 +331,11 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
                                   clients_per_slice=1)
   fedavg_sliced = runner.build_round_computation(sliced, data)
   sliced_state = sliced.process.initialize()
+  aadp = {per_slice: aadp_fl.build_aadp_fl(builder, data, rounds=100, batch_size=batch,
+                                           learning_rate=0.05, clip_norm=0.5,
+                                           clients_per_slice=per_slice)
+          for per_slice in (None, 1)}
+  aadp_states = {per_slice: m.initialize() for per_slice, m in aadp.items()}
   state = method.process.initialize()
   trainable = list(method.process.get_model_weights(state).trainable)
   cases = {}
@@ -347,6 +355,10 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
         'fedavg': lambda ids=ids, seeds=seeds: fedavg(state, ids, seeds),
         'fedavg_slices_of_1': lambda k=k, ids=ids, seeds=seeds: fedavg_sliced(
             sliced_state, runner.slice_inputs(np.arange(k), seeds, 1)),
+        'aadp_fl': lambda ids=ids, seeds=seeds: aadp[None].round_computation(
+            aadp_states[None], ids, seeds),
+        'aadp_fl_slices_of_1': lambda k=k, seeds=seeds: aadp[1].round_computation(
+            aadp_states[1], runner.slice_inputs(np.arange(k), seeds, 1)),
         'floor': lambda floor=floor, w=tf_weights: [t.numpy() for t in floor(w)]}
   times = {(k, name): [] for k in cohorts for name in cases[k]}
   for _ in range(3):

@@ -193,11 +193,13 @@ def test_ledgers_match_dp_accounting(tiny, tmp_path):
   assert kept.guaranteed_releases(np.arange(4), state)[0][1] is None
 
 
-def test_run_writes_adaptive_quantities_and_both_epsilons(tmp_path):
+@pytest.mark.parametrize('clients_per_slice', [None, 1])
+def test_run_writes_adaptive_quantities_and_both_epsilons(tmp_path, clients_per_slice):
   config = config_lib.RunConfig.create(
       method='aadp_fl', dataset='synthetic', rounds=2, clients=4, clients_per_round=4,
       model='logistic_regression', partition='iid', learning_rate=0.01, batch_size=32,
-      clip_norm=0.25, out=str(tmp_path / 'run'), q_user=1.0)
+      clip_norm=0.25, out=str(tmp_path / 'run'), q_user=1.0,
+      clients_per_slice=clients_per_slice)
   summary = runner.run(config, log=lambda s: None)
   with open(tmp_path / 'run' / 'metrics.csv') as f:
     rows = list(csv.DictReader(f))
@@ -228,3 +230,32 @@ def test_bad_clip_norm_is_named(tiny):
   data, *_ = tiny
   with pytest.raises(ValueError, match='clip_norm S must be positive'):
     aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, clip_norm=0.0)
+
+
+@pytest.mark.parametrize('noise_scale', ['none', 'batch'])
+def test_slices_of_one_client_run_the_same_round(tiny, noise_scale):
+  """`clients_per_slice=1` (index-tensor reading, no tf.data) gives the per-client round:
+  without noise the same model, budgets and sigmas to float rounding; with noise the
+  same per-client events stated by the aggregator (its noise is unseeded)."""
+  data, *_ = tiny
+  kw = dict(rounds=3, batch_size=6, clip_norm=0.05, learning_rate=0.5,
+            hp=aadp_fl.AADPFLHparams(l=1e3, rho=0.5, noise_scale=noise_scale))
+  cohort = np.array([0, 2, 3])
+  out = {}
+  for per_slice in (None, 1):
+    m = aadp_fl.build_aadp_fl(BUILDER, data, clients_per_slice=per_slice, **kw)
+    assert m.clients_per_slice == per_slice
+    state = m.initialize()
+    new, metrics = m.run_round(state, cohort, 0, 0)
+    assert m.check_round(cohort, new, metrics) is None
+    out[per_slice] = (m, new, m.executed_releases(cohort, new, metrics))
+  (m0, s0, e0), (m1, s1, e1) = out[None], out[1]
+  assert privacy.releases_differ(e0, e1) is None
+  np.testing.assert_allclose(aadp_fl.budgets_of(s1), aadp_fl.budgets_of(s0), rtol=1e-6)
+  np.testing.assert_allclose(aadp_fl.noise_multipliers_of(s1),
+                             aadp_fl.noise_multipliers_of(s0), rtol=1e-6)
+  if noise_scale == 'none':
+    for a, b in zip(m0.model_weights(s0).trainable, m1.model_weights(s1).trainable):
+      np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+  with pytest.raises(ValueError, match='unset or 1 for aadp_fl'):
+    aadp_fl.build_aadp_fl(BUILDER, data, clients_per_slice=2, **kw)
