@@ -226,37 +226,44 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
                   batch_size: int, noise_multiplier: float, clip_norm: float,
                   clients_per_round: int, local_epochs: int = 1, seed: int = 0,
                   cohort_sampling: str = 'uniform',
-                  hp: Optional['DDGaussHparams'] = None) -> common.Method:
+                  hp: Optional['DDGaussHparams'] = None,
+                  clients_per_slice: Optional[int] = None) -> common.Method:
   """DDGauss FedAvg (see module doc): local SGD, then `ddgauss_factory`, then `w -= mean`.
 
   `hp` holds DDGauss's own options (`DDGaussHparams`: SecAgg `bits`, `rotation_type`,
   rounding `beta`, `modclip_prob`; validated on creation; None takes their defaults,
-  TFF's `ddp_secure_aggregator` settings). The other arguments are the shared settings.
+  TFF's `ddp_secure_aggregator` settings). `clients_per_slice`: None (one TFF client per
+  client) or 1 (cohort slices of one client, read by index tensors: each TFF client value
+  is still one client's update, which the aggregator clips, quantises and noises). The
+  other arguments are the shared settings.
 
   Raises:
-    ValueError: On `noise_multiplier <= 0` (the event needs noise; use `fedavg`), or as
-      `ddgauss_factory`.
+    ValueError: On `noise_multiplier <= 0` (the event needs noise; use `fedavg`),
+      `clients_per_slice` other than None or 1, or as `ddgauss_factory`.
   """
+  _check_slices(clients_per_slice)
   if noise_multiplier <= 0:
     raise ValueError(f'noise_multiplier must be positive for ddgauss (without noise it is '
                      f'quantised FedAvg). Found {noise_multiplier}.')
   hp = DDGaussHparams() if hp is None else hp
   bits, rotation_type, beta, modclip_prob = hp.bits, hp.rotation_type, hp.beta, hp.modclip_prob
   runtime.allow_deep_protos()
+  batching = ShuffleBatch(batch_size, local_epochs)
   factory = ddgauss_factory(noise_multiplier, clip_norm, clients_per_round, bits,
                             rotation_type, beta, modclip_prob)
   process = common.compose_fedavg_style(
       keras_builder,
-      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none'),
+      client_work(keras_builder, data, learning_rate=learning_rate, dp_sgd='none',
+                  batching=batching, clients_per_slice=clients_per_slice),
       factory, seed)
   dim = sum(int(np.prod(t.shape)) for t in common.weights_type_of(keras_builder).trainable)
   stated = stated_event(noise_multiplier, clip_norm, clients_per_round, dim, bits,
                         rotation_type, beta, modclip_prob)
   ledgers = DDGaussLedgers(stated, clients_per_round)
-  batching = ShuffleBatch(batch_size, local_epochs)
-  run_round, round_computation = common.cohort_round(process, data, batching)
+  run_round, round_computation = common.cohort_round(process, data, batching,
+                                                     clients_per_slice)
   return common.Method(
-      name='ddgauss', process=process, batching=batching,
+      name='ddgauss', process=process, batching=batching, clients_per_slice=clients_per_slice,
       run_round=run_round, round_computation=round_computation,
       executed_releases=ledgers.executed, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling=cohort_sampling, claimed_releases=ledgers.claimed,
@@ -310,10 +317,16 @@ class DDGaussHparams(registry.MethodHparams):
       raise ValueError(f'modclip_prob must be in (0, 1). Found {self.modclip_prob!r}.')
 
   def check_run(self, config) -> None:
-    if config.clients_per_slice is not None:
-      raise ValueError('clients_per_slice must be unset for ddgauss (its aggregator '
-                       'clips and noises each client\'s update). Found clients_per_slice='
-                       f'{config.clients_per_slice!r}.')
+    _check_slices(config.clients_per_slice)
+
+
+def _check_slices(clients_per_slice: Optional[int]) -> None:
+  """Raises `ValueError` unless `clients_per_slice` is None or 1: the aggregator clips
+  and noises each client's update, so each TFF client value must hold one client."""
+  if clients_per_slice not in (None, 1):
+    raise ValueError('clients_per_slice must be unset or 1 for ddgauss (its aggregator '
+                     'clips and noises each client\'s update, so a slice holds one '
+                     f'client). Found clients_per_slice={clients_per_slice!r}.')
 
 
 def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
@@ -322,7 +335,7 @@ def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
       ctx.keras_builder, ctx.data, learning_rate=c.learning_rate, batch_size=c.batch_size,
       noise_multiplier=c.noise_multiplier, clip_norm=c.clip_norm,
       clients_per_round=c.clients_per_round, local_epochs=c.local_epochs, seed=c.seed,
-      cohort_sampling=c.cohort_sampling, hp=hp)
+      cohort_sampling=c.cohort_sampling, hp=hp, clients_per_slice=c.clients_per_slice)
 
 
 METHODS = (registry.MethodSpec(
