@@ -445,3 +445,17 @@ def test_builders_take_method_options_only_through_their_hyperparameter_class():
         if shared:
           restated[f'{module_name}.{name}'] = shared
   assert restated == {}
+
+
+def test_a_shared_builder_takes_only_its_method_s_hyperparameter_class():
+  from tffdp.algorithms import cosafed, dp_fedags, registry  # pylint: disable=g-import-not-at-top
+  assert registry.hparams_of('cpsgd', None, dp_fedags.HPARAMS) == dp_fedags.CPSGDHparams()
+  hp = cosafed.ADPFLUploadHparams(p_fixed=0.5)
+  assert registry.hparams_of('adpfl', hp, cosafed.HPARAMS) is hp
+  with pytest.raises(ValueError, match='method must be one of dp_fedags, dp_fedsnlc'):
+    registry.hparams_of('dp_fedag', None, dp_fedags.HPARAMS)
+  # A subclass carries another method's options (SNLC's top_fraction is not DP-FedAvg's).
+  with pytest.raises(TypeError, match='hp of dp_fedavg_ags must be a BaselineHparams'):
+    registry.hparams_of('dp_fedavg_ags', dp_fedags.SNLCHparams(), dp_fedags.HPARAMS)
+  with pytest.raises(ValueError, match='p_fixed must be in'):
+    cosafed.ADPFLUploadHparams(p_fixed=1.5)

@@ -588,12 +588,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     ValueError: On invalid arguments.
     TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
-  if method not in BUDGET_RULES:
-    raise ValueError(f'method must be one of {", ".join(BUDGET_RULES)}. Found {method!r}.')
-  hp = HPARAMS[method]() if hp is None else hp
-  if type(hp) is not HPARAMS[method]:  # pylint: disable=unidiomatic-typecheck
-    raise TypeError(f'hp of {method} must be a {HPARAMS[method].__name__}. Found '
-                    f'{type(hp).__name__}.')
+  hp = registry.hparams_of(method, hp, HPARAMS)
   # Options a method does not have keep their class defaults in its recorded
   # hyperparameters (its rule never reads them).
   epsilon, sensitivity, l1_clip = hp.epsilon, hp.sensitivity, hp.l1_clip

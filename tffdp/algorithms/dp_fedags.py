@@ -571,12 +571,7 @@ def method_options(method: str, hp: Optional['BaselineHparams']) -> tuple['Basel
     ValueError: On an unknown method.
     TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
-  if method not in HPARAMS:
-    raise ValueError(f'method must be one of {", ".join(HPARAMS)}. Found {method!r}.')
-  hp = HPARAMS[method]() if hp is None else hp
-  if type(hp) is not HPARAMS[method]:  # pylint: disable=unidiomatic-typecheck
-    raise TypeError(f'hp of {method} must be a {HPARAMS[method].__name__}. Found '
-                    f'{type(hp).__name__}.')
+  hp = registry.hparams_of(method, hp, HPARAMS)
   options = dict(perturbation=DPFedAGSHparams.perturbation,
                  perturb_all=DPFedAGSHparams.perturb_all,
                  top_fraction=SNLCHparams.top_fraction,

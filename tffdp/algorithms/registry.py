@@ -100,6 +100,24 @@ class MethodHparams:
             if f.metadata.get('note')}
 
 
+def hparams_of(method: str, hp: Optional[MethodHparams], classes: dict) -> MethodHparams:
+  """`hp`, or `classes[method]()` if it is None: the options of one of the methods a
+  builder shares (e.g. `cosafed.HPARAMS`, `dp_fedags.HPARAMS`: name -> class).
+
+  Raises:
+    ValueError: If `method` is not in `classes`.
+    TypeError: If `hp` is not exactly a `classes[method]` (a subclass could carry another
+      method's options).
+  """
+  if method not in classes:
+    raise ValueError(f'method must be one of {", ".join(classes)}. Found {method!r}.')
+  hp = classes[method]() if hp is None else hp
+  if type(hp) is not classes[method]:  # pylint: disable=unidiomatic-typecheck
+    raise TypeError(f'hp of {method} must be a {classes[method].__name__}. Found '
+                    f'{type(hp).__name__}.')
+  return hp
+
+
 @dataclasses.dataclass(frozen=True)
 class NoOptions(MethodHparams):
   """A method without options of its own."""
