@@ -448,7 +448,7 @@ def build_aadp_fl(keras_builder, data: FederatedData, *, rounds: int,
   Raises:
     ValueError: On invalid hyperparameters, or `clients_per_slice` other than None or 1.
   """
-  _check_slices(clients_per_slice)
+  common.check_one_client_per_slice('aadp_fl', clients_per_slice)
   hp = AADPFLHparams() if hp is None else hp
   (epsilon, q_user, rho, l, epsilon_max, cap_at_max, noise_scale, noise_on,
    server_learning_rate, nadam_epsilon) = (
@@ -563,16 +563,8 @@ class AADPFLHparams(registry.MethodHparams):
                        f'nadam_epsilon={self.nadam_epsilon!r}.')
 
   def check_run(self, config) -> None:
-    _check_slices(config.clients_per_slice)
+    common.check_one_client_per_slice('aadp_fl', config.clients_per_slice)
 
-
-def _check_slices(clients_per_slice: Optional[int]) -> None:
-  """Raises `ValueError` unless `clients_per_slice` is None or 1: the aggregator clips and
-  noises each client's update, so each TFF client value must hold one client."""
-  if clients_per_slice not in (None, 1):
-    raise ValueError('clients_per_slice must be unset or 1 for aadp_fl (its aggregator '
-                     'clips and noises each client\'s update, so a slice holds one '
-                     f'client). Found clients_per_slice={clients_per_slice!r}.')
 
 
 def _build(ctx: registry.BuildContext, hp: AADPFLHparams) -> common.Method:

@@ -241,7 +241,7 @@ def build_ddgauss(keras_builder, data: FederatedData, *, learning_rate: float,
     ValueError: On `noise_multiplier <= 0` (the event needs noise; use `fedavg`),
       `clients_per_slice` other than None or 1, or as `ddgauss_factory`.
   """
-  _check_slices(clients_per_slice)
+  common.check_one_client_per_slice('ddgauss', clients_per_slice)
   if noise_multiplier <= 0:
     raise ValueError(f'noise_multiplier must be positive for ddgauss (without noise it is '
                      f'quantised FedAvg). Found {noise_multiplier}.')
@@ -317,16 +317,8 @@ class DDGaussHparams(registry.MethodHparams):
       raise ValueError(f'modclip_prob must be in (0, 1). Found {self.modclip_prob!r}.')
 
   def check_run(self, config) -> None:
-    _check_slices(config.clients_per_slice)
+    common.check_one_client_per_slice('ddgauss', config.clients_per_slice)
 
-
-def _check_slices(clients_per_slice: Optional[int]) -> None:
-  """Raises `ValueError` unless `clients_per_slice` is None or 1: the aggregator clips
-  and noises each client's update, so each TFF client value must hold one client."""
-  if clients_per_slice not in (None, 1):
-    raise ValueError('clients_per_slice must be unset or 1 for ddgauss (its aggregator '
-                     'clips and noises each client\'s update, so a slice holds one '
-                     f'client). Found clients_per_slice={clients_per_slice!r}.')
 
 
 def _build(ctx: registry.BuildContext, hp: DDGaussHparams) -> common.Method:
