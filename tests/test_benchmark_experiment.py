@@ -3,6 +3,7 @@ protocol's pieces: entries per track, run names, tuning settings, seed verdicts.
 
 import argparse
 import csv
+import dataclasses
 import json
 import os
 
@@ -44,6 +45,18 @@ def test_trials_set_each_methods_own_clip():
   assert (cfg.clients, cfg.clients_per_round, cfg.cohort_sampling) == (1000, 50, 'uniform')
   assert cfg.method_options['perturb_all'] is True and cfg.seed == 1
   assert cfg.partition == 'dirichlet' and cfg.partition_options == {'alpha': 0.5}
+
+
+def test_calibration_key_ignores_how_clients_are_sliced():
+  by = {e.name: e for e in benchmark.ENTRIES}
+  cfg = benchmark.base_config(by['aadp_fl_update_noise'], 'mnist', 0, (0.05, 0.5), 'd',
+                              quick=False)
+  assert cfg.clients_per_slice == 1  # the AADP-FL entries read clients by index tensors
+  unsliced = dataclasses.replace(cfg, clients_per_slice=None)
+  assert benchmark._cache_key(cfg, 4.0) == benchmark._cache_key(unsliced, 4.0)
+  assert benchmark._cache_key(cfg, 4.0) != benchmark._cache_key(cfg, 1.0)
+  assert benchmark._cache_key(cfg, 4.0) != benchmark._cache_key(
+      dataclasses.replace(cfg, clip_norm=1.0), 4.0)
 
 
 def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch):
