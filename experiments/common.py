@@ -61,7 +61,9 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
   `config.json` matches `cfg`, or differs only in evaluating more than `cfg` asks
   (`config.evaluation_covers`; its rows are then read as `cfg` writes them,
   `as_evaluated`). A finished run of another configuration is deleted and
-  run again; an interrupted one resumes from its checkpoint.
+  run again; an interrupted one resumes from its checkpoint, or, where its checkpoint
+  was made with settings a resume may not change (`runner.resume_mismatch`), is
+  deleted and run again too.
 
   `log` receives the progress lines (default `print`).
 
@@ -106,6 +108,13 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
         return as_evaluated(plotting.read_metrics(out), cfg)
       if finished:  # another configuration's: emptied, the locked folder kept
         _empty(out)
+      elif runner.has_checkpoint(out):
+        mismatch = runner.resume_mismatch(runner.read_checkpoint(out)['config'],
+                                          runner.comparable_config(cfg.resolved()))
+        if mismatch:  # an interrupted run of another configuration
+          log(f'== running {out} again: its checkpoint was made with other settings '
+              f'({", ".join(mismatch)})')
+          _empty(out)
     log(f'== {cfg.method} on {cfg.dataset} -> {out}')
     resume = runner.has_checkpoint(out)
     runner.run(cfg, resume=resume, command=command, log=log, lock=False)

@@ -883,6 +883,23 @@ def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path)
   rows = exp_common.run_cached(dataclasses.replace(cfg, rounds=2), c, ['x'], log=lines.append)
   assert len(rows) == 2 and lines[0] == f'== fedavg on synthetic -> {c}'
   assert 'stale.txt' not in os.listdir(c)
+  # An interrupted run resumes; one whose checkpoint another configuration made (not
+  # resumable) is emptied out and run again, as a finished one is.
+  d = str(tmp_path / 'd')
+  paused = dataclasses.replace(cfg, rounds=3, stop_after_round=1)
+  exp_common.run_cached(paused, d, ['x'], log=lambda s: None)
+  assert runner.has_checkpoint(d)
+  lines.clear()
+  rows = exp_common.run_cached(dataclasses.replace(paused, stop_after_round=2), d, ['x'],
+                               log=lines.append)
+  assert [r['round'] for r in rows] == [1.0, 2.0] and runner.has_checkpoint(d)
+  assert not any('again' in line for line in lines)
+  lines.clear()
+  rows = exp_common.run_cached(dataclasses.replace(paused, learning_rate=0.5), d, ['x'],
+                               log=lines.append)
+  assert [r['round'] for r in rows] == [1.0] and lines[:2] == [
+      f'== running {d} again: its checkpoint was made with other settings (learning_rate)',
+      f'== fedavg on synthetic -> {d}']
 
 
 def test_a_paused_run_is_restored_and_reused_and_a_longer_pause_runs_on(tmp_path, monkeypatch):

@@ -74,6 +74,38 @@ def has_checkpoint(out: str) -> bool:
   return any(os.path.exists(os.path.join(out, f)) for f in (CHECKPOINT, LEGACY_CHECKPOINT))
 
 
+# Settings that may differ on resume: more rounds, stopping rules, where files live,
+# comments.
+RESUME_FREE = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir',
+               'client_cache_dir', 'checkpoint_every', 'log_every', 'notes', 'workers',
+               'worker_timeout', 'tls_cert', 'tls_key', 'tls_ca', 'insecure_workers')
+
+
+def comparable_config(config: RunConfig) -> dict:
+  """`config` as a dict without the `RESUME_FREE` settings: what a checkpoint records
+  and what resuming it must match."""
+  return {k: v for k, v in dataclasses.asdict(config).items() if k not in RESUME_FREE}
+
+
+def resume_mismatch(checkpoint_config: dict, comparable: dict) -> list[str]:
+  """The settings that keep a checkpoint from being resumed by a run.
+
+  Args:
+    checkpoint_config: The checkpoint's `config` (a `comparable_config`).
+    comparable: The resuming run's `comparable_config`.
+
+  Returns:
+    The differing field names (empty: it resumes). Less evaluation than the
+    checkpoint's run made is the same run (its rows keep their extra evaluations).
+  """
+  diff = config_lib.differing_fields(checkpoint_config, comparable,
+                                     ignore=config_lib.EVALUATION_FIELDS)
+  if not config_lib.evaluation_covers(checkpoint_config, comparable):
+    diff += [f for f in config_lib.EVALUATION_FIELDS
+             if checkpoint_config.get(f) != comparable[f]]
+  return diff
+
+
 def read_checkpoint(out: str, trust_pickle: bool = False) -> dict:
   """The checkpoint of run directory `out`, loaded as data (`tffdp.checkpoints.load`).
 
@@ -540,12 +572,7 @@ def run(config: RunConfig, resume: bool = False, log: Callable[[str], None] = pr
 
 def _run_locked(config: RunConfig, resume: bool, log: Callable[[str], None],
                 command: Optional[list[str]], trust_pickle: bool = False) -> dict:
-  # Settings that may differ on resume: more rounds, stopping rules, where files live,
-  # comments.
-  free = ('rounds', 'stop_after_round', 'stop_after_rejected', 'out', 'data_dir',
-          'client_cache_dir', 'checkpoint_every', 'log_every', 'notes', 'workers',
-          'worker_timeout', 'tls_cert', 'tls_key', 'tls_ca', 'insecure_workers')
-  comparable = {k: v for k, v in dataclasses.asdict(config).items() if k not in free}
+  comparable = comparable_config(config)
   checkpointed = has_checkpoint(config.out)
   if checkpointed and not resume:
     raise ResumeError(f'{config.out} already holds a checkpoint; pass --resume to continue '
@@ -648,13 +675,7 @@ class Runner:
     """
     if ckpt is None:
       ckpt = read_checkpoint(self.config.out)
-    # Less evaluation than the checkpoint's run made is the same run (its rows keep
-    # their extra evaluations).
-    diff = config_lib.differing_fields(ckpt['config'], self.comparable,
-                                       ignore=config_lib.EVALUATION_FIELDS)
-    if not config_lib.evaluation_covers(ckpt['config'], self.comparable):
-      diff += [f for f in config_lib.EVALUATION_FIELDS
-               if ckpt['config'].get(f) != self.comparable[f]]
+    diff = resume_mismatch(ckpt['config'], self.comparable)
     if diff:
       raise ResumeError(f'checkpoint in {self.config.out} was made with different '
                         f'settings: {", ".join(diff)}.')
