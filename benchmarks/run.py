@@ -78,7 +78,7 @@ import tensorflow_federated as tff  # pylint: disable=g-import-not-at-top
 
 from benchmarks import costs, steps  # pylint: disable=g-import-not-at-top
 from tffdp import models, plotting, queries, runner, runtime  # pylint: disable=g-import-not-at-top
-from tffdp.algorithms import aadp_fl, baselines, common, per_example  # pylint: disable=g-import-not-at-top
+from tffdp.algorithms import aadp_fl, baselines, common, dp_fedags, per_example  # pylint: disable=g-import-not-at-top
 from tffdp.algorithms.dp_sgd import build_local_step, gaussian_noise_like  # pylint: disable=g-import-not-at-top
 from tffdp.data import FederatedData, ShuffleBatch  # pylint: disable=g-import-not-at-top
 
@@ -281,6 +281,10 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
   - `aadp_fl`, `aadp_fl_slices_of_1`: AADP-FL's round computation (longitudinal clipping
     and per-client Gaussian noise on each client's update), one TFF client per client and
     in cohort slices of one client;
+  - `dp_fedavg_ags`, `dp_fedavg_ags_slices_of_1`: the DP-FedAGS family's round (here
+    DP-FedAvg as its paper runs it: each client's accumulated gradient clipped and
+    noised, `dp_fedags.SignificantGradientFactory`), one TFF client per client and in
+    cohort slices of one client;
   - `floor`: the same clients trained in one plain-TF `tf.function` (`client_level_floor`).
 
   Interleaved, `repeats` calls each in turn, three times; prints ms per client and per
@@ -336,6 +340,11 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
                                            clients_per_slice=per_slice)
           for per_slice in (None, 1)}
   aadp_states = {per_slice: m.initialize() for per_slice, m in aadp.items()}
+  ags = {per_slice: dp_fedags.build_dp_fedags(
+      builder, data, rounds=100, method='dp_fedavg_ags', batch_size=batch,
+      learning_rate=0.05, clip_norm=0.5, clients_per_slice=per_slice)
+      for per_slice in (None, 1)}
+  ags_states = {per_slice: m.initialize() for per_slice, m in ags.items()}
   state = method.process.initialize()
   trainable = list(method.process.get_model_weights(state).trainable)
   cases = {}
@@ -359,6 +368,10 @@ def bench_tff_per_client(repeats, cache, clients=1000, per_client=55, batch=20,
             aadp_states[None], ids, seeds),
         'aadp_fl_slices_of_1': lambda k=k, seeds=seeds: aadp[1].round_computation(
             aadp_states[1], runner.slice_inputs(np.arange(k), seeds, 1)),
+        'dp_fedavg_ags': lambda ids=ids, seeds=seeds: ags[None].round_computation(
+            ags_states[None], ids, seeds),
+        'dp_fedavg_ags_slices_of_1': lambda k=k, seeds=seeds: ags[1].round_computation(
+            ags_states[1], runner.slice_inputs(np.arange(k), seeds, 1)),
         'floor': lambda floor=floor, w=tf_weights: [t.numpy() for t in floor(w)]}
   times = {(k, name): [] for k in cohorts for name in cases[k]}
   for _ in range(3):

@@ -89,7 +89,8 @@ def test_per_client_benchmark_times_each_stage_at_both_cohorts(tmp_path):
   out = run.bench_tff_per_client(1, str(tmp_path), clients=4, per_client=6, batch=3,
                                  cohorts=(1, 3))
   assert set(out) == {'dispatch', 'data', 'data_in_one', 'fedavg', 'fedavg_slices_of_1',
-                      'aadp_fl', 'aadp_fl_slices_of_1', 'floor'}
+                      'aadp_fl', 'aadp_fl_slices_of_1', 'dp_fedavg_ags',
+                      'dp_fedavg_ags_slices_of_1', 'floor'}
   assert all(math.isfinite(a) and math.isfinite(b) for a, b in out.values())
 
 

@@ -380,3 +380,51 @@ def test_cpsgd_refuses_the_clip_only_control_before_any_run():
   with pytest.raises(ValueError, match='no cpSGD'):
     dp_fedags.CPSGDHparams(delta_s_scale=0.0)
   assert dp_fedags.CPSGDHparams(delta_s_scale=3.0).delta_s_scale == 3.0
+
+
+@pytest.mark.parametrize('method,hp,exact', [
+    ('dp_fedavg_ags', dp_fedags.BaselineHparams(epsilon=0.5, delta_s_scale=0.0), True),
+    ('dp_fedags', dp_fedags.DPFedAGSHparams(epsilon=0.5), False),
+])
+def test_slices_of_one_client_run_the_same_round(tmp_path, method, hp, exact):
+  """`clients_per_slice=1` (each client's batches read by index tensors, no tf.data): the
+  same DP events as one TFF client per client, over two rounds of two epochs whose
+  batches straddle the epochs; without noise (the clip-only control) the same model and
+  training losses, with noise (unseeded `tf.random`) the same first-round loss."""
+  import functools
+  from tffdp import models, privacy
+  from tffdp.data import FederatedData
+  rng = np.random.default_rng(0)
+  shape = (28, 28, 1)
+  x = rng.integers(0, 256, (70, *shape), dtype=np.uint8)
+  data = FederatedData(x, np.arange(70) % 10,
+                       [np.arange(0, 10), np.arange(10, 40), np.arange(40, 70)],
+                       cache_dir=str(tmp_path))
+  builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+  out = {}
+  for per_slice in (None, 1):
+    m = dp_fedags.build_dp_fedags(builder, data, rounds=3, method=method, hp=hp,
+                                  batch_size=7, local_epochs=2, clients_per_round=3,
+                                  clients_per_slice=per_slice)
+    assert m.clients_per_slice == per_slice
+    state, rows = m.initialize(), []
+    for round_num, cohort in enumerate((np.array([2, 0, 1]), np.array([1, 2, 0]))):
+      state, metrics = m.run_round(state, cohort, round_num, 5)
+      assert m.check_round(cohort, state, metrics) is None
+      rows.append((m.train_loss(metrics) if m.train_loss else
+                   float(metrics['client_work']['train']['loss_sum']),
+                   m.executed_releases(cohort, state, metrics)))
+    out[per_slice] = (np.concatenate([np.ravel(t) for t in
+                                      m.model_weights(state).trainable]), rows)
+  if exact:
+    np.testing.assert_allclose(out[1][0], out[None][0], rtol=1e-5, atol=1e-6)
+    assert np.linalg.norm(out[None][0]) > 0
+  else:
+    assert not np.allclose(out[1][0], out[None][0], rtol=1e-5, atol=1e-6)
+  for i, ((loss, events), (loss_1, events_1)) in enumerate(zip(out[None][1], out[1][1])):
+    if exact or i == 0:
+      assert loss_1 == pytest.approx(loss, rel=1e-5)
+    assert privacy.releases_differ(events, events_1) is None
+  with pytest.raises(ValueError, match='unset or 1 for dp_fedags'):
+    dp_fedags.build_dp_fedags(builder, data, rounds=3, hp=hp if method == 'dp_fedags' else
+                              None, clients_per_slice=2)

@@ -181,7 +181,8 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--clients-per-slice', type=int,
                  help='clients per TFF client computation (cohort slices; same results, '
                  'less TFF overhead). fedavg, dpfl, a_dpfl, dp_fedavg: default one per '
-                 'client (dp_fedavg clips each update inside its slice); '
+                 'client (dp_fedavg clips each update inside its slice); aadp_fl, '
+                 'ddgauss, dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd: 1 only; '
                  'adap_dp_fl: default all clients in one slice')
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '

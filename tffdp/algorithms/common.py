@@ -359,8 +359,8 @@ class Method:
 
 def check_one_client_per_slice(method: str, clients_per_slice: Optional[int]) -> None:
   """Raises `ValueError` unless `clients_per_slice` is None or 1: for a method whose
-  aggregator clips and noises each client's update (AADP-FL, DDGauss), so each TFF client
-  value must hold one client."""
+  aggregator clips and noises each client's update (AADP-FL, DDGauss, the DP-FedAGS
+  family), so each TFF client value must hold one client."""
   if clients_per_slice not in (None, 1):
     raise ValueError(f'clients_per_slice must be unset or 1 for {method} (its aggregator '
                      'clips and noises each client\'s update, so a slice holds one '

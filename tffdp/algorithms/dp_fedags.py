@@ -530,26 +530,55 @@ def _increment(t):
 # ----- the learning process -----------------------------------------------------------
 
 def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: float,
-                         local_epochs: int) -> tff.learning.templates.ClientWorkProcess:
+                         local_epochs: int, batching: Optional[ShuffleBatch] = None,
+                         clients_per_slice: Optional[int] = None
+                         ) -> tff.learning.templates.ClientWorkProcess:
   """Alg. 1 `clientTrain` before the perturbation: `E` epochs of minibatch SGD.
 
   Each client's result is `<update=g = (W_t - W_k) / eta, loss=L_k (mean training loss),
   num_examples=n_k>` with weight `E n_k`; measurements `train=<loss_sum, num_examples,
   num_steps>` summed over clients.
+
+  Args:
+    keras_builder: No-arg callable returning the model (logits out).
+    data: The clients' data.
+    learning_rate: `eta`.
+    local_epochs: `E`.
+    batching: The clients' `ShuffleBatch`; needed with `clients_per_slice`.
+    clients_per_slice: None: each client's data is a `tf.data` pipeline
+      (`data.client_data_type`); 1: each TFF client value is a cohort slice of one client
+      (`dp_sgd.slice_input_type(1)`), its batches read by index tensors
+      (`FederatedData.client_batch_indices`): the same batches and results, without a
+      `tf.data` pipeline per client (`benchmarks.run --only per_client`).
+
+  Raises:
+    ValueError: If `clients_per_slice` is other than None or 1, or set without `batching`.
   """
+  common.check_one_client_per_slice('dp_fedags', clients_per_slice)
+  if clients_per_slice and batching is None:
+    raise ValueError('clients_per_slice needs the clients\' batching.')
   weights_type = common.weights_type_of(keras_builder)
   # dp_sgd's own state and client-work plumbing, without DP-SGD (dp_sgd='none').
   init_fn = dp_sgd._initial_state(  # pylint: disable=protected-access
       'none', learning_rate, 0.0, 1.0)
   state_type = init_fn.type_signature.result.member
+  data_type = (dp_sgd.slice_input_type(1) if clients_per_slice else
+               data.client_data_type)
 
-  @tff.tensorflow.computation(state_type, weights_type, data.client_data_type)
+  @tff.tensorflow.computation(state_type, weights_type, data_type)
   def client_fn(state, weights, client_data):
     del state
     client_update = dp_sgd.build_client_update(keras_builder, learning_rate, 'none')
-    seed = client_data['seed'].get_single_element()
-    update, weight, metrics = client_update(list(weights.trainable), client_data['batches'],
-                                            seed, 0.0, 1.0)
+    if clients_per_slice:  # one client, never padding: its id and seed
+      inputs = client_data.get_single_element()
+      seed = inputs['seeds'][0]
+      examples = data.client_batch_indices(inputs['client_ids'][0], seed, batching)
+      update, weight, metrics = client_update.indexed(list(weights.trainable), *examples,
+                                                      seed, 0.0, 1.0)
+    else:
+      seed = client_data['seed'].get_single_element()
+      update, weight, metrics = client_update(list(weights.trainable),
+                                              client_data['batches'], seed, 0.0, 1.0)
     value = collections.OrderedDict(
         update=[u / learning_rate for u in update],
         loss=metrics['loss_sum'] / tf.maximum(tf.cast(metrics['num_examples'], tf.float32), 1.0),
@@ -557,7 +586,7 @@ def gradient_client_work(keras_builder, data: FederatedData, *, learning_rate: f
     return tff.learning.templates.ClientResult(update=value, update_weight=weight), metrics
 
   return dp_sgd._client_work_process(  # pylint: disable=protected-access
-      init_fn, weights_type, data.client_data_type, client_fn)
+      init_fn, weights_type, data_type, client_fn)
 
 
 def method_options(method: str, hp: Optional['BaselineHparams']) -> tuple['BaselineHparams', dict]:
@@ -588,7 +617,8 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
                     method: str = 'dp_fedags', hp: Optional['BaselineHparams'] = None,
                     clip_norm: float = 1.0, learning_rate: float = 0.1, batch_size: int = 128,
                     local_epochs: int = 1, clients_per_round: int = 10,
-                    delta: float = 1e-3, seed: int = 0) -> common.Method:
+                    delta: float = 1e-3, seed: int = 0,
+                    clients_per_slice: Optional[int] = None) -> common.Method:
   """Builds DP-FedAGS or one of its reconstructed baselines (see the module docstring).
 
   The method fixes the mechanism (`MECHANISMS`: the coordinate selection, perturbation
@@ -614,15 +644,19 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
     clients_per_round: `k` (Sec. V-A: 10).
     delta: The delta of the guaranteed ledger (Sec. V-A: 0.001).
     seed: Model-initialisation seed.
+    clients_per_slice: None or 1 (`gradient_client_work`: each client's batches read by
+      index tensors; the same results).
 
   Returns:
     A `common.Method`.
 
   Raises:
-    ValueError: On an unknown method or invalid hyperparameters.
+    ValueError: On an unknown method or invalid hyperparameters, or
+      `clients_per_slice` other than None or 1.
     TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
   hp, options = method_options(method, hp)
+  common.check_one_client_per_slice(method, clients_per_slice)
   selection, weighting, perturbation, perturb_all, top_fraction, quantization_levels = (
       options[k] for k in ('selection', 'weighting', 'perturbation', 'perturb_all',
                            'top_fraction', 'quantization_levels'))
@@ -641,8 +675,11 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
       max_clients=data.num_clients)
   process, num_params = gradient_process(keras_builder, data, factory,
                                          learning_rate=learning_rate,
-                                         local_epochs=local_epochs, seed=seed)
-  run_round, round_computation = common.cohort_round(process, data, batching)
+                                         local_epochs=local_epochs, seed=seed,
+                                         batching=batching,
+                                         clients_per_slice=clients_per_slice)
+  run_round, round_computation = common.cohort_round(process, data, batching,
+                                                     clients_per_slice)
   ledgers = DPFedAGSLedgers(
       np.asarray(data.client_sizes, np.float64), epsilon, e3, clip_norm, learning_rate,
       local_epochs, delta_s, delta_s_scale, perturbation, perturb_all, selection,
@@ -656,7 +693,7 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
       name=name, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       ledger='basic_claimed',
       cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
-      claimed_releases=ledgers.claimed, guaranteed_releases=ledgers.guaranteed,
+      clients_per_slice=clients_per_slice, claimed_releases=ledgers.claimed, guaranteed_releases=ledgers.guaranteed,
       claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=ledgers.check_round,
       executed_releases=ledgers.executed,
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
@@ -674,18 +711,22 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
 
 def gradient_process(keras_builder, data: FederatedData,
                      factory: tff.aggregators.UnweightedAggregationFactory, *,
-                     learning_rate: float, local_epochs: int, seed: int
+                     learning_rate: float, local_epochs: int, seed: int,
+                     batching: Optional[ShuffleBatch] = None,
+                     clients_per_slice: Optional[int] = None
                      ) -> tuple[tff.learning.templates.LearningProcess, int]:
   """Alg. 1 as a TFF learning process: the clients' `<g, L_k, n_k>`
-  (`gradient_client_work`; an audit's canary clients upload `norm * u_j`,
-  `canaries.wrap_client_work`), aggregated by `factory` (weighted by its own eq.-37
-  weights, not TFF's `E n_k`), applied by the server's SGD step at `learning_rate`.
+  (`gradient_client_work`, with its `batching` and `clients_per_slice`; an audit's
+  canary clients upload `norm * u_j`, `canaries.wrap_client_work`), aggregated by
+  `factory` (weighted by its own eq.-37 weights, not TFF's `E n_k`), applied by the
+  server's SGD step at `learning_rate`.
 
   Returns:
     `(process, |W|)`: the process and the number of trainable parameters.
   """
   client_work = canaries.wrap_client_work(gradient_client_work(
-      keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs))
+      keras_builder, data, learning_rate=learning_rate, local_epochs=local_epochs,
+      batching=batching, clients_per_slice=clients_per_slice))
   init = common.initial_weights_computation(keras_builder, seed)
   weights_type = init.type_signature.result
   value_type = client_work.next.type_signature.result.result.member.update
@@ -940,9 +981,7 @@ class DPFedAGSHparams(registry.MethodHparams):
     if config.cohort_sampling != 'uniform':
       raise ValueError('cohort_sampling must be uniform (k of K clients, Sec. V-A). Found '
                        f'cohort_sampling={config.cohort_sampling!r}.')
-    if config.clients_per_slice is not None:
-      raise ValueError('clients_per_slice must be unset for dp_fedags (each client\'s '
-                       f'gradient is perturbed). Found {config.clients_per_slice!r}.')
+    common.check_one_client_per_slice(config.method, config.clients_per_slice)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -1003,7 +1042,7 @@ def _builder(name: str):
         ctx.keras_builder, ctx.data, rounds=c.rounds, method=name, hp=hp,
         clip_norm=c.clip_norm, learning_rate=c.learning_rate, batch_size=c.batch_size,
         local_epochs=c.local_epochs, clients_per_round=c.clients_per_round, delta=c.delta,
-        seed=c.seed)
+        seed=c.seed, clients_per_slice=c.clients_per_slice)
   return build
 
 
