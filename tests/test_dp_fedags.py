@@ -195,19 +195,25 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 0.5)
 
 
-@pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
-def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
-  from tffdp.data import FederatedData
-  from tffdp import privacy
+def _three_clients(tmp_path):
+  """`(data, builder)`: three clients of 10, 30 and 30 random 28x28 images, and a
+  logistic regression on them."""
   import functools
   from tffdp import models
+  from tffdp.data import FederatedData
   rng = np.random.default_rng(0)
   shape = (28, 28, 1)
   x = rng.integers(0, 256, (70, *shape), dtype=np.uint8)
   data = FederatedData(x, np.arange(70) % 10,
                        [np.arange(0, 10), np.arange(10, 40), np.arange(40, 70)],
                        cache_dir=str(tmp_path))
-  builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+  return data, functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+
+
+@pytest.mark.parametrize('perturbation', ['gaussian', 'laplace'])
+def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
+  from tffdp import privacy
+  data, builder = _three_clients(tmp_path)
   def build(**options):
     return dp_fedags.build_dp_fedags(builder, data, rounds=3, hp=dp_fedags.DPFedAGSHparams(
         **dict(dict(perturb_all=True, weighting='size', perturbation=perturbation), **options)))
@@ -391,16 +397,8 @@ def test_slices_of_one_client_run_the_same_round(tmp_path, method, hp, exact):
   same DP events as one TFF client per client, over two rounds of two epochs whose
   batches straddle the epochs; without noise (the clip-only control) the same model and
   training losses, with noise (unseeded `tf.random`) the same first-round loss."""
-  import functools
-  from tffdp import models, privacy
-  from tffdp.data import FederatedData
-  rng = np.random.default_rng(0)
-  shape = (28, 28, 1)
-  x = rng.integers(0, 256, (70, *shape), dtype=np.uint8)
-  data = FederatedData(x, np.arange(70) % 10,
-                       [np.arange(0, 10), np.arange(10, 40), np.arange(40, 70)],
-                       cache_dir=str(tmp_path))
-  builder = functools.partial(models.build_keras_model, 'logistic_regression', shape, 10)
+  from tffdp import privacy
+  data, builder = _three_clients(tmp_path)
   out = {}
   for per_slice in (None, 1):
     m = dp_fedags.build_dp_fedags(builder, data, rounds=3, method=method, hp=hp,
