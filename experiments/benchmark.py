@@ -479,11 +479,15 @@ def carried_noise(control: Control, source: dict) -> tuple[float, str]:
   return z, f'{what} {f(z_k, 3)} per client, K {f(cohort, 3)}: {f(z, 3)} on the mean'
 
 
+PENDING = 'its run has not finished (`--stage all` runs it)'
+
+
 def control_rows(args, tuned, rows, command=None) -> list[dict]:
   """Rows of the `CONTROLS` (`control_specs`): run where `command` is given (finished
   runs reused), else those finished. Each row is `result_row`'s with `noise_of`,
-  `question` and `not_run` (blank); a control that cannot run has a row with its
-  entry, dataset, `noise_of`, `question` and the reason in `not_run`."""
+  `question` and `not_run` (blank); a control that cannot run, or whose run has not
+  finished (`PENDING`), has a row with its entry, dataset, `noise_of`, `question` and
+  the reason in `not_run`."""
   by_name = {e.name: e for e in ENTRIES}
   items = []
   specs, not_run = control_specs(args, tuned, rows)
@@ -508,6 +512,8 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
     out_rows.append(dict(row, noise_of=control.noise_of, noise_carried=control.noise,
                          source_noise=source_noise, question=control.question,
                          not_run=''))
+  finished = {out for _, out, _ in done}
+  not_run += [(spec[0], spec[2], PENDING) for spec, _, out in items if out not in finished]
   out_rows += [dict(entry=control.entry, dataset=dataset, noise_of=control.noise_of,
                     question=control.question, not_run=reason)
                for control, dataset, reason in not_run]

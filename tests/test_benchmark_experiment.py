@@ -310,3 +310,17 @@ def test_a_control_carries_per_client_noise_to_the_cohort_mean(tmp_path):
                                                          '16 on the mean')
   with pytest.raises(ValueError, match='noise must be one of'):
     benchmark.Control('a', 'b', 'why?', noise='sum')
+
+
+def test_a_control_whose_run_has_not_finished_is_listed_as_pending(tmp_path, monkeypatch):
+  control = benchmark.CONTROLS[0]
+  monkeypatch.setattr(benchmark, 'control_specs', lambda args, tuned, rows: (
+      [(control, 'mnist', (0.1, 0.5), 1.0, 'z 1')], []))
+  args = argparse.Namespace(runs_dir=str(tmp_path / 'runs'),
+                            figures_dir=str(tmp_path / 'figs'), data_dir='d', quick=True)
+  rows = benchmark.control_rows(args, {}, [])
+  assert rows == [dict(entry=control.entry, dataset='mnist', noise_of=control.noise_of,
+                       question=control.question, not_run=benchmark.PENDING)]
+  lines = benchmark.controls_section([], rows)
+  assert f'- {control.question}' in lines
+  assert f'- mnist: not run: {benchmark.PENDING}' in lines
