@@ -744,7 +744,7 @@ def separates(a: list[dict], b: list[dict]) -> int:
   return 0
 
 
-MIN_SEEDS = 3  # a difference between fewer seeds is a tie (the brief's rule)
+MIN_SEEDS = common.MIN_SEEDS  # a difference between fewer seeds is a tie
 
 
 def what_the_numbers_say(rows: list[dict]) -> list[str]:

@@ -528,6 +528,9 @@ def md_table(rows, cols) -> list[str]:
   return out
 
 
+MIN_SEEDS = 3  # an ordering on fewer seeds a cell is a tie (the brief's rule)
+
+
 @dataclasses.dataclass(frozen=True)
 class SeedSpread:
   """Seeds' values of one cell: `values` in seed order, their mean, sample std (0 for
@@ -554,9 +557,10 @@ class SeedSpread:
     return max(self.values)
 
   def beats(self, other: 'SeedSpread') -> bool:
-    """A win: at least two seeds each and every seed of `self` above every seed of
-    `other` (the seeds' ranges separate); otherwise a tie or a loss."""
-    return len(self.values) > 1 and len(other.values) > 1 and self.low > other.high
+    """A win: at least `MIN_SEEDS` (3) seeds each and every seed of `self` above every
+    seed of `other` (the seeds' ranges separate); otherwise a tie or a loss."""
+    return (min(len(self.values), len(other.values)) >= MIN_SEEDS
+            and self.low > other.high)
 
   def text(self, digits: int = 2) -> str:
     """`mean +- std (n seeds)`, or the one value."""

@@ -96,7 +96,7 @@ class Claim:
 def above(a, b) -> str:
   """The verdict on a claim "`a` above `b`" from two `experiments.common.SeedSpread`s:
   reproduced or not only when every seed of one is above every seed of the other (at
-  least two seeds each), else a tie."""
+  least `common.MIN_SEEDS` seeds each), else a tie."""
   return 'reproduced' if a.beats(b) else 'not reproduced' if b.beats(a) else 'tie'
 
 

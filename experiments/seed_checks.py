@@ -160,7 +160,7 @@ def read(figs: str, name: str) -> dict[str, common.SeedSpread]:
 
 def verdict(figs: str, name: str) -> Optional[tuple[str, str]]:
   """`(verdict, evidence)` of check `name` from `<figs>/seed_checks.csv`, or None while
-  some curve of its ordering has fewer than two seeds there.
+  some curve of its ordering has fewer than `common.MIN_SEEDS` seeds there.
 
   The verdict is `reproduced` when every pair of the paper's ordering separates its way
   (`SeedSpread.beats`), `not reproduced` when some pair separates the other way, else
@@ -169,7 +169,8 @@ def verdict(figs: str, name: str) -> Optional[tuple[str, str]]:
   check = CHECKS[name]
   spreads = read(figs, name)
   labels = list(dict.fromkeys(l for pair in check.order for l in pair))
-  if any(len(spreads.get(l, common.SeedSpread(())).values) < 2 for l in labels):
+  if any(len(spreads.get(l, common.SeedSpread(())).values) < common.MIN_SEEDS
+         for l in labels):
     return None
   if any(spreads[b].beats(spreads[a]) for a, b in check.order):
     out = 'not reproduced'

@@ -1649,6 +1649,8 @@ def test_seed_spread_calls_a_win_only_when_every_seed_separates():
   assert not a.beats(overlap) and not overlap.beats(b)   # ranges overlap: a tie
   one = SeedSpread((99.0,))
   assert not one.beats(b) and one.std == 0.0 and one.text() == '99.00 (1 seed)'
+  two = SeedSpread((99.0, 98.0))   # separated, but two seeds are a tie (MIN_SEEDS 3)
+  assert not two.beats(b) and not b.beats(two) and a.beats(SeedSpread((80.0, 81.0, 82.0)))
 
 
 def test_fidelity_counts_numbers_within_tolerance_and_names_uncaused_misses():
@@ -1679,10 +1681,11 @@ def test_fidelity_counts_numbers_within_tolerance_and_names_uncaused_misses():
 def test_fidelity_above_needs_every_seed_to_separate():
   from experiments import fidelity  # pylint: disable=g-import-not-at-top
   from experiments.common import SeedSpread  # pylint: disable=g-import-not-at-top
-  hi, lo = SeedSpread((91.0, 92.0)), SeedSpread((89.0, 90.5))
+  hi, lo = SeedSpread((91.0, 92.0, 91.5)), SeedSpread((89.0, 90.5, 90.0))
   assert fidelity.above(hi, lo) == 'reproduced' and fidelity.above(lo, hi) == 'not reproduced'
-  assert fidelity.above(SeedSpread((91.0, 89.5)), lo) == 'tie'
+  assert fidelity.above(SeedSpread((91.0, 89.5, 92.0)), lo) == 'tie'
   assert fidelity.above(SeedSpread((99.0,)), SeedSpread((1.0,))) == 'tie'   # one seed each
+  assert fidelity.above(SeedSpread((99.0, 98.0)), SeedSpread((1.0, 2.0))) == 'tie'   # two
 
 
 def test_a_run_drawn_with_the_float32_laplace_sampler_runs_again(tmp_path, monkeypatch):
@@ -1790,6 +1793,7 @@ def test_seed_checks_quick_and_their_verdicts(tmp_path, data_dir, capsys):
     return seed_checks.verdict(str(path.parent), 'a_dpfl_table2_mnist')
 
   assert write([94.0], [93.0]) is None   # one seed: no verdict yet
+  assert write([94.0, 94.2], [93.0, 93.5]) is None   # two: none until common.MIN_SEEDS
   assert write([94.0, 94.2, 93.9], [93.0, 93.5, 93.1])[0] == 'reproduced'
   assert write([94.0, 94.2, 93.4], [93.0, 93.5, 93.1])[0] == 'tie'
   verdict, evidence = write([92.0, 92.2, 92.1], [93.0, 93.5, 93.1])
