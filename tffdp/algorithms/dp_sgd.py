@@ -386,9 +386,9 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
     @tf.function
     def run_slice(initial, inputs, noise_multiplier, clip_norm):
       zeros = [tf.zeros_like(w) for w in initial]
-      total, weight_sum = list(zeros), tf.constant(0.0)
-      loss_sum, num_examples, num_steps = (tf.constant(0.0), tf.constant(0, tf.int64),
-                                           tf.constant(0, tf.int32))
+      nothing = (tf.constant(0.0), tf.constant(0.0), tf.constant(0, tf.int64),
+                 tf.constant(0, tf.int32))  # weight, loss sum, examples, steps
+      total, (weight_sum, loss_sum, num_examples, num_steps) = list(zeros), nothing
       rows = []
       for k in range(clients_per_slice):
         seed = inputs['seeds'][k]
@@ -402,14 +402,11 @@ def build_sliced_dp_sgd_client_work(keras_builder: KerasBuilder,
           return update, weight, m['loss_sum'], m['num_examples'], m['num_steps']
 
         def skip():
-          return (zeros, tf.constant(0.0), tf.constant(0.0), tf.constant(0, tf.int64),
-                  tf.constant(0, tf.int32))
+          return (zeros, *nothing)
         update, weight, loss, n, steps = tf.cond(inputs['active'][k], train, skip)
         total = [t + weight * u for t, u in zip(total, update)]
-        weight_sum += weight
-        loss_sum += loss
-        num_examples += n
-        num_steps += steps
+        weight_sum, loss_sum, num_examples, num_steps = (
+            weight_sum + weight, loss_sum + loss, num_examples + n, num_steps + steps)
         rows.append(stated_row(dict(num_examples=n, num_steps=steps), noise_multiplier))
       mean = (total if update_clip is not None else  # the sum of clipped updates
               [tf.math.divide_no_nan(t, weight_sum) for t in total])
