@@ -6,8 +6,8 @@ A method is four parts; this module has one of each, in the order they depend on
    `dp_accounting` event of one round it runs (`event`).
 2. `ClippedMeanHparams`: the method's own options (`registry.option` fields).
 3. `build`: `(registry.BuildContext, hparams) -> common.Method`, the TFF learning process
-   plus the DP events the runner composes per round (`claimed_releases`,
-   `guaranteed_releases`).
+   plus the DP events the runner composes per round (`common.Accounting`'s `claimed` and
+   `guaranteed`).
 4. `SPEC` and `register()`: the registry line. Importing this module registers the method
    `clipped_mean`; after that `tffdp.runner.run(RunConfig.create(method='clipped_mean',
    ...))` runs it like a built-in method.
@@ -207,7 +207,7 @@ def build(ctx: registry.BuildContext, hp: ClippedMeanHparams) -> common.Method:
       name=NAME, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling=c.cohort_sampling, run_round=run_round,
       round_computation=round_computation,
-      claimed_releases=releases, guaranteed_releases=releases,
+      accounting=common.Accounting(claimed=releases, guaranteed=releases),
       round_metrics=lambda m: {'clipped_clients': int(m['aggregator']['clipped'])},
       adaptive_quantities=lambda state: {}, hyperparameters=dataclasses.asdict(hp))
 

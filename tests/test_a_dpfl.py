@@ -61,21 +61,21 @@ def test_executed_events_follow_the_sigma_the_clients_drew_with(tiny):
   state = m.process.initialize()
   cohort = np.array([0, 1])
   for r in range(2):
-    declared = m.guaranteed_releases(cohort, state)
+    declared = m.accounting.guaranteed(cohort, state)
     new_state, metrics = m.run_round(state, cohort, r, 0)
-    executed = m.executed_releases(cohort, new_state, metrics)
+    executed = m.accounting.executed(cohort, new_state, metrics)
     # The round ran at the sigma of the state it started from (1, then 0.5), one
     # Gaussian release per epoch for each client.
     assert [(sorted(c.tolist()), e) for c, e, _ in executed] == [
         ([0, 1], dp_accounting.GaussianDpEvent(0.5 ** r))]
     assert privacy.releases_differ(declared, executed) is None
     if r:   # the post-round sigma (0.25) is not what the clients drew with
-      assert privacy.releases_differ(m.guaranteed_releases(cohort, new_state), executed)
+      assert privacy.releases_differ(m.accounting.guaranteed(cohort, new_state), executed)
     state = new_state
   paper = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_round=2,
                                   hp=a_dpfl.ADPFLHparams(dp_sgd='paper_order'))
   _, metrics = paper.run_round(paper.initialize(), cohort, 0, 0)
-  assert [r for _, e, r in paper.executed_releases(cohort, None, metrics) if e is None] == [
+  assert [r for _, e, r in paper.accounting.executed(cohort, None, metrics) if e is None] == [
       a_dpfl.PAPER_ORDER_REASON]
 
 

@@ -151,17 +151,17 @@ def test_round_check_reads_what_the_aggregator_states(tiny):
   new, metrics = m.run_round(state, cohort, 0, 0)
   noise = metrics['learning']['aggregator']['longitudinal_clipping']['per_client_noise']
   np.testing.assert_array_equal(noise['clients_per_key'], [1, 1])   # sizes 6 and 12
-  assert m.check_round(cohort, new, metrics) is None
-  assert 'per sigma-table entry [1, 1], the cohort has [2, 0]' in m.check_round(
+  assert m.accounting.check_round(cohort, new, metrics) is None
+  assert 'per sigma-table entry [1, 1], the cohort has [2, 0]' in m.accounting.check_round(
       np.array([0, 1]), new, metrics)
   # The events the aggregator states: each entry's sigma x (S / B) / S, for all its clients.
-  executed = m.executed_releases(cohort, new, metrics)
+  executed = m.accounting.executed(cohort, new, metrics)
   sigmas = aadp_fl.noise_multipliers_of(state)
   assert [e.noise_multiplier for _, e, _ in executed] == pytest.approx(sigmas / 6, rel=1e-6)
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, state), executed) is None
   # The budgets rose, so the next round's declared table differs from the one run here.
   assert not np.allclose(aadp_fl.noise_multipliers_of(new), sigmas)
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, new), executed).startswith(
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, new), executed).startswith(
       'client 0: declared')
 
 
@@ -171,13 +171,13 @@ def test_ledgers_match_dp_accounting(tiny, tmp_path):
                             hp=aadp_fl.AADPFLHparams(q_user=0.5, epsilon=4.0))
   state = m.initialize()
   sigmas = aadp_fl.noise_multipliers_of(state)
-  claimed = privacy.PrivacyLedger(4, 1e-5, orders=m.rdp_orders,
-                                  conversion=m.claimed_conversion)
-  guaranteed = privacy.PrivacyLedger(4, 1e-5, orders=m.rdp_orders)
+  claimed = privacy.PrivacyLedger(4, 1e-5, orders=m.accounting.rdp_orders,
+                                  conversion=m.accounting.claimed_conversion)
+  guaranteed = privacy.PrivacyLedger(4, 1e-5, orders=m.accounting.rdp_orders)
   for _ in range(3):
-    for clients, event, _ in m.claimed_releases(np.arange(4), state):
+    for clients, event, _ in m.accounting.claimed(np.arange(4), state):
       claimed.record(clients, event)
-    for clients, event, _ in m.guaranteed_releases(np.arange(4), state):
+    for clients, event, _ in m.accounting.guaranteed(np.arange(4), state):
       guaranteed.record(clients, event)
   # Claimed: Theorem 1 meets each client's eq. 2 budget (3.2 for 6 examples, 6.4 for 12).
   assert claimed.epsilon(0) == pytest.approx(_classic_epsilon(sigmas[0], 1.0, 3), rel=1e-9)
@@ -190,7 +190,7 @@ def test_ledgers_match_dp_accounting(tiny, tmp_path):
   assert guaranteed.epsilon(3) == pytest.approx(acc.get_epsilon(1e-5), rel=1e-9)
   kept = aadp_fl.build_aadp_fl(BUILDER, data, rounds=3, batch_size=6,
                                hp=aadp_fl.AADPFLHparams(noise_on='kept'))
-  assert kept.guaranteed_releases(np.arange(4), state)[0][1] is None
+  assert kept.accounting.guaranteed(np.arange(4), state)[0][1] is None
 
 
 @pytest.mark.parametrize('clients_per_slice', [None, 1])
@@ -247,8 +247,8 @@ def test_slices_of_one_client_run_the_same_round(tiny, noise_scale):
     assert m.clients_per_slice == per_slice
     state = m.initialize()
     new, metrics = m.run_round(state, cohort, 0, 0)
-    assert m.check_round(cohort, new, metrics) is None
-    out[per_slice] = (m, new, m.executed_releases(cohort, new, metrics))
+    assert m.accounting.check_round(cohort, new, metrics) is None
+    out[per_slice] = (m, new, m.accounting.executed(cohort, new, metrics))
   (m0, s0, e0), (m1, s1, e1) = out[None], out[1]
   assert privacy.releases_differ(e0, e1) is None
   np.testing.assert_allclose(aadp_fl.budgets_of(s1), aadp_fl.budgets_of(s0), rtol=1e-6)

@@ -277,8 +277,8 @@ def test_executed_events_are_what_each_client_states(tiny, kw):
   state = m.initialize()
   cohort = np.arange(4)
   new_state, metrics = m.run_round(state, cohort, 0, 0)
-  executed = m.executed_releases(cohort, new_state, metrics)
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  executed = m.accounting.executed(cohort, new_state, metrics)
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, state), executed) is None
   by_client = {int(c): e for members, e, _ in executed for c in members}
   for c, n in enumerate((30, 30, 40, 60)):
     expected = adap_dp_fl.executed_round_event(
@@ -286,7 +286,7 @@ def test_executed_events_are_what_each_client_states(tiny, kw):
     assert by_client[c] == expected
   if kw.get('clip_statistic') != 'unclipped':   # another sigma is caught
     other = build(data, val, noise_multiplier=1.2, **kw)
-    assert privacy.releases_differ(other.guaranteed_releases(cohort, other.initialize()),
+    assert privacy.releases_differ(other.accounting.guaranteed(cohort, other.initialize()),
                                    executed)
 
 

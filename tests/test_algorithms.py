@@ -232,7 +232,7 @@ def test_dp_fedavg_in_cohort_slices_gives_the_same_round(tmp_path, clients_per_s
   for a, b in zip(w_plain, w_sliced):
     np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
   # The same DP event, stated by the aggregator of each.
-  executed = [m.executed_releases(cohort, out.state, out.metrics)
+  executed = [m.accounting.executed(cohort, out.state, out.metrics)
               for m, out in ((plain, out_plain), (sliced, out_sliced))]
   from tffdp import privacy  # pylint: disable=g-import-not-at-top
   assert privacy.releases_differ(executed[0], executed[1]) is None
@@ -260,12 +260,12 @@ def test_dp_sgd_step_check_compares_measured_and_declared_steps(tiny):
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
   # 4 examples per client, B = 3, E = 2: 2 x ceil(4 / 3) = 4 steps per client.
   assert int(metrics['client_work']['train']['num_steps']) == 8
-  assert m.check_round(cohort, state, metrics) is None
+  assert m.accounting.check_round(cohort, state, metrics) is None
   wrong = common.dp_sgd_step_check(data, ShuffleBatch(4, 2))(cohort, state, metrics)
   assert 'ran 8 DP-SGD steps but the DP events declared 4' in wrong
   # The examples are measured too: a client that skipped one is caught.
   short = {'client_work': {'train': dict(metrics['client_work']['train'], num_examples=15)}}
-  assert 'processed 15 examples but' in m.check_round(cohort, state, short)
+  assert 'processed 15 examples but' in m.accounting.check_round(cohort, state, short)
 
 
 @pytest.mark.parametrize('clients_per_slice', [None, 2])
@@ -283,13 +283,13 @@ def test_dpfl_accounts_the_steps_its_clients_state(tmp_path, clients_per_slice):
   m = build(1.3)
   cohort = np.array([2, 0, 1])
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  executed = m.executed_releases(cohort, state, metrics)
+  executed = m.accounting.executed(cohort, state, metrics)
   # Every client: one Gaussian release per epoch at the float32 sigma it drew with.
   expected = dp_accounting.SelfComposedDpEvent(
       dp_accounting.GaussianDpEvent(float(np.float32(1.3))), 2)
   assert [(sorted(c.tolist()), e, r) for c, e, r in executed] == [([0, 1, 2], expected, '')]
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
-  assert 'client' in privacy.releases_differ(build(1.2).guaranteed_releases(cohort, state),
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, state), executed) is None
+  assert 'client' in privacy.releases_differ(build(1.2).accounting.guaranteed(cohort, state),
                                              executed)
   # Rows that give other steps, or another cohort, leave no guarantee with the reason.
   work = dict(metrics['client_work'])
@@ -297,10 +297,10 @@ def test_dpfl_accounts_the_steps_its_clients_state(tmp_path, clients_per_slice):
   more = np.array(rows)
   more[np.argmax(more[:, 0] == 24), 1] += 1   # client 1 (12 examples) ran 7 steps, not 6
   bad = {'client_work': dict(work, dp_event=(more, count))}
-  out = m.executed_releases(cohort, state, bad)
+  out = m.accounting.executed(cohort, state, bad)
   assert [r for _, e, r in out if e is None] == [
       'client 1 ran 7 noised steps; its event covers 6']
-  assert 'not the cohort' in m.executed_releases(np.array([0, 0, 1]), state, metrics)[0][2]
+  assert 'not the cohort' in m.accounting.executed(np.array([0, 0, 1]), state, metrics)[0][2]
 
 
 def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):
@@ -309,14 +309,14 @@ def test_dp_fedavg_accounts_the_event_its_tff_aggregator_states(tiny):
   from tffdp import privacy  # pylint: disable=g-import-not-at-top
   m = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=1.3, **kw)
   cohort = np.array([0, 1])
-  declared = m.guaranteed_releases(cohort, m.initialize())
+  declared = m.accounting.guaranteed(cohort, m.initialize())
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  executed = m.executed_releases(cohort, state, metrics)   # read from the new state
+  executed = m.accounting.executed(cohort, state, metrics)   # read from the new state
   assert [float(e.noise_multiplier) for _, e, _ in executed] == pytest.approx([1.3])  # uniform
   assert privacy.releases_differ(declared, executed) is None
   # A method declaring another sigma than its aggregator ran is caught by the runner.
   other = baselines.build_dp_fedavg(BUILDER, data, noise_multiplier=2.0, **kw)
-  problem = privacy.releases_differ(other.guaranteed_releases(cohort, other.initialize()),
+  problem = privacy.releases_differ(other.accounting.guaranteed(cohort, other.initialize()),
                                     executed)
   assert 'GaussianDpEvent(noise_multiplier=2.0)' in problem
 
@@ -330,14 +330,14 @@ def test_runner_accounts_the_events_the_mechanism_states_and_stops_where_they_di
 
   def build(ctx, hp, scale):
     m = registry.get('aadp_fl').build(ctx, hp)
-    stated = m.executed_releases
+    stated = m.accounting.executed
 
     def executed(cohort, state, metrics):
       releases = stated(cohort, state, metrics)
       seen.append(releases)
       return [(c, dp_accounting.GaussianDpEvent(e.noise_multiplier * scale), why)
               for c, e, why in releases]
-    m.executed_releases = executed
+    m.accounting.executed = executed
     return m
 
   def run(name, scale):
@@ -377,7 +377,7 @@ def test_runner_stops_before_accounting_a_round_that_breaks_its_declaration(tmp_
 
   def build(ctx, hp):
     m = registry.get('dpfl').build(ctx, hp)
-    m.check_round = common.dp_sgd_step_check(ctx.data, ShuffleBatch(1000))  # 1 step each
+    m.accounting.check_round = common.dp_sgd_step_check(ctx.data, ShuffleBatch(1000))  # 1 step each
     return m
 
   registry.register(registry.MethodSpec('dpfl_misdeclared', build))

@@ -112,11 +112,11 @@ def _register_understated(sigma_executed, sigma_declared):
     q = c.clients_per_round / c.clients
     declared = lambda cohort, state=None: [
         (np.arange(c.clients), privacy.subsampled_gaussian_event(sigma_declared, q), '')]
-    m.claimed_releases = m.guaranteed_releases = declared
+    m.accounting.claimed = m.accounting.guaranteed = declared
     # Its aggregator's own event would give it away before the first round is accounted
-    # (the runner checks `executed_releases` against the declaration); without it only
+    # (the runner checks `Accounting.executed` against the declaration); without it only
     # the audit can.
-    m.executed_releases = None
+    m.accounting.executed = None
     return m
   registry.register(registry.MethodSpec('understated', build, registry.MethodHparams, 'test'))
 
@@ -306,8 +306,8 @@ def test_the_audit_of_dpfl_stays_below_its_guarantee_and_catches_a_planted_bug(t
                              clip_norm=c.clip_norm, seed=c.seed)
     releases = lambda cohort, state=None: common.dp_sgd_releases(
         cohort, ctx.data, m.batching, 10.0, False)
-    m.claimed_releases = m.guaranteed_releases = releases
-    m.executed_releases = None   # its clients' stated sigma would give it away first
+    m.accounting.claimed = m.accounting.guaranteed = releases
+    m.accounting.executed = None   # its clients' stated sigma would give it away first
     return m
   registry.register(registry.MethodSpec('understated_dpfl', build, registry.MethodHparams,
                                         'test'))

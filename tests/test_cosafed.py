@@ -302,7 +302,7 @@ def test_guaranteed_releases_per_method(tiny):
   cohort = np.array([0, 1, 2])
   cos = cosafed.build_cosafed(BUILDER, data, validation, method='cosafed', rounds=3,
                               cohort_size=3, hp=cosafed.CosAFedHparams(l1_clip=1.0))
-  claimed, guaranteed = cos.releases_from_round(cohort, None, metrics)
+  claimed, guaranteed = cos.accounting.releases_from_round(cohort, None, metrics)
   # epsilon' = 0 (infinite noise) releases nothing: neither ledger charges client 1
   assert [int(c[0]) for c, _, _ in claimed] == [0, 2]
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 50.0)
@@ -310,7 +310,7 @@ def test_guaranteed_releases_per_method(tiny):
   lap = cosafed.build_cosafed(BUILDER, data, validation, method='lapfed', rounds=3,
                               cohort_size=3,
                               hp=cosafed.LaplaceUploadHparams(sensitivity=1.0, l1_clip=2.0))
-  _, guaranteed = lap.releases_from_round(cohort, None, metrics)
+  _, guaranteed = lap.accounting.releases_from_round(cohort, None, metrics)
   # Lap(Delta_f / eps') on an update of L1 norm <= 2: (2 eps' / Delta_f)-DP
   assert guaranteed[0][1] == dp_accounting.LaplaceDpEvent(1 / 100.0)
   assert guaranteed[1][2] == "epsilon' = inf: no noise"

@@ -96,10 +96,10 @@ def test_method_accounts_the_query_tff_states(tiny):
   m = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=1.0, **kw)
   cohort = np.arange(3)
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, state),
-                                 m.executed_releases(cohort, state, metrics)) is None
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, state),
+                                 m.accounting.executed(cohort, state, metrics)) is None
   q = ddgauss.ddgauss_measurements(metrics)
-  (clients, event, _), = m.guaranteed_releases(cohort, state)
+  (clients, event, _), = m.accounting.guaranteed(cohort, state)
   np.testing.assert_array_equal(clients, cohort)
   assert event == privacy.DistributedDiscreteGaussianDpEvent(
       float(q['scaled_inflated_l2']), float(q['scaled_local_stddev']), 3,
@@ -110,13 +110,13 @@ def test_method_accounts_the_query_tff_states(tiny):
   # Sigma S / sqrt(n) per share, in scaled units.
   assert event.local_stddev == pytest.approx(0.5 / math.sqrt(3) * scale, rel=1e-5)
   # Two clients sent shares: the guaranteed event has n = 2, the claimed one keeps 3.
-  assert m.guaranteed_releases(cohort[:2], state)[0][1].num_clients == 2
-  assert m.claimed_releases(cohort[:2], state)[0][1].num_clients == 3
+  assert m.accounting.guaranteed(cohort[:2], state)[0][1].num_clients == 2
+  assert m.accounting.claimed(cohort[:2], state)[0][1].num_clients == 3
   other = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=2.0, **kw)
   assert 'DistributedDiscreteGaussianDpEvent' in privacy.releases_differ(
-      other.guaranteed_releases(cohort, state), m.executed_releases(cohort, state, metrics))
+      other.accounting.guaranteed(cohort, state), m.accounting.executed(cohort, state, metrics))
   # The event the round states, for the cohort: what the runner accounts.
-  assert m.executed_releases(cohort, state, metrics)[0][1] == event
+  assert m.accounting.executed(cohort, state, metrics)[0][1] == event
   with pytest.raises(ValueError, match='noise_multiplier must be positive'):
     ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=0.0, **kw)
 
@@ -166,11 +166,11 @@ def test_only_the_cohort_is_charged(tiny):
   m = ddgauss.build_ddgauss(BUILDER, tiny, noise_multiplier=1.0, learning_rate=0.1,
                             batch_size=4, clip_norm=0.5, clients_per_round=2)
   cohort = np.array([0, 2])
-  for releases in (m.claimed_releases(cohort, None), m.guaranteed_releases(cohort, None)):
+  for releases in (m.accounting.claimed(cohort, None), m.accounting.guaranteed(cohort, None)):
     (clients, event, _), = releases
     np.testing.assert_array_equal(clients, cohort)
     assert event.num_clients == 2
-  assert m.guaranteed_releases(np.array([], np.int64), None) == []
+  assert m.accounting.guaranteed(np.array([], np.int64), None) == []
 
 
 def test_a_non_finite_update_ends_the_run_as_diverged(tiny, tmp_path):
@@ -218,7 +218,7 @@ def test_slices_of_one_client_run_the_same_round(tiny):
     m = ddgauss.build_ddgauss(BUILDER, tiny, clients_per_slice=per_slice, **kw)
     assert m.clients_per_slice == per_slice
     state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-    events[name] = m.executed_releases(cohort, state, metrics)
+    events[name] = m.accounting.executed(cohort, state, metrics)
     models_[name] = np.concatenate([np.ravel(t) for t in m.model_weights(state).trainable])
   assert privacy.releases_differ(events['a'], events['sliced']) is None
   start = np.concatenate([np.ravel(t) for t in ddgauss.build_ddgauss(

@@ -184,13 +184,13 @@ def test_guaranteed_event_matches_dp_accounting(tmp_path):
       builder, data, rounds=3, learning_rate=0.1,
       hp=dp_fedags.DPFedAGSHparams(epsilon=0.5, perturb_all=True, weighting='size'))
   state = m.initialize()
-  releases = m.guaranteed_releases(np.array([0, 1]), state)
+  releases = m.accounting.guaranteed(np.array([0, 1]), state)
   events = {int(c[0]): e for c, e, _ in releases}
   # client 0: n = 10, Delta_S = 2 * 0.1 / 10 = 0.02, noise std eq2(0.02, 0.5) * C on C = 1
   assert events[0] == dp_accounting.GaussianDpEvent(dp_fedags.eq2_noise_multiplier(0.02, 0.5))
   assert events[1] == dp_accounting.GaussianDpEvent(
       dp_fedags.eq2_noise_multiplier(2 * 0.1 / 30, 0.5))
-  claimed = m.claimed_releases(np.array([0]), state)
+  claimed = m.accounting.claimed(np.array([0]), state)
   assert len(claimed) == 1 and len(claimed[0][0]) == 2   # every client charged once
   assert claimed[0][1] == dp_accounting.LaplaceDpEvent(1 / 0.5)
 
@@ -220,8 +220,8 @@ def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
   m = build(epsilon=0.5)
   cohort = np.array([2, 0, 1])
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  assert m.check_round(cohort, state, metrics) is None
-  executed = m.executed_releases(cohort, state, metrics)
+  assert m.accounting.check_round(cohort, state, metrics) is None
+  executed = m.accounting.executed(cohort, state, metrics)
   ds = {0: 2 * 0.1 / 10, 1: 2 * 0.1 / 30, 2: 2 * 0.1 / 30}   # Delta_S (lr 0.1, C = 1)
   by_client = {int(c): e for members, e, _ in executed for c in members}
   for c in cohort:
@@ -233,14 +233,14 @@ def test_executed_events_are_the_declared_ones(tmp_path, perturbation):
     np.testing.assert_allclose(by_client[c].noise_multiplier, expected.noise_multiplier,
                                rtol=1e-6)
   assert len(executed) == 2   # clients 1 and 2 (30 examples each) share one release
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, state), executed) is None
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, state), executed) is None
   other = build(epsilon=0.4)   # declares other events for the same round
-  assert 'client' in privacy.releases_differ(other.guaranteed_releases(cohort, state),
+  assert 'client' in privacy.releases_differ(other.accounting.guaranteed(cohort, state),
                                              executed)
   # a cohort the factory did not state events for (client 0 and not 1)
-  assert all(e is None for _, e, _ in m.executed_releases(np.array([0, 0, 2]), state, metrics))
+  assert all(e is None for _, e, _ in m.accounting.executed(np.array([0, 0, 2]), state, metrics))
   loss = build(epsilon=0.5, weighting='loss')
-  assert [r for _, _, r in loss.executed_releases(cohort, state, metrics)] == [
+  assert [r for _, _, r in loss.accounting.executed(cohort, state, metrics)] == [
       dp_fedags.LOSS_REASON]
 
 
@@ -408,10 +408,10 @@ def test_slices_of_one_client_run_the_same_round(tmp_path, method, hp, exact):
     state, rows = m.initialize(), []
     for round_num, cohort in enumerate((np.array([2, 0, 1]), np.array([1, 2, 0]))):
       state, metrics = m.run_round(state, cohort, round_num, 5)
-      assert m.check_round(cohort, state, metrics) is None
+      assert m.accounting.check_round(cohort, state, metrics) is None
       rows.append((m.train_loss(metrics) if m.train_loss else
                    float(metrics['client_work']['train']['loss_sum']),
-                   m.executed_releases(cohort, state, metrics)))
+                   m.accounting.executed(cohort, state, metrics)))
     out[per_slice] = (np.concatenate([np.ravel(t) for t in
                                       m.model_weights(state).trainable]), rows)
   if exact:

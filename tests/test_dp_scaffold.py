@@ -49,7 +49,7 @@ def test_zero_noise_no_clip_is_plain_scaffold(tiny):
   ci = [[np.zeros_like(t) for t in w] for _ in parts]
   for r, cohort in enumerate((np.array([0, 1]), np.array([1, 2]))):
     state, metrics = m.run_round(state, cohort, r, 0)
-    assert m.check_round(cohort, state, metrics) is None
+    assert m.accounting.check_round(cohort, state, metrics) is None
     dys, dcs = [], []
     for k in cohort:
       yk = [t.copy() for t in w]
@@ -78,15 +78,15 @@ def test_ledgers_are_dpfl_dp_sgd_releases(tiny):
   m = dp_scaffold.build_dp_scaffold(BUILDER, data, learning_rate=0.1, batch_size=4,
                                     noise_multiplier=1.1, clip_norm=1.0, local_epochs=2)
   cohort = np.array([0, 2])
-  (clients, event, _), = m.claimed_releases(cohort, None)
+  (clients, event, _), = m.accounting.claimed(cohort, None)
   np.testing.assert_array_equal(clients, cohort)
   assert event == privacy.subsampled_gaussian_event(float(np.float32(1.1)), 4 / 6, 2 * 2)
-  (_, event, _), = m.guaranteed_releases(cohort, None)
+  (_, event, _), = m.accounting.guaranteed(cohort, None)
   assert event == privacy.subsampled_gaussian_event(float(np.float32(1.1)), 1.0, 2)
   # What its clients state they ran gives the same releases.
   state, metrics = m.run_round(m.initialize(), cohort, 0, 0)
-  executed = m.executed_releases(cohort, state, metrics)
-  assert privacy.releases_differ(m.guaranteed_releases(cohort, None), executed) is None
+  executed = m.accounting.executed(cohort, state, metrics)
+  assert privacy.releases_differ(m.accounting.guaranteed(cohort, None), executed) is None
   assert [(sorted(c.tolist()), e) for c, e, _ in executed] == [([0, 2], event)]
   with pytest.raises(ValueError, match='clip_norm must be positive'):
     dp_scaffold.build_dp_scaffold(BUILDER, data, learning_rate=0.1, batch_size=4,

@@ -1,7 +1,7 @@
 """Calibrating a run's privacy knob to a target `epsilon_guaranteed`, from its DP events.
 
 A dry run (`DryRun`) builds a run's method as `tffdp.runner` does and composes, round by
-round, the DP events its `guaranteed_releases` states for the seeded cohort of each round
+round, the DP events its `Accounting.guaranteed` states for the seeded cohort of each round
 (`runner.select_cohort`, or the method's own cohort), without training anything. Where a
 method's events do not depend on training (fixed noise multipliers: DP-FedAvg, DPFL,
 DP-SCAFFOLD, DDGauss, Adap DP-FL with constant noise and clipping norm, LapFed, the
@@ -20,7 +20,7 @@ noise multiplier is `sqrt(2 (ln 1.25 + epsilon)) / epsilon` times the sensitivit
 dry run is rebuilt at each trial value.
 
 Methods whose events are known only after each round from what it did
-(`Method.releases_from_round` without `fixed_round_metrics`: cosAFed, ADPFL, cosFed)
+(`Accounting.releases_from_round` without `fixed_round_metrics`: cosAFed, ADPFL, cosFed)
 cannot be calibrated this way; nor can those whose events change with training (A-DPFL,
 AADP-FL, Adap DP-FL with decaying noise), whose dry run would compose the initial
 state's events: run those with `--epsilon-budget`.
@@ -116,10 +116,11 @@ class DryRun:
     self.config = config.resolved()
     exp = runner.build_experiment(self.config, log=log)
     self.method = method = exp.method
-    after = method.releases_from_round is not None
-    if after and method.fixed_round_metrics is None:
+    acc = method.accounting
+    after = acc.releases_from_round is not None
+    if after and acc.fixed_round_metrics is None:
       raise ValueError(f'{method.name} states its DP events only after each round, from '
-                       'what the round did (Method.releases_from_round): it cannot be '
+                       'what the round did (Accounting.releases_from_round): it cannot be '
                        'calibrated dry')
     state = method.initialize()
     self.releases = []
@@ -127,8 +128,8 @@ class DryRun:
       cohort = (method.select_cohort(r) if method.select_cohort is not None
                 else runner.select_cohort(self.config, r))
       self.releases.append(
-          method.releases_from_round(cohort, state, method.fixed_round_metrics(cohort))[1]
-          if after else method.guaranteed_releases(cohort, state))
+          acc.releases_from_round(cohort, state, acc.fixed_round_metrics(cohort))[1]
+          if after else acc.guaranteed(cohort, state))
 
   def epsilon(self, factor: float = 1.0) -> float:
     """The largest `epsilon_guaranteed` over clients after every round, with each event's

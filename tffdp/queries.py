@@ -6,7 +6,7 @@ definition. tffdp's mechanisms run inside TFF computations (noise from stateless
 the noise multiplier a float32 tensor of the server state) and are accounted in Python,
 so `GaussianSumQuery` serves both sides: `add_noise` inside TF, `event` for the ledger,
 built there from the same (float32) noise multiplier. What the round executed is checked
-against the declared events after each round (`Method.check_round`).
+against the declared events after each round (`Accounting.check_round`).
 
 Sources: Abadi et al. 2016 (DP-SGD: per-example clipping, Gaussian noise
 `N(0, (sigma C)^2)` on the clipped sum, Poisson-subsampled Gaussian events); Mironov

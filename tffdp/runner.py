@@ -388,18 +388,19 @@ def new_ledgers(config: RunConfig, method: Method, num_clients: int):
   """A fresh `(claimed, guaranteed)` pair of `method`'s ledgers over `num_clients`: pure-DP
   basic composition for a `laplace` or `basic_claimed` claim, the best of basic, RDP and
   PLD for a `laplace` guarantee, RDP (`privacy.PrivacyLedger`) otherwise."""
-  if method.ledger in ('laplace', 'basic_claimed'):
+  acc = method.accounting
+  if acc.ledger in ('laplace', 'basic_claimed'):
     claimed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
-                                    privacy.BASIC_COMPOSITION, method.rdp_orders)
+                                    privacy.BASIC_COMPOSITION, acc.rdp_orders)
   else:
     claimed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
-                                    method.rdp_orders, method.claimed_conversion)
-  if method.ledger == 'laplace':
+                                    acc.rdp_orders, acc.claimed_conversion)
+  if acc.ledger == 'laplace':
     guaranteed = privacy.LaplaceLedger(num_clients, config.delta, method.dp_unit,
-                                       privacy.BEST_COMPOSITION, method.rdp_orders)
+                                       privacy.BEST_COMPOSITION, acc.rdp_orders)
   else:
     guaranteed = privacy.PrivacyLedger(num_clients, config.delta, method.dp_unit,
-                                       method.rdp_orders)
+                                       acc.rdp_orders)
   return claimed, guaranteed
 
 
@@ -621,16 +622,17 @@ class Runner:
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
     self.claimed, self.guaranteed = self.ledgers(config.clients)
-    if method.releases_from_round is not None and config.epsilon_budget is not None:
+    if method.accounting.releases_from_round is not None and config.epsilon_budget is not None:
       raise ValueError(f'--epsilon-budget cannot stop {method.name}: its DP events are '
-                       'known only after each round (Method.releases_from_round). '
+                       'known only after each round (Accounting.releases_from_round). '
                        f'Found epsilon_budget={config.epsilon_budget!r}.')
     self.last_metrics = None
     self.state = method.initialize()
-    self.per_client_budget = (method.budget_rule == 'per_client'
+    self.per_client_budget = (method.accounting.budget_rule == 'per_client'
                               and config.epsilon_budget is not None)
     # The ledger the budget stops on: the method's choice per client, else guaranteed.
-    self.budget_on_claimed = self.per_client_budget and method.budget_ledger != 'guaranteed'
+    self.budget_on_claimed = (self.per_client_budget
+                              and method.accounting.budget_ledger != 'guaranteed')
     self.stopped: dict[int, int] = {}
     self.rows: list[dict] = []
     self.rejected = 0  # rounds whose update TFF rejected (`REJECTED`), this run so far
@@ -772,16 +774,17 @@ class Runner:
     if not self.per_client_budget:
       return cohort
     cohort = np.setdiff1d(cohort, list(self.stopped))
-    on_guaranteed = method.budget_ledger == 'guaranteed'
+    on_guaranteed = method.accounting.budget_ledger == 'guaranteed'
     ledger = self.guaranteed if on_guaranteed else self.claimed
-    releases_of = method.guaranteed_releases if on_guaranteed else method.claimed_releases
+    releases_of = method.accounting.guaranteed if on_guaranteed else method.accounting.claimed
     within = _within_budget(ledger, releases_of(cohort, self.state), config.epsilon_budget)
     for c in np.setdiff1d(cohort, within):
       self.stopped[int(c)] = r
     if len(within) == 0:
       self.stop_kind = STOP_BUDGET
       self.stop_reason = (f'every client has spent its budget: a further round would take '
-                          f'its epsilon_{method.budget_ledger} past {config.epsilon_budget}')
+                          f'its epsilon_{method.accounting.budget_ledger} past '
+                          f'{config.epsilon_budget}')
       self.log(f'tffdp: stopping at round {r}: {self.stop_reason}')
       return None
     return within
@@ -790,8 +793,8 @@ class Runner:
     """Runs the method's round on `cohort` (on the workers if any); `(quantities, loss)`.
 
     Raises `DeclaredEventError` (the state unchanged) where the round's metrics disagree
-    with what was declared for it: `method.check_round`, and the method's
-    `executed_releases` against `declared` (the round's declared guaranteed releases),
+    with what was declared for it: `Accounting.check_round`, and the method's
+    `Accounting.executed` against `declared` (the round's declared guaranteed releases),
     which are then kept in `self.executed`.
 
     `quantities` are the adaptive quantities the round used plus the round's own
@@ -809,9 +812,10 @@ class Runner:
         if reason is None:
           raise
         raise Diverged(reason) from exc
-    problem = method.check_round(cohort, state, metrics)
-    if not problem and declared is not None and method.executed_releases is not None:
-      self.executed = method.executed_releases(cohort, state, metrics)
+    acc = method.accounting
+    problem = acc.check_round(cohort, state, metrics)
+    if not problem and declared is not None and acc.executed is not None:
+      self.executed = acc.executed(cohort, state, metrics)
       problem = privacy.releases_differ(declared, self.executed)
       if problem:
         problem = f'the DP events the mechanism states differ from those declared: {problem}'
@@ -891,11 +895,12 @@ class Runner:
       return False
     if self.auditor is not None:  # canaries are clients of this run, in no ledger
       cohort = self.auditor.cohort(r, cohort)
-    after = method.releases_from_round is not None
+    acc = method.accounting
+    after = acc.releases_from_round is not None
     declared = None
     if not after:
-      rel_claimed, can_claimed = self.population(method.claimed_releases(cohort, self.state))
-      declared = method.guaranteed_releases(cohort, self.state)
+      rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
+      declared = acc.guaranteed(cohort, self.state)
       rel_guaranteed, can_guaranteed = self.population(declared)
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
@@ -920,7 +925,7 @@ class Runner:
       rel_guaranteed, can_guaranteed = self.population(self.executed)
     if after:
       rel_claimed, rel_guaranteed = (
-          method.releases_from_round(cohort, self.state, self.last_metrics)
+          acc.releases_from_round(cohort, self.state, self.last_metrics)
           if len(cohort) else ([], []))
       (rel_claimed, can_claimed), (rel_guaranteed, can_guaranteed) = map(
           self.population, (rel_claimed, rel_guaranteed))

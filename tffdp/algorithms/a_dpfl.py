@@ -267,9 +267,9 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
   return common.Method(
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       run_round=run_round, round_computation=round_computation,
-      check_round=common.dp_sgd_step_check(data, batching), executed_releases=ledgers.executed,
-      cohort_sampling=selection, claimed_releases=ledgers.claimed,
-      guaranteed_releases=ledgers.guaranteed, adaptive_quantities=adaptive_quantities,
+      accounting=common.Accounting(ledgers.claimed, ledgers.guaranteed, ledgers.executed,
+                                   common.dp_sgd_step_check(data, batching)),
+      cohort_sampling=selection, adaptive_quantities=adaptive_quantities,
       round_metrics=round_metrics,
       select_cohort=functools.partial(select_cohort, probs, clients_per_round, selection,
                                       seed),

@@ -226,6 +226,88 @@ def client_work_train_loss(metrics) -> float:
 
 
 @dataclasses.dataclass
+class Accounting:
+  """A method's two privacy analyses, per round: what the runner's ledgers compose.
+
+  `epsilon_claimed` composes `claimed`'s releases (the paper's analysis),
+  `epsilon_guaranteed` those of `guaranteed` (what the executed mechanism guarantees),
+  or, with `executed`, the releases the round's mechanisms stated in its output. Each
+  release is `(clients, DpEvent or None, reason)`: the clients (int64 `[m]`) that the
+  event charges, and for `None` (no finite guarantee) the reason.
+
+  Attributes:
+    claimed: `(cohort, state) -> Releases` of the round about to run from `state`: the
+      paper's analysis.
+    guaranteed: The same for what the executed mechanism guarantees.
+    executed: `(cohort, new state, metrics) -> Releases`: the guaranteed releases of the
+      round just run, built from the DP events its mechanisms state in the round's output
+      (e.g. `aggregators.PerClientGaussianFactory.executed_events` in `metrics`, TFF's
+      `DPAggregatorState.dp_event` in the state). With it the runner checks them against
+      `guaranteed`'s declaration for the round (`privacy.releases_differ`: a difference
+      stops the run before the round is accounted) and composes these into the guaranteed
+      ledger. The declaration stays what a budget check before the round and a dry run
+      (`tffdp.calibration`) read. None: the declared releases are accounted.
+    check_round: `(cohort, new state, metrics) -> None or a message`: after each round,
+      whether what the round executed matches the DP events declared for it (e.g. the
+      measured DP-SGD steps); the runner stops the run on a message, before the round is
+      accounted.
+    releases_from_round: For methods whose DP events are known only once the round has
+      run (a budget the client work computes, e.g. cosAFed's `epsilon'`): `(cohort, new
+      state, metrics) -> (claimed releases, guaranteed releases)` of that round. The
+      runner then calls it instead of `claimed` / `guaranteed`, and such a method cannot
+      run with an `--epsilon-budget` (the cost of a round is not known before it).
+    fixed_round_metrics: For such a method whose events nevertheless do not depend on
+      training (LapFed: every upload at the constant `epsilon'`): `cohort -> metrics`,
+      the metrics `releases_from_round` reads, as every round produces them. Lets a dry
+      run (`tffdp.calibration.DryRun`) state the events without training; None where
+      they depend on the round.
+    ledger: `rdp` (`privacy.PrivacyLedger` for both ledgers), `laplace`
+      (`privacy.LaplaceLedger`: basic composition for the claimed ledger, the best of
+      basic, RDP and PLD for the guaranteed one) or `basic_claimed` (the claimed ledger
+      a basic-composition `LaplaceLedger`, the guaranteed one a `PrivacyLedger`).
+    rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
+    claimed_conversion: RDP to epsilon conversion of the claimed ledger
+      (`privacy.CONVERSIONS`): dp_accounting's by default, `classic` where the paper's
+      theorem uses it. The guaranteed ledger always uses dp_accounting's.
+    budget_rule: How `--epsilon-budget` acts: `run` (the run stops before a round that
+      would pass it) or `per_client` (a client that would pass it stops uploading; the
+      run ends when every client has stopped).
+    budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
+
+  Raises:
+    ValueError: On a `ledger`, `budget_rule` or `budget_ledger` not listed above.
+  """
+  claimed: Callable[[np.ndarray, Any], Releases]
+  guaranteed: Callable[[np.ndarray, Any], Releases]
+  executed: Optional[Callable[[np.ndarray, Any, Any], Releases]] = None
+  check_round: Callable[[np.ndarray, Any, Any], Optional[str]] = (
+      lambda cohort, state, metrics: None)
+  releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
+                                         tuple[Releases, Releases]]] = None
+  fixed_round_metrics: Optional[Callable[[np.ndarray], Any]] = None
+  ledger: str = 'rdp'
+  rdp_orders: Optional[Sequence[float]] = None
+  claimed_conversion: str = 'dp_accounting'
+  budget_rule: str = 'run'
+  budget_ledger: str = 'guaranteed'
+
+  def __post_init__(self):
+    for name, allowed in (('ledger', ('rdp', 'laplace', 'basic_claimed')),
+                          ('budget_rule', ('run', 'per_client')),
+                          ('budget_ledger', ('guaranteed', 'claimed'))):
+      if getattr(self, name) not in allowed:
+        raise ValueError(f'{name} must be one of {", ".join(allowed)}. '
+                         f'Found {getattr(self, name)!r}.')
+
+
+def no_releases(cohort, state) -> Releases:
+  """`Accounting.claimed` / `guaranteed` of a round that releases nothing private (a
+  non-private method, or one whose releases are known only after the round)."""
+  del cohort, state
+  return []
+
+
+@dataclasses.dataclass
 class Method:
   """A runnable method: its TFF process plus what the runner needs around it.
 
@@ -238,10 +320,7 @@ class Method:
     batching: How client data is batched (`ShuffleBatch` or `PoissonLot`).
     dp_unit: `sample-level`, `client-level` or `none`.
     cohort_sampling: `uniform` (fixed K of N) or `poisson` (rate K/N).
-    claimed_releases: `(cohort, state) -> Releases` of the round about to run from
-      `state`: the paper's analysis. Each release is `(clients, DpEvent or None,
-      reason)`; `None` means no finite guarantee, for `reason`.
-    guaranteed_releases: The same for what the executed mechanism guarantees.
+    accounting: Its two privacy analyses and how a budget acts (`Accounting`).
     adaptive_quantities: `state -> dict` of per-round quantities (sigma, C, ...).
     hyperparameters: Resolved method hyperparameters (for config.json).
     run_round: `(state, cohort, round_num, run_seed) -> (state, metrics)`: one round on
@@ -255,49 +334,13 @@ class Method:
     select_cohort: `round -> cohort` if the method chooses its participants (None: the
       runner's uniform/Poisson draw).
     round_metrics: `process.next` metrics -> extra metrics.csv columns.
-    check_round: `(cohort, new state, metrics) -> None or a message`: after each
-      round, whether what the round executed matches the DP events declared for it
-      (e.g. the measured DP-SGD steps, the event TFF's DP aggregator states); the
-      runner stops the run on a message, before the round is accounted.
-    executed_releases: `(cohort, new state, metrics) -> Releases`: the guaranteed
-      releases of the round just run, built from the DP events its mechanisms state in
-      the round's output (e.g. `aggregators.PerClientGaussianFactory.executed_events` in
-      `metrics`, TFF's `DPAggregatorState.dp_event` in the state). With it the runner checks
-      them against `guaranteed_releases`' declaration for the round (`privacy.
-      releases_differ`: a difference stops the run before the round is accounted) and
-      composes these into the guaranteed ledger. The declaration stays what a budget
-      check before the round and a dry run (`tffdp.calibration`) read. None: the
-      declared releases are accounted.
     initialize: `() -> state` (the runner's state: for some methods more than the
       process state, e.g. CLIENTS-placed client states); default `process.initialize`.
     model_weights: `state -> ModelWeights`; default `process.get_model_weights`.
     train_loss: `metrics -> mean training loss of the round`; default
       `client_work_train_loss` (the client work's `train` measurements).
-    budget_rule: How `--epsilon-budget` acts: `run` (the run stops before a round that
-      would pass it) or `per_client` (a client that would pass it stops uploading; the
-      run ends when every client has stopped).
-    budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
-    rdp_orders: RDP orders of both ledgers; None: `privacy.DEFAULT_ORDERS`.
-    claimed_conversion: RDP to epsilon conversion of the claimed ledger
-      (`privacy.CONVERSIONS`): dp_accounting's by default, `classic` where the paper's
-      theorem uses it. The guaranteed ledger always uses dp_accounting's.
     clients_per_slice: If set, `process.next` takes cohort slices (`{<client_ids,
       seeds, active>}@CLIENTS`, see `dp_sgd.slice_input_type`) instead of datasets.
-    ledger: `rdp` (`privacy.PrivacyLedger` for both ledgers), `laplace`
-      (`privacy.LaplaceLedger`: basic composition for the claimed ledger, the best of
-      basic, RDP and PLD for the guaranteed one) or `basic_claimed` (the claimed ledger
-      a basic-composition `LaplaceLedger`, the guaranteed one a `PrivacyLedger`).
-    releases_from_round: For methods whose DP events are known only once the round has
-      run (a budget the client work computes, e.g. cosAFed's `epsilon'`): `(cohort, new
-      state, metrics) -> (claimed releases, guaranteed releases)` of that round. The
-      runner then calls it instead of `claimed_releases` / `guaranteed_releases`, and
-      such a method cannot run with an `--epsilon-budget` (the cost of a round is not
-      known before it).
-    fixed_round_metrics: For such a method whose events nevertheless do not depend on
-      training (LapFed: every upload at the constant `epsilon'`): `cohort -> metrics`,
-      the metrics `releases_from_round` reads, as every round produces them. Lets a dry
-      run (`tffdp.calibration.DryRun`) state the events without training; None where
-      they depend on the round.
     round_failure: `exception -> None or a message`: whether an exception raised by
       `run_round` is the method's known sign of a diverged model (e.g. a non-finite
       client update tripping a secure aggregator's norm check). On a message the runner
@@ -317,8 +360,7 @@ class Method:
   batching: ShuffleBatch | PoissonLot
   dp_unit: str
   cohort_sampling: str
-  claimed_releases: Callable[[np.ndarray, Any], Releases]
-  guaranteed_releases: Callable[[np.ndarray, Any], Releases]
+  accounting: Accounting
   adaptive_quantities: Callable[[Any], dict]
   hyperparameters: dict
   run_round: RunRound
@@ -326,29 +368,16 @@ class Method:
   notes: dict = dataclasses.field(default_factory=dict)
   select_cohort: Optional[Callable[[int], np.ndarray]] = None
   round_metrics: Callable[[Any], dict] = lambda metrics: {}
-  check_round: Callable[[np.ndarray, Any, Any], Optional[str]] = (
-      lambda cohort, state, metrics: None)
-  executed_releases: Optional[Callable[[np.ndarray, Any, Any], Releases]] = None
   initialize: Optional[Callable[[], Any]] = None
   model_weights: Optional[Callable[[Any], Any]] = None
   train_loss: Optional[Callable[[Any], float]] = None
-  budget_rule: str = 'run'
-  budget_ledger: str = 'guaranteed'
-  rdp_orders: Optional[Sequence[float]] = None
-  claimed_conversion: str = 'dp_accounting'
   clients_per_slice: Optional[int] = None
-  ledger: str = 'rdp'
-  releases_from_round: Optional[Callable[[np.ndarray, Any, Any],
-                                         tuple[Releases, Releases]]] = None
-  fixed_round_metrics: Optional[Callable[[np.ndarray], Any]] = None
   round_failure: Callable[[BaseException], Optional[str]] = lambda exc: None
   audit_insertion: Optional[canaries.Insertion] = None
   participation_rate: Optional[float] = None
   lot_rates: Optional[np.ndarray] = None
 
   def __post_init__(self):
-    if self.ledger not in ('rdp', 'laplace', 'basic_claimed'):
-      raise ValueError(f'ledger must be rdp, laplace or basic_claimed. Found {self.ledger!r}.')
     if self.initialize is None:
       self.initialize = self.process.initialize
     if self.model_weights is None:
@@ -424,7 +453,7 @@ def releases_from_rows(cohort: np.ndarray, cohort_keys, row_keys,
 
 
 def dp_sgd_executed(data: FederatedData, batching) -> Callable[..., Releases]:
-  """`Method.executed_releases` of DP-SGD methods whose client work states each client's
+  """`Accounting.executed` of DP-SGD methods whose client work states each client's
   steps (`dp_sgd.build_dp_sgd_client_work(max_clients=...)`): the guaranteed releases of
   `dp_sgd_releases(amplified=False)`, built from the rows the clients stated
   (`dp_sgd.stated_rows`: examples, steps, the float32 noise multiplier they drew with).
@@ -469,7 +498,7 @@ def dp_sgd_declared_steps(cohort: np.ndarray, data: FederatedData, batching) -> 
 
 
 def dp_sgd_step_check(data: FederatedData, batching):
-  """`Method.check_round` of DP-SGD methods: what the clients ran is what was declared.
+  """`Accounting.check_round` of DP-SGD methods: what the clients ran is what was declared.
 
   The releases of `dp_sgd_releases` were computed from the client sizes. The client work
   reports the noised steps it ran (`train.num_steps`: counted batch by batch on the
@@ -494,3 +523,15 @@ def dp_sgd_step_check(data: FederatedData, batching):
                 f'{expected // batching.local_epochs} examples declares {expected}')
     return None
   return check
+
+
+def dp_sgd_accounting(data: FederatedData, batching, sigma: float) -> Accounting:
+  """`Accounting` of a method whose clients run DP-SGD at the fixed noise multiplier
+  `sigma` (DPFL, DP-SCAFFOLD): claimed, the paper-style amplified analysis; guaranteed,
+  the executed batching's (`dp_sgd_releases`); the clients' stated steps checked and
+  accounted (`dp_sgd_step_check`, `dp_sgd_executed`)."""
+  return Accounting(
+      claimed=lambda cohort, state: dp_sgd_releases(cohort, data, batching, sigma, True),
+      guaranteed=lambda cohort, state: dp_sgd_releases(cohort, data, batching, sigma, False),
+      executed=dp_sgd_executed(data, batching),
+      check_round=dp_sgd_step_check(data, batching))

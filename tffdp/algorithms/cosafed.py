@@ -613,11 +613,13 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling='uniform', round_computation=round_fn,
       run_round=functools.partial(laplace_upload_round, round_fn, insertion),
-      claimed_releases=lambda cohort, state: [], guaranteed_releases=lambda cohort, state: [],
-      releases_from_round=ledgers.releases, ledger='laplace', check_round=ledgers.check_round,
-      # LapFed's budget is constant: every upload at epsilon', whatever the round did.
-      fixed_round_metrics=((lambda cohort: {'client_epsilons': np.full(len(cohort), epsilon)})
-                           if method == 'lapfed' else None),
+      accounting=common.Accounting(
+          common.no_releases, common.no_releases, releases_from_round=ledgers.releases,
+          ledger='laplace', check_round=ledgers.check_round,
+          # LapFed's budget is constant: every upload at epsilon', whatever the round did.
+          fixed_round_metrics=(
+              (lambda cohort: {'client_epsilons': np.full(len(cohort), epsilon)})
+              if method == 'lapfed' else None)),
       adaptive_quantities=lambda state: {},
       round_metrics=functools.partial(laplace_upload_round_metrics, epsilon),
       hyperparameters=dict(

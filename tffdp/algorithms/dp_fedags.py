@@ -691,11 +691,11 @@ def build_dp_fedags(keras_builder, data: FederatedData, *, rounds: int,
         quantization_levels, num_params)
   return common.Method(
       name=name, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
-      ledger='basic_claimed',
       cohort_sampling='uniform', run_round=run_round, round_computation=round_computation,
-      clients_per_slice=clients_per_slice, claimed_releases=ledgers.claimed, guaranteed_releases=ledgers.guaranteed,
-      claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION, check_round=ledgers.check_round,
-      executed_releases=ledgers.executed,
+      clients_per_slice=clients_per_slice,
+      accounting=common.Accounting(
+          ledgers.claimed, ledgers.guaranteed, ledgers.executed, ledgers.check_round,
+          ledger='basic_claimed', claimed_conversion=privacy.DP_ACCOUNTING_CONVERSION),
       adaptive_quantities=lambda state: {}, round_metrics=round_metrics,
       hyperparameters=dict(
           rounds=rounds, epsilon=epsilon, epsilon_1=e1, epsilon_2=e2, epsilon_3=e3,
