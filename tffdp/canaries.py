@@ -495,8 +495,8 @@ class Auditor:
 
     Returns:
       `{'every_round': {...}, 'final_model': {...}, 'canaries', 'included', 'joins',
-      'max_joins' (the most rounds one canary joined), 'dimension'}`; each threat model: `epsilon_lower_bound`, `epsilon_estimate`,
-      `mean_in`, `std_in`, `mean_out`, `std_out` (of the scores), `lower_bound_k`.
+      'max_joins' (the most rounds one canary joined), 'dimension'}`; each threat model:
+      `epsilon_lower_bound`, `epsilon_estimate`, `mean_in`, `std_in`, `mean_out`, `std_out` (of the scores), `lower_bound_k`.
     """
     final = self.cosines(self.initial - _flat(final_weights))
     out = dict(canaries=self.count, included=int(self.included.sum()),
@@ -531,8 +531,8 @@ class GradientAuditor(Auditor):
   non-empty cohort; a sample-level guarantee is per client, so the audit compares with
   the host's epsilon). Each canary is included with probability 1/2 (Steinke et al.
   2023, Alg. 1); an included canary's gradient `norm * u_j` joins the host's DP-SGD
-  steps as one of its examples would: with shuffled batches (`ShuffleBatch`), once in each local epoch, in a
-  step drawn uniformly from that epoch's `ceil(n / B)`; with a Poisson lot
+  steps as one of its examples would: with shuffled batches (`ShuffleBatch`), once in
+  each local epoch, in a step drawn uniformly from that epoch's `ceil(n / B)`; with a Poisson lot
   (`PoissonLot`), each lot with the host's own rate (`lot_rates[host]`, else `rate`).
   There it is clipped (where the step clips its examples) and noised with the step's own
   examples (`gradient_sum`). Threat models: every round, the auditor sees

@@ -212,8 +212,8 @@ class RunConfig:
   # A privacy audit (`tffdp.canaries`, `tffdp.audit`): this many canaries (client-level
   # canary clients, or sample-level gradient canaries in one host client's DP-SGD steps),
   # each included with probability 1/2, their updates (gradients) of L2 norm
-  # `audit_canary_norm` (None: `clip_norm`). 0: no audit. A run with canaries is an audit, not a measurement
-  # of the method's accuracy.
+  # `audit_canary_norm` (None: `clip_norm`). 0: no audit. A run with canaries is an
+  # audit, not a measurement of the method's accuracy.
   audit_canaries: int = 0
   audit_canary_norm: Optional[float] = None
   notes: dict = dataclasses.field(default_factory=dict)

@@ -39,7 +39,8 @@ class Evaluator:
         correct += tf.reduce_sum(tf.cast(
             tf.equal(tf.argmax(logits, -1, output_type=tf.int32), yb), tf.int64))
         n += tf.cast(tf.shape(yb)[0], tf.int64)
-      return loss_sum / tf.cast(n, tf.float32), tf.cast(correct, tf.float32) / tf.cast(n, tf.float32)
+      n = tf.cast(n, tf.float32)
+      return loss_sum / n, tf.cast(correct, tf.float32) / n
     self._evaluate = evaluate
 
   def __call__(self, weights, names=None) -> dict:

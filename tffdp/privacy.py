@@ -336,7 +336,8 @@ class PrivacyLedger:
     d = delta or self.delta
     # Clients with identical curves (e.g. never sampled) share one conversion.
     uniq, inverse = np.unique(self._rdp, axis=0, return_inverse=True)
-    eps = np.array([epsilon_from_rdp(self.orders, r, d, self.conversion) for r in uniq])[inverse.ravel()]
+    eps = np.array([epsilon_from_rdp(self.orders, r, d, self.conversion)
+                    for r in uniq])[inverse.ravel()]
     return PrivacyReport(eps, d, self.unit, sorted(set(self._reasons.values())))
 
   def epsilon_if(self, clients: Iterable[int], event: dp_accounting.DpEvent) -> np.ndarray:
@@ -358,7 +359,8 @@ class PrivacyLedger:
       clients: Client ids.
       event: The DP event of one further release.
       budget: Epsilon budget (> 0).
-      limit: Cap on `T` (a release of zero cost, e.g. `NoOpDpEvent`, returns it; a non-private one, 0).
+      limit: Cap on `T` (a release of zero cost, e.g. `NoOpDpEvent`, returns it; a
+        non-private one, 0).
 
     Returns:
       An int64 array of `T` per client (0 where the budget is already spent).

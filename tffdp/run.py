@@ -166,7 +166,8 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
                  help='keep TensorFlow\'s start-up log lines (hidden by default)')
   m = p.add_argument_group('method options')
   m.add_argument('--model', help=f'one of: {", ".join(MODELS)} (default per dataset)')
-  m.add_argument('--learning-rate', type=float, default=d.learning_rate, help='client learning rate')
+  m.add_argument('--learning-rate', type=float, default=d.learning_rate,
+                 help='client learning rate')
   m.add_argument('--batch-size', type=int, default=d.batch_size, help='client batch size B')
   m.add_argument('--local-epochs', type=int, default=d.local_epochs)
   # Default None: a value given to a method that does not read it is refused
@@ -218,7 +219,8 @@ def config_from_args(args) -> config_lib.RunConfig:
   try:
     options = json.loads(args.partition_options)
   except json.JSONDecodeError as e:
-    raise ValueError(f'partition_options must be a JSON object. Found {args.partition_options!r}.') from e
+    raise ValueError('partition_options must be a JSON object. '
+                     f'Found {args.partition_options!r}.') from e
   method_options = {k[len(_OPTION_DEST):]: v for k, v in vars(args).items()
                     if k.startswith(_OPTION_DEST)}
   shared = {}
@@ -247,7 +249,8 @@ def config_from_args(args) -> config_lib.RunConfig:
       clients=args.clients, clients_per_round=args.clients_per_round,
       partition=args.partition, partition_options=options, seed=args.seed, out=args.out,
       model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,
-      local_epochs=args.local_epochs, **shared, delta=args.delta, cohort_sampling=args.cohort_sampling,
+      local_epochs=args.local_epochs, **shared, delta=args.delta,
+      cohort_sampling=args.cohort_sampling,
       epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
       eval_validation=args.eval_validation,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,

@@ -188,8 +188,8 @@ def build_dp_fedavg(keras_builder, data: FederatedData, *, learning_rate: float,
 
   The aggregator is `DifferentiallyPrivateFactory.gaussian_fixed(sigma,
   clients_per_round, S)` with its noise drawn from `seed` (`seeded_gaussian_fixed`), so
-  reruns and resumed runs release the same noise. With `cohort_sampling='poisson'` (default: each client
-  joins with probability `q = K / N`) both epsilons are the exact RDP of
+  reruns and resumed runs release the same noise. With `cohort_sampling='poisson'`
+  (default: each client joins with probability `q = K / N`) both epsilons are the exact RDP of
   `PoissonSampledDpEvent(q, GaussianDpEvent(sigma))` per round for every client. With
   `uniform` (fixed K), `epsilon_claimed` keeps that analysis while
   `epsilon_guaranteed` composes one unamplified Gaussian release per round a client

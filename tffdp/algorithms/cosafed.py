@@ -558,7 +558,8 @@ def laplace_upload_notes(method: str, sensitivity: float, l1_clip: Optional[floa
 
 def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str = 'cosafed',
                   rounds: int, cohort_size: int,
-                  hp: Optional['LaplaceUploadHparams'] = None, learning_rate: float = 0.01, batch_size: int = 10, local_epochs: int = 1,
+                  hp: Optional['LaplaceUploadHparams'] = None, learning_rate: float = 0.01,
+                  batch_size: int = 10, local_epochs: int = 1,
                   delta: float = 1e-5, seed: int = 0) -> common.Method:
   """Builds cosAFed or one of its reconstructed baselines (see the module docstring).
 
@@ -710,8 +711,8 @@ def _builder(name: str):
     c = ctx.config
     return build_cosafed(
         ctx.keras_builder, ctx.data, ctx.validation, method=name, rounds=c.rounds,
-        cohort_size=c.clients_per_round, hp=hp, learning_rate=c.learning_rate, batch_size=c.batch_size,
-        local_epochs=c.local_epochs, delta=c.delta, seed=c.seed)
+        cohort_size=c.clients_per_round, hp=hp, learning_rate=c.learning_rate,
+        batch_size=c.batch_size, local_epochs=c.local_epochs, delta=c.delta, seed=c.seed)
   return build
 
 

@@ -153,8 +153,8 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
   of every CNN here but one) take one depthwise filter gradient with the batch folded
   into the channels (Rochette et al. 2019, "Efficient per-example gradient computations
   in convolutional neural networks"), any stride. Otherwise, for stride 1, each kernel
-  offset `(i, j)` reads the slice of the padded input that meets the output positions; with many output positions (`>= _OFFSET_MIN_POSITIONS`)
-  each slice is contracted with `d` on its own (`k_h * k_w` batched matmuls, no patches
+  offset `(i, j)` reads the slice of the padded input that meets the output positions;
+  with many output positions (`>= _OFFSET_MIN_POSITIONS`) each slice is contracted with `d` on its own (`k_h * k_w` batched matmuls, no patches
   in memory), otherwise the slices are concatenated into patches and contracted once.
   Strided convolutions use `tf.image.extract_patches`, faster there than strided slices.
   Measured by `python -m benchmarks.run --only conv` on the 2-core CPU (ms, at the
