@@ -69,10 +69,12 @@ _CONV_CASES = [
 ]
 
 
-# Every case by every path that takes its stride (`offsets` and `patches`: stride 1).
+# Every case by every path that takes its stride (`offsets` and `patches`: stride 1;
+# `depthwise`: equal row and column strides).
 @pytest.mark.parametrize('shape,kernel,strides,padding,path', [
     (*case, path) for case in _CONV_CASES for path in (None, *pe.CONV_GRADIENT_PATHS)
-    if case[2] == (1, 1) or path not in ('offsets', 'patches')])
+    if (case[2] == (1, 1) or path not in ('offsets', 'patches'))
+    and (case[2][0] == case[2][1] or path != 'depthwise')])
 def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, padding, path):
   rng = np.random.default_rng(0)
   a = tf.constant(rng.normal(size=shape), tf.float32)
@@ -101,7 +103,8 @@ def test_conv_kernel_gradients_equal_extract_patches(shape, kernel, strides, pad
 @pytest.mark.parametrize('c_in,c_out,positions,strides,expected', [
     (1, 32, 784, (1, 1), 'depthwise'), (3, 6, 784, (1, 1), 'depthwise'),
     (1, 16, 169, (2, 2), 'depthwise'), (3, 32, 1024, (1, 1), 'offsets'),
-    (10, 20, 64, (1, 1), 'patches'), (16, 32, 25, (2, 2), 'extract_patches')])
+    (10, 20, 64, (1, 1), 'patches'), (16, 32, 25, (2, 2), 'extract_patches'),
+    (2, 3, 20, (3, 2), 'extract_patches')])   # unequal strides: not depthwise
 def test_conv_gradient_path_by_shape(c_in, c_out, positions, strides, expected):
   assert pe._conv_gradient_path(c_in, c_out, positions, strides) == expected
 
@@ -118,6 +121,8 @@ def test_conv_kernel_gradients_dynamic_batch_and_bad_path():
     pe.conv_kernel_gradients(a, d, (3, 3), (1, 1), 'valid', 'ghost')
   with pytest.raises(ValueError, match='needs stride 1'):
     pe.conv_kernel_gradients(a, d[:, ::2, ::2], (3, 3), (2, 2), 'valid', 'offsets')
+  with pytest.raises(ValueError, match='needs equal row and column strides'):
+    pe.conv_kernel_gradients(a, d[:, ::2, ::3], (3, 3), (2, 3), 'valid', 'depthwise')
 
 
 def test_conv_kernel_gradients_need_static_spatial_shape():

@@ -98,7 +98,7 @@ CONV_GRADIENT_PATHS = ('depthwise', 'offsets', 'patches', 'extract_patches')
 
 def _conv_gradient_path(c_in: int, c_out: int, positions: int, strides) -> str:
   """The fastest measured way to `conv_kernel_gradients` for a layer's shape."""
-  if c_in * c_out <= _DEPTHWISE_MAX_CHANNELS:
+  if c_in * c_out <= _DEPTHWISE_MAX_CHANNELS and strides[0] == strides[1]:
     return 'depthwise'
   if tuple(strides) != (1, 1):
     return 'extract_patches'
@@ -141,7 +141,8 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
 
   Raises:
     ValueError: If a spatial dimension or the channel count of `a` or `d` is not known
-      statically, or `path` is unknown.
+      statically, `path` is unknown, or `path='depthwise'` with unequal row and column
+      strides.
 
   Returns:
     `[B, k_h * k_w * c_in, c_out]` float32, row `(i * k_w + j) * c_in + c` the kernel
@@ -152,10 +153,13 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
   Layers with few channels (`c_in * c_out <= _DEPTHWISE_MAX_CHANNELS`, the first layer
   of every CNN here but one) take one depthwise filter gradient with the batch folded
   into the channels (Rochette et al. 2019, "Efficient per-example gradient computations
-  in convolutional neural networks"), any stride. Otherwise, for stride 1, each kernel
-  offset `(i, j)` reads the slice of the padded input that meets the output positions;
-  with many output positions (`>= _OFFSET_MIN_POSITIONS`) each slice is contracted with `d` on its own (`k_h * k_w` batched matmuls, no patches
-  in memory), otherwise the slices are concatenated into patches and contracted once.
+  in convolutional neural networks"), with any stride equal in rows and columns (TF's
+  CPU `DepthwiseConv2dNativeBackpropFilter` refuses unequal ones on some builds).
+  Otherwise, for stride 1, each kernel offset `(i, j)` reads the slice of the padded
+  input that meets the output positions; with many output positions
+  (`>= _OFFSET_MIN_POSITIONS`) each slice is contracted with `d` on its own (`k_h * k_w`
+  batched matmuls, no patches in memory), otherwise the slices are concatenated into
+  patches and contracted once.
   Strided convolutions use `tf.image.extract_patches`, faster there than strided slices.
   Measured by `python -m benchmarks.run --only conv` on the 2-core CPU (ms, at the
   experiments' batch sizes), `extract_patches` vs this: LeNet conv1 (32x32x3, batch 50)
@@ -175,6 +179,9 @@ def conv_kernel_gradients(a: tf.Tensor, d: tf.Tensor, kernel_size, strides,
   if path not in CONV_GRADIENT_PATHS:
     raise ValueError(f'path must be one of {CONV_GRADIENT_PATHS}. Found {path!r}.')
   if path == 'depthwise':
+    if strides[0] != strides[1]:
+      raise ValueError('path depthwise needs equal row and column strides (TF\'s CPU '
+                       f'depthwise filter gradient). Found strides={tuple(strides)}.')
     return _depthwise_kernel_gradients(a, d, kernel_size, strides, padding)
   b, c_out = tf.shape(a)[0], tf.shape(d)[-1]
   d_flat = tf.reshape(d, [b, oh * ow, c_out])
