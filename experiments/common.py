@@ -108,7 +108,7 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
         return as_evaluated(plotting.read_metrics(out), cfg)
       if finished:  # another configuration's: emptied, the locked folder kept
         _empty(out)
-      elif runner.has_checkpoint(out):
+      elif not stale and runner.has_checkpoint(out):   # (a stale one is emptied already)
         mismatch = runner.resume_mismatch(runner.read_checkpoint(out)['config'],
                                           runner.comparable_config(cfg.resolved()))
         if mismatch:  # an interrupted run of another configuration
