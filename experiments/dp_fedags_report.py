@@ -250,10 +250,13 @@ def _table4_calibrated(figs) -> list[str]:
       for m in methods:
         if (lo, m) in spreads and (hi, m) in spreads:
           a, b = spreads[(hi, m)], spreads[(lo, m)]
-          rises.append(f'{m} {a.mean - b.mean:+.2f} ('
-                       + ('separated' if a.beats(b) or b.beats(a) else 'a tie: seeds overlap'
-                          if min(len(a.values), len(b.values)) >= common.MIN_SEEDS
-                          else f'a tie until {common.MIN_SEEDS} seeds separate') + ')')
+          if a.beats(b) or b.beats(a):
+            how = 'separated'
+          elif min(len(a.values), len(b.values)) >= common.MIN_SEEDS:
+            how = 'a tie: seeds overlap'
+          else:
+            how = f'a tie until {common.MIN_SEEDS} seeds separate'
+          rises.append(f'{m} {a.mean - b.mean:+.2f} ({how})')
       paper_rise = [f'{dc.METHOD_LABEL[k]} {paper[(hi, k)] - paper[(lo, k)]:+.2f}'
                     for k in dc.METHODS if (hi, k) in paper and (lo, k) in paper]
       out.append(T.text('rise', low=lo, high=hi, rises='; '.join(rises),

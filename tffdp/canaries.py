@@ -496,7 +496,8 @@ class Auditor:
     Returns:
       `{'every_round': {...}, 'final_model': {...}, 'canaries', 'included', 'joins',
       'max_joins' (the most rounds one canary joined), 'dimension'}`; each threat model:
-      `epsilon_lower_bound`, `epsilon_estimate`, `mean_in`, `std_in`, `mean_out`, `std_out` (of the scores), `lower_bound_k`.
+      `epsilon_lower_bound`, `epsilon_estimate`, `mean_in`, `std_in`, `mean_out`,
+      `std_out` (of the scores), `lower_bound_k`.
     """
     final = self.cosines(self.initial - _flat(final_weights))
     out = dict(canaries=self.count, included=int(self.included.sum()),

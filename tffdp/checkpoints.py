@@ -7,9 +7,10 @@ an entry `a<i>` (any NumPy dtype but `object`), and the entry `structure` is a J
 document (as a unicode array) of the nested containers that hold them. What JSON
 cannot tell apart is tagged: `{"__array__": i, "scalar": bool}` (a NumPy array or
 scalar), `{"__bytes__": base64}`, `{"__tuple__": [...]}`,
-`{"__items__": [[key, value], ...]}` (a dict with keys other than strings), `{"__float__": "nan" | "inf" | "-inf"}`. Other types (class
-instances, functions, sets) are refused when saving, so loading can only ever make
-dicts, lists, tuples, strings, bytes, numbers, booleans, None and NumPy arrays.
+`{"__items__": [[key, value], ...]}` (a dict with keys other than strings),
+`{"__float__": "nan" | "inf" | "-inf"}`. Other types (class instances, functions,
+sets) are refused when saving, so loading can only ever make dicts, lists, tuples,
+strings, bytes, numbers, booleans, None and NumPy arrays.
 
 `python -m tffdp.checkpoints convert RUN_DIR [RUN_DIR ...]` converts a pickled
 `checkpoint.pkl` written by tffdp before 2026-11-26 into `checkpoint.npz` (it unpickles
