@@ -59,6 +59,14 @@ def test_calibration_key_ignores_how_clients_are_sliced():
       dataclasses.replace(cfg, clip_norm=1.0), 4.0)
 
 
+def test_a_dpfl_spends_its_budget_and_keeps_its_calibration_key():
+  entry = next(e for e in benchmark.ENTRIES if e.name == 'a_dpfl')
+  cfg = benchmark.base_config(entry, 'mnist', 0, (0.05, 0.5), 'd', quick=False)
+  assert cfg.budget_last_round == 'raise_noise'  # lands on the target (runner test)
+  skip = dataclasses.replace(cfg, budget_last_round='skip')
+  assert benchmark._cache_key(cfg, 4.0) == benchmark._cache_key(skip, 4.0)
+
+
 def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch):
   by = {e.name: e for e in benchmark.ENTRIES}
   starts = []

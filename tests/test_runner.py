@@ -286,6 +286,50 @@ def test_epsilon_budget_stops_before_exceeding(tmp_path):
   assert summary['dp_unit'] == 'client-level'
 
 
+def test_budget_last_round_raise_noise_lands_on_the_budget(tmp_path):
+  kw = dict(method='a_dpfl', noise_multiplier=2.0, clip_norm=1.0, clients_per_round=2)
+  free = runner.run(_cfg(tmp_path, 'free', rounds=3, **kw), log=lambda s: None)
+  assert free['rounds_completed'] == 3
+  plain = read_rows(str(tmp_path / 'free'))
+  eps = [float(row['epsilon_guaranteed']) for row in plain]
+  budget = (eps[1] + eps[2]) / 2  # round 3 at its own sigma would pass it
+  skip = runner.run(_cfg(tmp_path, 'skip', rounds=5, epsilon_budget=budget, **kw),
+                    log=lambda s: None)
+  assert skip['rounds_completed'] == 2 and skip['stop_kind'] == runner.STOP_BUDGET
+  assert skip['stop_reason'].startswith('round 3 would take')
+  summary = runner.run(_cfg(tmp_path, 'raised', rounds=5, epsilon_budget=budget,
+                            budget_last_round='raise_noise', **kw), log=lambda s: None)
+  rows = read_rows(str(tmp_path / 'raised'))
+  assert summary['rounds_completed'] == 3 and summary['stop_kind'] == runner.STOP_BUDGET
+  assert 'is spent' in summary['stop_reason']
+  assert budget * (1 - 1e-3) <= summary['epsilon_guaranteed'] <= budget
+  for a, b in zip(plain[:2], rows[:2]):  # the rounds before it as without the option
+    assert a['epsilon_guaranteed'] == b['epsilon_guaranteed']
+    assert a['noise_multiplier'] == b['noise_multiplier'] and a['test_loss'] == b['test_loss']
+  factor = float(rows[2][runner.BUDGET_NOISE_FACTOR])
+  assert factor > 1 and [row[runner.BUDGET_NOISE_FACTOR] for row in rows[:2]] == ['', '']
+  np.testing.assert_allclose(float(rows[2]['noise_multiplier']),
+                             np.float32(factor * float(plain[2]['noise_multiplier'])),
+                             rtol=1e-6)
+  # The smallest such factor: 0.1% less noise would pass the budget.
+  assert float(rows[2]['epsilon_guaranteed']) > eps[1]
+
+
+@pytest.mark.parametrize('kw,match', [
+    (dict(method='a_dpfl', budget_last_round='raise_noise'), 'needs an epsilon_budget'),
+    (dict(method='a_dpfl', epsilon_budget=1.0, budget_last_round='fill'), 'must be one of'),
+])
+def test_budget_last_round_bad_settings(tmp_path, kw, match):
+  with pytest.raises(ValueError, match=match):
+    _cfg(tmp_path, 'bad', **kw).validate()
+
+
+def test_budget_last_round_raise_noise_needs_a_method_that_states_it(tmp_path):
+  with pytest.raises(ValueError, match='does not state how to raise its noise'):
+    runner.run(_cfg(tmp_path, 'x', method='dp_fedavg', epsilon_budget=1.0,
+                    budget_last_round='raise_noise'), log=lambda s: None)
+
+
 def test_fedavg_reports_inf_with_reason(tmp_path):
   summary = runner.run(_cfg(tmp_path, 'd', method='fedavg', rounds=1),
                        log=lambda s: None)

@@ -14,6 +14,8 @@ from tffdp.data.loaders import DATASETS
 from tffdp.data.partitioners import PARTITIONERS
 
 COHORT_SAMPLING = ('uniform', 'poisson', 'all')
+# `RunConfig.budget_last_round`: what the round that would pass the epsilon budget does.
+BUDGET_LAST_ROUND = ('skip', 'raise_noise')
 
 # The checkpoint file in a run directory (`tffdp.runner.CHECKPOINT`, data only:
 # `tffdp.checkpoints`) and the pickle older tffdp wrote; named here so the CLI can check
@@ -187,6 +189,13 @@ class RunConfig:
   delta: float = 1e-5
   cohort_sampling: Optional[str] = None
   epsilon_budget: Optional[float] = None
+  # What the round that would take epsilon_guaranteed past `epsilon_budget` does:
+  # `skip` (it does not run; the run ends below the budget by up to one round's cost) or
+  # `raise_noise` (it runs at its noise multiplier raised by the smallest factor that keeps
+  # epsilon_guaranteed within the budget, then the run ends: the budget is spent to within
+  # the search's 1e-4 relative tolerance on the factor). `raise_noise` needs a method whose
+  # `Accounting.raise_noise` is set (a_dpfl).
+  budget_last_round: str = 'skip'
   eval_every: int = 1
   # Evaluate on the validation split too (False: the test set only, for methods that never
   # read the validation metrics; its columns are then empty). Training does not change.
@@ -316,6 +325,11 @@ class RunConfig:
       bad('delta', self.delta, 'must be in (0, 1)')
     if self.epsilon_budget is not None and self.epsilon_budget <= 0:
       bad('epsilon_budget', self.epsilon_budget, 'must be positive')
+    if self.budget_last_round not in BUDGET_LAST_ROUND:
+      bad('budget_last_round', self.budget_last_round,
+          f'must be one of {", ".join(BUDGET_LAST_ROUND)}')
+    if self.budget_last_round != 'skip' and self.epsilon_budget is None:
+      bad('budget_last_round', self.budget_last_round, 'needs an epsilon_budget')
     if self.eval_every <= 0:
       bad('eval_every', self.eval_every, 'must be positive')
     if self.checkpoint_every <= 0:

@@ -188,6 +188,12 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
   m.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '
                  'adap_dp_fl per client, on the ledger --clip-norm-query names)')
+  m.add_argument('--budget-last-round', choices=config_lib.BUDGET_LAST_ROUND,
+                 default=d.budget_last_round,
+                 help='the round that would pass --epsilon-budget: skip it (the run ends '
+                 'below the budget by up to one round\'s cost), or raise_noise: run it at '
+                 'the noise multiplier, raised, that lands on the budget, and end there '
+                 '(a_dpfl)')
   a = p.add_argument_group('privacy audit (tffdp.canaries)')
   a.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
                  help='insert M canaries (each included with probability 1/2): canary '
@@ -251,7 +257,8 @@ def config_from_args(args) -> config_lib.RunConfig:
       model=args.model, learning_rate=args.learning_rate, batch_size=args.batch_size,
       local_epochs=args.local_epochs, **shared, delta=args.delta,
       cohort_sampling=args.cohort_sampling,
-      epsilon_budget=args.epsilon_budget, eval_every=args.eval_every,
+      epsilon_budget=args.epsilon_budget, budget_last_round=args.budget_last_round,
+      eval_every=args.eval_every,
       eval_validation=args.eval_validation,
       checkpoint_every=args.checkpoint_every, num_validation=args.num_validation,
       log_every=args.log_every, clients_per_slice=args.clients_per_slice,

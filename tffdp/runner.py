@@ -42,7 +42,7 @@ import platform
 import signal
 import sys
 import time
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 import numpy as np
 import tensorflow as tf
@@ -622,6 +622,11 @@ class Runner:
     self.remote, self.log, self.comparable = remote, log, comparable
     method = self.method
     self.claimed, self.guaranteed = self.ledgers(config.clients)
+    if config.budget_last_round == 'raise_noise' and (
+        method.accounting.raise_noise is None or method.accounting.budget_rule != 'run'):
+      raise ValueError(f'budget_last_round=raise_noise: {method.name} does not state how to '
+                       'raise its noise multiplier for one round (Accounting.raise_noise, '
+                       'with a run-wide budget); use budget_last_round=skip.')
     if method.accounting.releases_from_round is not None and config.epsilon_budget is not None:
       raise ValueError(f'--epsilon-budget cannot stop {method.name}: its DP events are '
                        'known only after each round (Accounting.releases_from_round). '
@@ -902,13 +907,24 @@ class Runner:
       rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
       declared = acc.guaranteed(cohort, self.state)
       rel_guaranteed, can_guaranteed = self.population(declared)
+    raised = None
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
-      self.stop_kind = STOP_BUDGET
-      self.stop_reason = (f'round {r} would take epsilon_guaranteed past the budget '
-                          f'{config.epsilon_budget}')
-      self.log(f'tffdp: stopping: {self.stop_reason}')
-      return False
+      if config.budget_last_round == 'raise_noise' and not self.raised_round():
+        raised = self.raise_to_budget(cohort)
+      if raised is None:
+        self.stop_kind = STOP_BUDGET
+        self.stop_reason = (f'round {r + 1} would take epsilon_guaranteed past the budget '
+                            f'{config.epsilon_budget}')
+        self.log(f'tffdp: stopping: {self.stop_reason}')
+        return False
+      factor, self.state = raised
+      rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
+      declared = acc.guaranteed(cohort, self.state)
+      rel_guaranteed, can_guaranteed = self.population(declared)
+      self.log(f'tffdp: round {r + 1} would take epsilon_guaranteed past the budget '
+               f'{config.epsilon_budget}: it runs at its noise multiplier x {factor:.4f} '
+               '(budget_last_round=raise_noise) and is the last')
     t_train = self.clock()
     try:
       self.executed = None
@@ -937,6 +953,8 @@ class Runner:
       row.update(self.evaluate())
     else:
       row.update(test_accuracy='', test_loss='', validation_accuracy='', validation_loss='')
+    if config.budget_last_round == 'raise_noise':
+      row[BUDGET_NOISE_FACTOR] = '' if raised is None else raised[0]
     row.update(train_loss=train_loss, epsilon_claimed=rep_c.max,
                epsilon_claimed_mean=rep_c.mean, epsilon_guaranteed=rep_g.max,
                epsilon_guaranteed_mean=rep_g.mean, cohort_size=int(np.sum(cohort < config.clients)),
@@ -954,6 +972,13 @@ class Runner:
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
     if self.stalled():
       return False
+    if raised is not None:
+      self.stop_kind = STOP_BUDGET
+      self.stop_reason = (f'the epsilon budget {config.epsilon_budget} is spent: round {r + 1} '
+                          f'ran at its noise multiplier x {raised[0]:.4f} to land on it '
+                          '(budget_last_round=raise_noise)')
+      self.log(f'tffdp: stopping: {self.stop_reason}')
+      return False
     if not _all_finite(method.model_weights(self.state)):
       self.stop_kind = STOP_DIVERGED
       self.stop_reason = (f'diverged in round {r + 1}: the model weights are non-finite '
@@ -961,6 +986,32 @@ class Runner:
       self.log(f'tffdp: stopping: {self.stop_reason}')
       return False
     return True
+
+  def raised_round(self) -> bool:
+    """Whether a round of this run already ran at a raised noise multiplier (its row)."""
+    return any(str(row.get(BUDGET_NOISE_FACTOR) or '') not in ('', '0', '0.0')
+               for row in self.rows)
+
+  def raise_to_budget(self, cohort: np.ndarray) -> Optional[tuple[float, Any]]:
+    """The smallest factor >= 1 on the round's noise multiplier (relative tolerance 1e-4)
+    that keeps `cohort`'s round within `config.epsilon_budget` on the guaranteed ledger,
+    and the state with it (`Accounting.raise_noise`); None if no factor up to 2**30 does."""
+    acc, budget = self.method.accounting, self.config.epsilon_budget
+
+    def fits(factor):
+      state = acc.raise_noise(self.state, factor)
+      rel, _ = self.population(acc.guaranteed(cohort, state))
+      return not _would_exceed(self.guaranteed, rel, budget)
+
+    lo, hi = 1.0, 2.0
+    while not fits(hi):
+      lo, hi = hi, 2 * hi
+      if hi > 2.0 ** 30:
+        return None
+    while hi / lo - 1 > 1e-4:
+      mid = math.sqrt(lo * hi)
+      lo, hi = (lo, mid) if fits(mid) else (mid, hi)
+    return hi, acc.raise_noise(self.state, hi)
 
   # ----- the loop -------------------------------------------------------------------
 
@@ -1083,6 +1134,9 @@ class Diverged(Exception):
 
 # The metrics.csv column of `update_rejected`.
 REJECTED = 'update_rejected'
+# metrics.csv column of a `budget_last_round='raise_noise'` run: the factor its last round's
+# noise multiplier was raised by (empty in the other rounds).
+BUDGET_NOISE_FACTOR = 'budget_noise_factor'
 
 
 def update_rejected(metrics) -> Optional[bool]:

@@ -154,6 +154,21 @@ def noise_multiplier_of(state) -> float:
   return float(state['learning'].client_work['noise_multiplier'])
 
 
+def raise_noise(state, factor: float):
+  """`Accounting.raise_noise`: `state` with sigma_t multiplied by `factor` (float >= 1).
+
+  The clients of the round run from the returned state draw at `float32(factor *
+  sigma_t)`, the value the ledgers read (`noise_multiplier_of`). The round after it decays
+  from the raised sigma as Alg. 4 does; with `budget_last_round='raise_noise'` there is none.
+  """
+  learning = state['learning']
+  client_work = collections.OrderedDict(learning.client_work)
+  client_work['noise_multiplier'] = np.float32(factor * float(client_work['noise_multiplier']))
+  raised = collections.OrderedDict(state)
+  raised['learning'] = learning._replace(client_work=client_work)
+  return raised
+
+
 def adaptive_quantities(state) -> dict:
   """`Method.adaptive_quantities`: sigma_t and C, logged per round."""
   return {'noise_multiplier': noise_multiplier_of(state),
@@ -268,7 +283,8 @@ def build_a_dpfl(keras_builder, data: FederatedData, validation: tuple[np.ndarra
       name='a_dpfl', process=process, batching=batching, dp_unit=privacy.SAMPLE_LEVEL,
       run_round=run_round, round_computation=round_computation,
       accounting=common.Accounting(ledgers.claimed, ledgers.guaranteed, ledgers.executed,
-                                   common.dp_sgd_step_check(data, batching)),
+                                   common.dp_sgd_step_check(data, batching),
+                                   raise_noise=raise_noise),
       cohort_sampling=selection, adaptive_quantities=adaptive_quantities,
       round_metrics=round_metrics,
       select_cohort=functools.partial(select_cohort, probs, clients_per_round, selection,

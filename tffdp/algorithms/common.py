@@ -273,6 +273,11 @@ class Accounting:
       would pass it) or `per_client` (a client that would pass it stops uploading; the
       run ends when every client has stopped).
     budget_ledger: Which epsilon the budget applies to: `guaranteed` or `claimed`.
+    raise_noise: `(state, factor) -> state`, `state` with the noise multiplier of the
+      round it runs multiplied by `factor` (a float >= 1). With it a run can take
+      `budget_last_round='raise_noise'` (`tffdp.config.RunConfig`): the round that would
+      pass `--epsilon-budget` runs at the raised noise multiplier that lands on the
+      budget, and is the last. None: the method cannot.
 
   Raises:
     ValueError: On a `ledger`, `budget_rule` or `budget_ledger` not listed above.
@@ -290,6 +295,7 @@ class Accounting:
   claimed_conversion: str = 'dp_accounting'
   budget_rule: str = 'run'
   budget_ledger: str = 'guaranteed'
+  raise_noise: Optional[Callable[[Any, float], Any]] = None
 
   def __post_init__(self):
     for name, allowed in (('ledger', ('rdp', 'laplace', 'basic_claimed')),
