@@ -881,7 +881,9 @@ def test_run_all_puts_off_a_run_another_process_holds_and_waits_for_it(tmp_path)
   (tmp_path / 'c' / 'stale.txt').write_text('from the old run')
   lines.clear()
   rows = exp_common.run_cached(dataclasses.replace(cfg, rounds=2), c, ['x'], log=lines.append)
-  assert len(rows) == 2 and lines[0] == f'== fedavg on synthetic -> {c}'
+  assert len(rows) == 2 and lines[:2] == [
+      f'== running {c} again: its finished run was made with other settings (rounds); its '
+      'files are replaced', f'== fedavg on synthetic -> {c}']
   assert 'stale.txt' not in os.listdir(c)
   # An interrupted run resumes; one whose checkpoint another configuration made (not
   # resumable) is emptied out and run again, as a finished one is.
@@ -1852,7 +1854,9 @@ def test_a_run_that_evaluated_more_stands_in_for_one_asking_less(tmp_path, monke
   lines.clear()
   common.run_cached(dataclasses.replace(cfg, eval_every=1), str(tmp_path / 'r2'), ['x'],
                     log=lines.append)
-  assert lines[0] == f'== fedavg on synthetic -> {tmp_path / "r2"}'
+  assert lines[0] == (f'== running {tmp_path / "r2"} again: its finished run was made with '
+                      'other settings (eval_validation); its files are replaced')
+  assert lines[1] == f'== fedavg on synthetic -> {tmp_path / "r2"}'
 
 
 def test_a_checkpoint_resumes_with_less_evaluation_not_more(tmp_path, interrupt_at):
