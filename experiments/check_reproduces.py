@@ -37,6 +37,9 @@ COLUMNS = ('test_accuracy', 'test_loss', 'validation_accuracy', 'validation_loss
            'clip_norm_min', 'clip_norm_max', 'server_validation_accuracy',
            'server_validation_loss', 'uploading_clients')
 
+# The DP-FedAGS family's eq. 37 mean as four sums (`RESULT_CHANGES`; the DP-FedAGS report
+# says which calibrated runs predate it).
+DP_FEDAGS_MEAN_CHANGE = '0b38246'
 # Commits after which a run's seed draws other values (same distributions): runs made
 # before them do not reproduce their rows with later code.
 RESULT_CHANGES = (
@@ -45,7 +48,7 @@ RESULT_CHANGES = (
     ('0b262f3', 'per-example kernel gradients of conv layers with c_in * c_out <= 64 by '
                 'one depthwise filter gradient: float32 sums in another order (values move '
                 'at rounding level, e.g. one test example after 2 rounds)'),
-    ('0b38246', "DP-FedAGS family: eq. 37's mean as four independent sums (was one "
+    (DP_FEDAGS_MEAN_CHANGE, "DP-FedAGS family: eq. 37's mean as four independent sums (was one "
                 'weighted sum after summing L and n): float32 sums in another order '
                 '(values move at rounding level)'),
 )

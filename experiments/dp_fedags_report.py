@@ -280,21 +280,18 @@ def _table4_calibrated(figs) -> list[str]:
 
 
 _METHOD_KEY = {label: key for key, label in dc.METHOD_LABEL.items()}
-# The aggregator change the calibrated runs straddle (see check_reproduces.RESULT_CHANGES).
-_MEAN_CHANGE = '0b38246'
-
-
 def _code_line(figs, rows) -> list[str]:
   """Which of `rows`' runs (by their copies' `summary.json`) were made before the
-  aggregator change `_MEAN_CHANGE`; nothing when none was."""
+  aggregator change `check_reproduces.DP_FEDAGS_MEAN_CHANGE`; nothing when none was."""
   from experiments import check_reproduces  # pylint: disable=g-import-not-at-top
+  change = check_reproduces.DP_FEDAGS_MEAN_CHANGE
   found = [check_reproduces.includes(common.read_json(os.path.join(
-      figs, 'runs', os.path.basename(r['run']), 'summary.json')), _MEAN_CHANGE) for r in rows]
+      figs, 'runs', os.path.basename(r['run']), 'summary.json')), change) for r in rows]
   before = [r['seed'] for r, f in zip(rows, found) if f is False]   # the runs' seeds
   unknown = found.count(None)
   if not before and not unknown:
     return []
-  return [T.text('calibrated_code', commit=_MEAN_CHANGE, before=len(before), runs=len(rows),
+  return [T.text('calibrated_code', commit=change, before=len(before), runs=len(rows),
                  unknown=T.text('calibrated_code_unknown', unknown=unknown) if unknown else '',
                  seeds=', '.join(sorted(set(before), key=int)))]
 
