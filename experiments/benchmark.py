@@ -1039,8 +1039,8 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict,
     lines += [f'- {name}, {dataset}, epsilon {eps}: {why}'
               for (name, dataset, eps), why in sorted(failures.items(), key=str)]
     lines.append('')
-  lines += [f'Runs off their epsilon target (more than {RTOL:.0%} below it), with why '
-            f'they stopped: {len(off)}' + (':' if off else '.'),
+  lines += [f'Runs off their epsilon target (above it, or more than {RTOL:.0%} below it), '
+            f'with why they stopped: {len(off)}' + (':' if off else '.'),
             *[f'- {r["entry"]}, {r["dataset"]}, epsilon {r["target_epsilon"]}, seed '
               f'{r["seed"]}: epsilon_guaranteed {common.fmt(_float(r["epsilon_guaranteed"]), 3)}'
               f' ({r["stop_reason"].split(": ")[0] or "the round cap"})' for r in off], '']

@@ -48,9 +48,9 @@ RESULT_CHANGES = (
     ('0b262f3', 'per-example kernel gradients of conv layers with c_in * c_out <= 64 by '
                 'one depthwise filter gradient: float32 sums in another order (values move '
                 'at rounding level, e.g. one test example after 2 rounds)'),
-    (DP_FEDAGS_MEAN_CHANGE, "DP-FedAGS family: eq. 37's mean as four independent sums (was one "
-                'weighted sum after summing L and n): float32 sums in another order '
-                '(values move at rounding level)'),
+    (DP_FEDAGS_MEAN_CHANGE,
+     "DP-FedAGS family: eq. 37's mean as four independent sums (was one weighted sum after "
+     'summing L and n): float32 sums in another order (values move at rounding level)'),
 )
 # The commit from which `summary.json` records the code of each segment of a run.
 SEGMENTS_COMMIT = 'f6676e0'

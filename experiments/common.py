@@ -109,7 +109,7 @@ def run_cached(cfg: config_lib.RunConfig, out: str, command: list[str],
       if finished:  # another configuration's: emptied, the locked folder kept
         changed = config_lib.differing_fields(old, asked, ignore=REUSE_IGNORES)
         log(f'== running {out} again: its finished run was made with other settings '
-            f'({", ".join(changed) or "less evaluation"}); its files are replaced')
+            f'({", ".join(changed)}); its files are replaced')
         _empty(out)
       elif not stale and runner.has_checkpoint(out):   # (a stale one is emptied already)
         mismatch = runner.resume_mismatch(runner.read_checkpoint(out)['config'],

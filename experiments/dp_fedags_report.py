@@ -280,6 +280,8 @@ def _table4_calibrated(figs) -> list[str]:
 
 
 _METHOD_KEY = {label: key for key, label in dc.METHOD_LABEL.items()}
+
+
 def _code_line(figs, rows) -> list[str]:
   """Which of `rows`' runs (by their copies' `summary.json`) were made before the
   aggregator change `check_reproduces.DP_FEDAGS_MEAN_CHANGE`; nothing when none was."""

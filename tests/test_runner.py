@@ -311,8 +311,13 @@ def test_budget_last_round_raise_noise_lands_on_the_budget(tmp_path):
   np.testing.assert_allclose(float(rows[2]['noise_multiplier']),
                              np.float32(factor * float(plain[2]['noise_multiplier'])),
                              rtol=1e-6)
-  # The smallest such factor: 0.1% less noise would pass the budget.
-  assert float(rows[2]['epsilon_guaranteed']) > eps[1]
+  # Resumed (a longer round cap), the run stops before any further round: a cohort that
+  # left out the clients at the budget would fit it again.
+  resumed = runner.run(_cfg(tmp_path, 'raised', rounds=6, epsilon_budget=budget,
+                            budget_last_round='raise_noise', **kw), resume=True,
+                       log=lambda s: None)
+  assert resumed['rounds_completed'] == 3 and resumed['stop_reason'] == summary['stop_reason']
+  assert len(read_rows(str(tmp_path / 'raised'))) == 3
 
 
 @pytest.mark.parametrize('kw,match', [

@@ -895,6 +895,8 @@ class Runner:
     """Round `r` end to end; False if the run stops before it (budget)."""
     config, method = self.config, self.method
     t0 = self.clock()
+    if config.budget_last_round == 'raise_noise' and self.raised_round():
+      return self.spent()  # (resumed after its raised round: no cohort may fit again)
     cohort = self.choose_cohort(r)
     if cohort is None:
       return False
@@ -918,6 +920,7 @@ class Runner:
                             f'{config.epsilon_budget}')
         self.log(f'tffdp: stopping: {self.stop_reason}')
         return False
+      unraised = self.state
       factor, self.state = raised
       rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
       declared = acc.guaranteed(cohort, self.state)
@@ -930,6 +933,8 @@ class Runner:
       self.executed = None
       quantities, train_loss = self.train(cohort, r, declared)
     except Diverged as exc:
+      if raised is not None:  # the checkpoint keeps the state the round started from
+        self.state = unraised
       self.stop_kind = STOP_DIVERGED
       self.stop_reason = f'diverged in round {r + 1}: {exc}'
       self.log(f'tffdp: stopping after round {r}: {self.stop_reason}. The round released '
@@ -972,20 +977,25 @@ class Runner:
                    rel_claimed if self.budget_on_claimed else rel_guaranteed)
     if self.stalled():
       return False
-    if raised is not None:
-      self.stop_kind = STOP_BUDGET
-      self.stop_reason = (f'the epsilon budget {config.epsilon_budget} is spent: round {r + 1} '
-                          f'ran at its noise multiplier x {raised[0]:.4f} to land on it '
-                          '(budget_last_round=raise_noise)')
-      self.log(f'tffdp: stopping: {self.stop_reason}')
-      return False
     if not _all_finite(method.model_weights(self.state)):
       self.stop_kind = STOP_DIVERGED
       self.stop_reason = (f'diverged in round {r + 1}: the model weights are non-finite '
                           '(NaN or inf); every later round would be too')
       self.log(f'tffdp: stopping: {self.stop_reason}')
       return False
-    return True
+    return raised is None or self.spent()
+
+  def spent(self) -> bool:
+    """Records and logs the stop after a `budget_last_round='raise_noise'` round; False."""
+    row = next(row for row in reversed(self.rows)
+               if str(row.get(BUDGET_NOISE_FACTOR) or '') not in ('', '0', '0.0'))
+    self.stop_kind = STOP_BUDGET
+    self.stop_reason = (f'the epsilon budget {self.config.epsilon_budget} is spent: round '
+                        f'{int(float(row["round"]))} ran at its noise multiplier x '
+                        f'{float(row[BUDGET_NOISE_FACTOR]):.4f} to land on it '
+                        '(budget_last_round=raise_noise)')
+    self.log(f'tffdp: stopping: {self.stop_reason}')
+    return False
 
   def raised_round(self) -> bool:
     """Whether a round of this run already ran at a raised noise multiplier (its row)."""

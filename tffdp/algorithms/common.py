@@ -277,7 +277,8 @@ class Accounting:
       round it runs multiplied by `factor` (a float >= 1). With it a run can take
       `budget_last_round='raise_noise'` (`tffdp.config.RunConfig`): the round that would
       pass `--epsilon-budget` runs at the raised noise multiplier that lands on the
-      budget, and is the last. None: the method cannot.
+      budget, and is the last. Only with `budget_rule='run'` (a run-wide budget). None:
+      the method cannot.
 
   Raises:
     ValueError: On a `ledger`, `budget_rule` or `budget_ledger` not listed above.
