@@ -14,7 +14,13 @@ value agrees to `--rtol`, 1 otherwise (the differing values are printed), 2 on b
 A run that differs is printed with the code that made it (its `summary.json` segments, from
 commit f6676e0 on) against this checkout's, and with the commits in `RESULT_CHANGES` it
 predates: those change the values a seed draws, so an older run differs without a
-regression (rerun it at its own commit to compare).
+regression (rerun it at its own commit to compare). A run made on another machine can
+differ at rounding level too (another TensorFlow build or CPU picks other float32 kernels):
+rerun it at its own commit on this machine (`git worktree add DIR <commit>`, then this
+command from DIR with `PYTHONPATH=DIR`); the same values there mean the code has not
+changed them. (A-DPFL's benchmark run `fashion_mnist_a_dpfl_eps4_lr0.05_c1_seed0`, made at
+1fd6bed elsewhere, gives round 2's training loss 2.786407 here at 1fd6bed and at ec89f1d,
+against its committed 2.785980.)
 """
 
 from __future__ import annotations
