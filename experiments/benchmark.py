@@ -102,6 +102,8 @@ class Entry:
       stops at `--epsilon-budget` = the target.
     baseline: The plain method it is compared against (`what the numbers say`), if any.
     options: Settings beyond the track (`RunConfig` fields or method options).
+    budget_last_round: An adaptive entry's `RunConfig.budget_last_round`, set with its
+      `--epsilon-budget` (`Calibrations.config_at`).
   """
   name: str
   settings: str
@@ -110,6 +112,7 @@ class Entry:
   baseline: Optional[str] = None
   options: dict = dataclasses.field(default_factory=dict)
   adaptive: bool = False
+  budget_last_round: str = 'skip'
 
   @property
   def track(self) -> str:
@@ -148,7 +151,7 @@ ENTRIES = (
     # at the noise multiplier, raised, that lands on the budget, and is the last
     # (`budget_last_round='raise_noise'`, a named option of every run).
     Entry('a_dpfl', 'sample', 'a_dpfl', 'noise_multiplier', 'dpfl',
-          dict(noise_multiplier=1.0, budget_last_round='raise_noise'), adaptive=True),
+          dict(noise_multiplier=1.0), adaptive=True, budget_last_round='raise_noise'),
     Entry('adap_dp_fl_constant', 'sample', 'adap_dp_fl', 'noise_multiplier', 'dpfl', dict(
         noise_multiplier=1.0, noise_schedule='constant')),
     Entry('adap_dp_fl', 'sample', 'adap_dp_fl', 'noise_multiplier', 'dpfl',
@@ -332,7 +335,8 @@ class Calibrations:
     if entry.knob in ('claimed', 'none') or epsilon is None:
       return cfg
     if entry.adaptive:
-      cfg = dataclasses.replace(cfg, epsilon_budget=float(epsilon))
+      cfg = dataclasses.replace(cfg, epsilon_budget=float(epsilon),
+                                budget_last_round=entry.budget_last_round)
     key = _cache_key(cfg, epsilon)
     if key not in self.values:
       cell = dict(entry=entry.name, dataset=cfg.dataset, target=float(epsilon))

@@ -59,12 +59,24 @@ def test_calibration_key_ignores_how_clients_are_sliced():
       dataclasses.replace(cfg, clip_norm=1.0), 4.0)
 
 
-def test_a_dpfl_spends_its_budget_and_keeps_its_calibration_key():
+def test_a_dpfl_spends_its_budget_and_keeps_its_calibration_key(tmp_path, monkeypatch):
   entry = next(e for e in benchmark.ENTRIES if e.name == 'a_dpfl')
-  cfg = benchmark.base_config(entry, 'mnist', 0, (0.05, 0.5), 'd', quick=False)
-  assert cfg.budget_last_round == 'raise_noise'  # lands on the target (runner test)
-  skip = dataclasses.replace(cfg, budget_last_round='skip')
-  assert benchmark._cache_key(cfg, 4.0) == benchmark._cache_key(skip, 4.0)
+  keys = []
+
+  def fake_calibrate(cfg, target, knob, rtol):
+    keys.append(benchmark._cache_key(cfg, target))
+    return calibration.Calibration(knob, 8.0, 0.99 * target, target, 1, True)
+  monkeypatch.setattr(calibration, 'calibrate', fake_calibrate)
+  base = benchmark.base_config(entry, 'mnist', 0, (0.05, 0.5), 'd', quick=False)
+  assert base.budget_last_round == 'skip' and base.epsilon_budget is None
+  base.validate()  # a config without a budget stays valid
+  cfg = benchmark.Calibrations(str(tmp_path / 'c.json')).config_at(entry, base, 4.0)
+  # Set with the budget: the run lands on the target (tests/test_runner.py).
+  assert (cfg.epsilon_budget, cfg.budget_last_round) == (4.0, 'raise_noise')
+  assert cfg.noise_multiplier == 8.0
+  asked = dataclasses.replace(cfg, noise_multiplier=base.noise_multiplier)  # as calibrated
+  skip = dataclasses.replace(asked, budget_last_round='skip')
+  assert keys == [benchmark._cache_key(asked, 4.0)] == [benchmark._cache_key(skip, 4.0)]
 
 
 def test_calibrations_start_from_a_value_of_the_same_cell(tmp_path, monkeypatch):
