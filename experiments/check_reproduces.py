@@ -18,9 +18,10 @@ regression (rerun it at its own commit to compare). A run made on another machin
 differ at rounding level too (another TensorFlow build or CPU picks other float32 kernels):
 rerun it at its own commit on this machine (`git worktree add DIR <commit>`, then this
 command from DIR with `PYTHONPATH=DIR`); the same values there mean the code has not
-changed them. (A-DPFL's benchmark run `fashion_mnist_a_dpfl_eps4_lr0.05_c1_seed0`, made at
-1fd6bed elsewhere, gives round 2's training loss 2.786407 here at 1fd6bed and at ec89f1d,
-against its committed 2.785980.)
+changed them. (A-DPFL's benchmark run `fashion_mnist_a_dpfl_eps4_lr0.05_c1_seed0` as
+committed at d8cf6d9, made at 1fd6bed on another machine, gives round 2's training loss
+2.786407 on the machine of 2026-12-06 at 1fd6bed and at cc3e2ef, against its committed
+2.785980.)
 """
 
 from __future__ import annotations

@@ -895,7 +895,7 @@ class Runner:
     """Round `r` end to end; False if the run stops before it (budget)."""
     config, method = self.config, self.method
     t0 = self.clock()
-    if config.budget_last_round == 'raise_noise' and self.raised_round():
+    if config.budget_last_round == 'raise_noise' and self.raised_row() is not None:
       return self.spent()  # (resumed after its raised round: no cohort may fit again)
     cohort = self.choose_cohort(r)
     if cohort is None:
@@ -905,14 +905,17 @@ class Runner:
     acc = method.accounting
     after = acc.releases_from_round is not None
     declared = None
+
+    def declare():  # the round's releases from `self.state`, as stated before it runs
+      guaranteed = acc.guaranteed(cohort, self.state)
+      return (*self.population(acc.claimed(cohort, self.state)), guaranteed,
+              *self.population(guaranteed))
     if not after:
-      rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
-      declared = acc.guaranteed(cohort, self.state)
-      rel_guaranteed, can_guaranteed = self.population(declared)
+      rel_claimed, can_claimed, declared, rel_guaranteed, can_guaranteed = declare()
     raised = None
     if (not after and not self.per_client_budget and config.epsilon_budget is not None
         and _would_exceed(self.guaranteed, rel_guaranteed, config.epsilon_budget)):
-      if config.budget_last_round == 'raise_noise' and not self.raised_round():
+      if config.budget_last_round == 'raise_noise':  # (none raised yet: checked above)
         raised = self.raise_to_budget(cohort)
       if raised is None:
         self.stop_kind = STOP_BUDGET
@@ -922,9 +925,7 @@ class Runner:
         return False
       unraised = self.state
       factor, self.state = raised
-      rel_claimed, can_claimed = self.population(acc.claimed(cohort, self.state))
-      declared = acc.guaranteed(cohort, self.state)
-      rel_guaranteed, can_guaranteed = self.population(declared)
+      rel_claimed, can_claimed, declared, rel_guaranteed, can_guaranteed = declare()
       self.log(f'tffdp: round {r + 1} would take epsilon_guaranteed past the budget '
                f'{config.epsilon_budget}: it runs at its noise multiplier x {factor:.4f} '
                '(budget_last_round=raise_noise) and is the last')
@@ -987,8 +988,7 @@ class Runner:
 
   def spent(self) -> bool:
     """Records and logs the stop after a `budget_last_round='raise_noise'` round; False."""
-    row = next(row for row in reversed(self.rows)
-               if str(row.get(BUDGET_NOISE_FACTOR) or '') not in ('', '0', '0.0'))
+    row = self.raised_row()
     self.stop_kind = STOP_BUDGET
     self.stop_reason = (f'the epsilon budget {self.config.epsilon_budget} is spent: round '
                         f'{int(float(row["round"]))} ran at its noise multiplier x '
@@ -997,10 +997,10 @@ class Runner:
     self.log(f'tffdp: stopping: {self.stop_reason}')
     return False
 
-  def raised_round(self) -> bool:
-    """Whether a round of this run already ran at a raised noise multiplier (its row)."""
-    return any(str(row.get(BUDGET_NOISE_FACTOR) or '') not in ('', '0', '0.0')
-               for row in self.rows)
+  def raised_row(self) -> Optional[dict]:
+    """The row of the round this run ran at a raised noise multiplier, or None."""
+    return next((row for row in reversed(self.rows)
+                 if str(row.get(BUDGET_NOISE_FACTOR) or '') not in ('', '0', '0.0')), None)
 
   def raise_to_budget(self, cohort: np.ndarray) -> Optional[tuple[float, Any]]:
     """The smallest factor >= 1 on the round's noise multiplier (relative tolerance 1e-4)
