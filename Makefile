@@ -63,65 +63,65 @@ bench: venv
 # Each module reuses the runs it shares with another (Fig. 5 and Table 2 reuse Fig. 4a's
 # A-DPFL run, Fig. 6's k = 0.7 too).
 a_dpfl_figures: venv
-	for d in mnist cifar10; do $(PY) -m experiments.a_dpfl_fig4 --dataset $$d \
+	for d in mnist cifar10; do $(PY) -m experiments.a_dpfl.fig4 --dataset $$d \
 	    $(A_DPFL_FLAGS) || exit 1; done
-	$(PY) -m experiments.a_dpfl_fig5 $(A_DPFL_FLAGS)
-	$(PY) -m experiments.a_dpfl_fig6 $(A_DPFL_FLAGS)
-	$(PY) -m experiments.a_dpfl_table2 $(A_DPFL_FLAGS)
-	$(PY) -m experiments.a_dpfl_ceiling --learning-rates 0.1 $(DATA_FLAG) \
+	$(PY) -m experiments.a_dpfl.fig5 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl.fig6 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl.table2 $(A_DPFL_FLAGS)
+	$(PY) -m experiments.a_dpfl.ceiling --learning-rates 0.1 $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/a_dpfl
-	$(PY) -m experiments.a_dpfl_report
+	$(PY) -m experiments.a_dpfl.report
 
 a_dpfl_local_epochs: venv
-	$(PY) -m experiments.a_dpfl_local_epochs --datasets mnist $(DATA_FLAG) \
+	$(PY) -m experiments.a_dpfl.local_epochs --datasets mnist $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/a_dpfl
-	$(PY) -m experiments.a_dpfl_report
+	$(PY) -m experiments.a_dpfl.report
 
 # The runs first (two processes, resumable, checkpoints in RUNS_DIR), then each figure
 # from the cached runs.
 adap_dp_fl_figures: venv
-	$(PY) -m experiments.adap_dp_fl_runs --jobs 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
-	for f in 3 4 5 6; do $(PY) -m experiments.adap_dp_fl_fig$$f $(DATA_FLAG) \
+	$(PY) -m experiments.adap_dp_fl.runs --jobs 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
+	for f in 3 4 5 6; do $(PY) -m experiments.adap_dp_fl.fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/adap_dp_fl || exit 1; done
-	$(PY) -m experiments.adap_dp_fl_seeds $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
-	$(PY) -m experiments.adap_dp_fl_controls $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
-	$(PY) -m experiments.adap_dp_fl_report
+	$(PY) -m experiments.adap_dp_fl.seeds $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
+	$(PY) -m experiments.adap_dp_fl.controls $(DATA_FLAG) --runs-dir $(RUNS_DIR)/adap_dp_fl
+	$(PY) -m experiments.adap_dp_fl.report
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache
 
 # Table 2 first: Fig. 4 and Fig. 6 reuse its AADP-FL and FedAvg runs.
 aadp_fl_figures: venv
-	$(PY) -m experiments.aadp_fl_table2 --datasets mnist fashion_mnist $(DATA_FLAG) \
+	$(PY) -m experiments.aadp_fl.table2 --datasets mnist fashion_mnist $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl
-	for f in 4 5 6 7 3; do $(PY) -m experiments.aadp_fl_fig$$f $(DATA_FLAG) \
+	for f in 4 5 6 7 3; do $(PY) -m experiments.aadp_fl.fig$$f $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl || exit 1; done
-	$(PY) -m experiments.aadp_fl_cnn_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/aadp_fl
-	$(PY) -m experiments.aadp_fl_fig5 --model fl_mnist_cnn --clips 0.3 0.5 0.75 1.0 \
+	$(PY) -m experiments.aadp_fl.cnn_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/aadp_fl
+	$(PY) -m experiments.aadp_fl.fig5 --model fl_mnist_cnn --clips 0.3 0.5 0.75 1.0 \
 	    $(DATA_FLAG) --runs-dir $(RUNS_DIR)/aadp_fl
-	$(PY) -m experiments.aadp_fl_fig6 --model fl_mnist_cnn $(DATA_FLAG) \
+	$(PY) -m experiments.aadp_fl.fig6 --model fl_mnist_cnn $(DATA_FLAG) \
 	    --runs-dir $(RUNS_DIR)/aadp_fl
-	$(PY) -m experiments.aadp_fl_report
+	$(PY) -m experiments.aadp_fl.report
 
 # Figs. 2-7 reuse Table 3's seed-0 cosAFed runs (N = 3, epsilon 100).
 cosafed_figures: venv
-	$(PY) -m experiments.cosafed_calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
-	$(PY) -m experiments.cosafed_table3 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
-	$(PY) -m experiments.cosafed_figs $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
-	$(PY) -m experiments.cosafed_report
+	$(PY) -m experiments.cosafed.calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed.table3 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed.figs $(DATA_FLAG) --runs-dir $(RUNS_DIR)/cosafed
+	$(PY) -m experiments.cosafed.report
 
 dp_fedags_figures: venv
-	$(PY) -m experiments.dp_fedags_table4 --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_reference $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_mia --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_table4 --datasets mnist --delta-s-scale calibrated \
+	$(PY) -m experiments.dp_fedags.table4 --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags.pilot $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags.reference $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags.mia --datasets mnist $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags.calibrate $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
+	$(PY) -m experiments.dp_fedags.table4 --datasets mnist --delta-s-scale calibrated \
 	    --seeds 0 1 2 $(DATA_FLAG) --runs-dir $(RUNS_DIR)/dp_fedags
-	$(PY) -m experiments.dp_fedags_report
+	$(PY) -m experiments.dp_fedags.report
 
 seed_checks: venv
 	$(PY) -m experiments.seed_checks $(DATA_FLAG) --runs-dir $(RUNS_DIR)
-	$(PY) -m experiments.a_dpfl_report
-	$(PY) -m experiments.aadp_fl_report
-	$(PY) -m experiments.adap_dp_fl_report
+	$(PY) -m experiments.a_dpfl.report
+	$(PY) -m experiments.aadp_fl.report
+	$(PY) -m experiments.adap_dp_fl.report

@@ -710,7 +710,7 @@ def bench_adap_dp_fl(repeats, cache):
 
 def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
   """The whole runner on real MNIST (Fig. 4's decay configuration) for `rounds` rounds."""
-  from experiments import adap_dp_fl_common  # pylint: disable=g-import-not-at-top
+  from experiments.adap_dp_fl import common as adap_dp_fl_common  # pylint: disable=g-import-not-at-top
   args = argparse.Namespace(data_dir=data_dir, seed=0, runs_dir=cache, quick=False)
   cfg, out = adap_dp_fl_common.config('mnist', args, 'bench', clipping='adaptive',
                                       noise_schedule='decay', noise_multiplier=6.0)
@@ -735,9 +735,9 @@ def bench_adap_dp_fl_runner(data_dir, cache, rounds=300):
 # one method cost the same per round in Fig. 3 and 6 (only their epsilon differs): one
 # each is measured. Fig. 7a's curves differ in cohort size (q_user): each is measured.
 FIGURE_CASES = {
-    'fig3': ('aadp_fl_fig3', 'mnist', 'alexnet_cnn', 1, False),
-    'fig6': ('aadp_fl_fig6', 'mnist', 'mcmahan_cnn', 1, False),
-    'fig7a': ('aadp_fl_fig7', 'cifar10', 'alexnet_cnn', 10, True),
+    'fig3': ('aadp_fl.fig3', 'mnist', 'alexnet_cnn', 1, False),
+    'fig6': ('aadp_fl.fig6', 'mnist', 'mcmahan_cnn', 1, False),
+    'fig7a': ('aadp_fl.fig7', 'cifar10', 'alexnet_cnn', 10, True),
 }
 
 

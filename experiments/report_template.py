@@ -1,7 +1,8 @@
 """The prose of a paper's report, kept in a markdown template beside the report's code.
 
 A report's code reads the runs and computes numbers; its words, table layouts and page
-order live in `experiments/templates/<paper>.md`, a markdown file of named blocks:
+order live in `experiments/<paper>/report.md`, beside the report's code, a markdown file
+of named blocks:
 
     <!-- block calibration_note -->
     The paper's LAPFed reaches {paper_acc}. Closest: {run} (best {best:~4}%).
@@ -25,11 +26,12 @@ from __future__ import annotations
 import os
 import re
 import string
-from typing import Iterable, Mapping
+from typing import Iterable, Mapping, Optional
 
 from experiments import common
 
-TEMPLATES_DIR = os.path.join(os.path.dirname(os.path.abspath(__file__)), 'templates')
+EXPERIMENTS_DIR = os.path.dirname(os.path.abspath(__file__))
+PAPERS = ('a_dpfl', 'aadp_fl', 'adap_dp_fl', 'cosafed', 'dp_fedags')  # the paper packages
 _MARKER = re.compile(r'^<!-- block (\w+) -->$')
 _SIGNIFICANT = re.compile(r'^([~?])(\d+)$')
 
@@ -52,16 +54,18 @@ class Template:
   """The named blocks of one report template.
 
   Args:
-    name: The template's file name without `.md` (e.g. `cosafed`), read from `folder`.
-    folder: Where templates live (default `experiments/templates`).
+    name: The paper package (e.g. `cosafed`): reads `experiments/<name>/report.md`, or
+      `<folder>/<name>.md` when `folder` is given.
+    folder: Another folder of templates (tests).
 
   Raises:
     FileNotFoundError: If the file does not exist.
     ValueError: If the file has text before its first block or a block name twice.
   """
 
-  def __init__(self, name: str, folder: str = TEMPLATES_DIR):
-    self.path = os.path.join(folder, f'{name}.md')
+  def __init__(self, name: str, folder: Optional[str] = None):
+    self.path = (os.path.join(folder, f'{name}.md') if folder else
+                 os.path.join(EXPERIMENTS_DIR, name, 'report.md'))
     with open(self.path, encoding='utf-8') as f:
       text = f.read()
     self.blocks: dict[str, str] = {}

@@ -21,7 +21,7 @@ where one is committed too, wins over it.
 A folder that already holds a `summary.json` or a checkpoint is left as it is (a finished
 or interrupted run of this machine wins over a copy). Restored finished runs have no
 checkpoint and no final weights: modules that reload a trained model
-(`experiments.dp_fedags_mia`) run those again. The reuse test of `run_cached` still
+(`experiments.dp_fedags.mia`) run those again. The reuse test of `run_cached` still
 compares the whole configuration, so a copy made under another configuration is not
 reused; where the data is read from (`data_dir`, `client_cache_dir`) is left out of it,
 since the official dataset files are checked against their checksums (an extracted CIFAR

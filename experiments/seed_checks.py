@@ -70,7 +70,7 @@ A_DPFL_SETTING = (5, 0.1)
 
 
 def _a_dpfl_args(args, seed: int) -> argparse.Namespace:
-  from experiments import a_dpfl_common as ac  # pylint: disable=g-import-not-at-top
+  from experiments.a_dpfl import common as ac  # pylint: disable=g-import-not-at-top
   epochs, lr = A_DPFL_SETTING
   return _paper_args(ac.add_common_flags, args, seed, 'a_dpfl', '--local-epochs',
                      str(epochs), '--learning-rate', str(lr))
@@ -78,7 +78,7 @@ def _a_dpfl_args(args, seed: int) -> argparse.Namespace:
 
 def _a_dpfl_table2(args, seed: int) -> list:
   """Table 2 MNIST, top_k at tffdp's default local work (E = 5, lr = 0.1): IID, non-IID."""
-  from experiments import a_dpfl_common as ac  # pylint: disable=g-import-not-at-top
+  from experiments.a_dpfl import common as ac  # pylint: disable=g-import-not-at-top
   a = _a_dpfl_args(args, seed)
   iid = ac.method_config('a_dpfl', 'mnist', a, **ac.iid_overrides('mnist', a))
   non = ac.method_config('a_dpfl', 'mnist', a)
@@ -88,7 +88,8 @@ def _a_dpfl_table2(args, seed: int) -> list:
 
 def _aadp_fl_fig5_cifar10(args, seed: int) -> list:
   """Fig. 5 CIFAR-10: AADP-FL without noise at S = 0.15, 0.2, 0.25, 0.3."""
-  from experiments import aadp_fl_common as ac, aadp_fl_fig5  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from experiments.aadp_fl import common as ac
+  from experiments.aadp_fl import fig5 as aadp_fl_fig5  # pylint: disable=g-import-not-at-top,g-multiple-import
 
   def flags(p):
     ac.add_common_flags(p)
@@ -100,14 +101,16 @@ def _aadp_fl_fig5_cifar10(args, seed: int) -> list:
 
 def _adap_dp_fl_fig4_mnist(args, seed: int) -> list:
   """Fig. 4 MNIST: noise decay and constant sigma 3, 4, 6."""
-  from experiments import adap_dp_fl_common as ac, adap_dp_fl_fig4  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from experiments.adap_dp_fl import common as ac
+  from experiments.adap_dp_fl import fig4 as adap_dp_fl_fig4  # pylint: disable=g-import-not-at-top,g-multiple-import
   a = _paper_args(ac.add_common_flags, args, seed, 'adap_dp_fl', '--datasets', 'mnist')
   return [(label, cfg, out) for label, cfg, out, _ in adap_dp_fl_fig4.curves('mnist', a)]
 
 
 def _a_dpfl_fig6(args, seed: int) -> list:
   """Fig. 6 MNIST at E = 5, lr = 0.1: A-DPFL at k = 0.7 (Fig. 4a's run) and k = 0.9."""
-  from experiments import a_dpfl_common as ac, a_dpfl_fig6  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from experiments.a_dpfl import common as ac
+  from experiments.a_dpfl import fig6 as a_dpfl_fig6  # pylint: disable=g-import-not-at-top,g-multiple-import
   a = _a_dpfl_args(args, seed)
   out = []
   for k in (0.7, 0.9):   # as a_dpfl_fig6 names them
@@ -246,7 +249,7 @@ def run_check(name: str, seeds: Sequence[int], args, command: list[str], log=pri
       items.append((cfg, out))
       labels.append((label, seed))
   if check.adap:
-    from experiments import adap_dp_fl_common as adap  # pylint: disable=g-import-not-at-top
+    from experiments.adap_dp_fl import common as adap  # pylint: disable=g-import-not-at-top
     paper_args = argparse.Namespace(figures_dir=os.path.join(args.figures_dir, 'adap_dp_fl'),
                                     rerun=False)
     results = [rows for rows, _ in adap.run_all_or_reuse(items, command, paper_args)]

@@ -80,7 +80,10 @@ def test_committed_demo_readme_is_its_csv():
 
 
 def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import a_dpfl_fig4, a_dpfl_fig5, a_dpfl_fig6, a_dpfl_table2
+  from experiments.a_dpfl import fig4 as a_dpfl_fig4
+  from experiments.a_dpfl import fig5 as a_dpfl_fig5
+  from experiments.a_dpfl import fig6 as a_dpfl_fig6
+  from experiments.a_dpfl import table2 as a_dpfl_table2
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
             '--figures-dir', str(tmp_path / 'figs')]
@@ -118,7 +121,7 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
               if d.startswith('mnist_a_dpfl_weighted_sample_noniid')]) == 1
   iid_cfg = (tmp_path / 'figs' / 'table2' / 'mnist_iid_uniform' / 'config.json').read_text()
   assert '"partition": "iid"' in iid_cfg
-  from experiments import a_dpfl_local_epochs
+  from experiments.a_dpfl import local_epochs as a_dpfl_local_epochs
   assert a_dpfl_local_epochs.main(common + ['--epochs', '1', '2', '--learning-rates',
                                             '0.05']) == 0
   with open(tmp_path / 'figs' / 'local_epochs.csv') as f:
@@ -178,7 +181,7 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert len([d for d in os.listdir(tmp_path / 'runs') if d.startswith('mnist_fedavg')
               and 'E2' in d and 'lr0.1' in d]) == 1
   assert (tmp_path / 'figs' / 'fig4_mnist.csv').exists()
-  from experiments import a_dpfl_report
+  from experiments.a_dpfl import report as a_dpfl_report
   assert a_dpfl_report.main(['--figures-dir', str(tmp_path / 'figs')]) == 0
   report = (tmp_path / 'figs' / 'README.md').read_text()
   assert '### Fig. 4a (MNIST): test accuracy vs round (E = 2, lr = 0.1)' in report
@@ -191,11 +194,14 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert 'Not regenerated yet' in report  # CIFAR-10 was not run here
   # Fig. 6 keeps each k's results and names the command that made them.
   assert (tmp_path / 'figs' / 'fig6_mnist' / 'k0.3' / 'config.json').exists()
-  assert '| 0.3 |' in report and 'experiments.a_dpfl_fig6' in report
+  assert '| 0.3 |' in report and 'experiments.a_dpfl.fig6' in report
 
 
 def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import adap_dp_fl_fig3, adap_dp_fl_fig4, adap_dp_fl_fig5, adap_dp_fl_fig6
+  from experiments.adap_dp_fl import fig3 as adap_dp_fl_fig3
+  from experiments.adap_dp_fl import fig4 as adap_dp_fl_fig4
+  from experiments.adap_dp_fl import fig5 as adap_dp_fl_fig5
+  from experiments.adap_dp_fl import fig6 as adap_dp_fl_fig6
   from experiments import common as common_lib
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
@@ -223,7 +229,7 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   for f in ('fig3_mnist.png', 'fig4_mnist.png', 'fig5_mnist.png', 'fig6_mnist.png',
             'fig6.csv'):
     assert (figs / f).stat().st_size > 0
-  from experiments import adap_dp_fl_report
+  from experiments.adap_dp_fl import report as adap_dp_fl_report
   assert adap_dp_fl_report.main(['--figures-dir', str(figs)]) == 0
   report = (figs / 'README.md').read_text()
   assert '| MNIST | noise decay | 93.56 |' in report
@@ -243,7 +249,7 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
   assert '; unclipped norms ' in report and '; norms clipped at C_max ' in report
   assert 'final mean C' in report and '(paper, Adap DP-FL: 94.15%)' in report
   assert '![fig3 mnist threshold](fig3_mnist_threshold.png)' in report
-  from experiments import adap_dp_fl_seeds
+  from experiments.adap_dp_fl import seeds as adap_dp_fl_seeds
   assert adap_dp_fl_seeds.main(common + ['--seeds', '0', '1']) == 0
   with open(figs / 'seeds.csv') as f:
     seeds = list(csv.DictReader(f))
@@ -272,7 +278,7 @@ def test_adap_dp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
 
 
 def test_adap_dp_fl_decays_from_sigma():
-  from experiments import adap_dp_fl_common
+  from experiments.adap_dp_fl import common as adap_dp_fl_common
   sigma = np.float32(6.0)
   for _ in range(1234):
     sigma = np.float32(sigma * np.float32(0.9999))
@@ -283,7 +289,7 @@ def test_adap_dp_fl_decays_from_sigma():
 
 
 def test_adap_dp_fl_round_profile():
-  from experiments import adap_dp_fl_common
+  from experiments.adap_dp_fl import common as adap_dp_fl_common
   rows = [dict(train_seconds=str(t), accounting_seconds=str(a), eval_seconds=str(e),
                round_seconds=str(t + a + e))
           for t, a, e in ((1.5, 0.01, 0.0), (0.2, 0.001, 0.0), (0.3, 0.002, 0.5))]
@@ -294,7 +300,7 @@ def test_adap_dp_fl_round_profile():
 
 def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
   import argparse
-  from experiments import adap_dp_fl_runs
+  from experiments.adap_dp_fl import runs as adap_dp_fl_runs
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   args = argparse.Namespace(datasets=['mnist', 'fashion_mnist'], data_dir=data_dir, seed=0,
                             runs_dir=str(tmp_path / 'runs'), quick=False, rerun=False,
@@ -321,7 +327,7 @@ def test_adap_dp_fl_run_pool_plan_and_one_run(tmp_path, data_dir, monkeypatch):
 
 def test_a_dpfl_report_cl_fl_noise_note(tmp_path):
   """The CL-FL note derives the server noise scale from the two runs' configs."""
-  from experiments import a_dpfl_report
+  from experiments.a_dpfl import report as a_dpfl_report
   assert a_dpfl_report._cl_fl_noise_note(str(tmp_path)) == []  # no runs: no note
   for dataset, clients in (('cifar10', 100), ('mnist', 1000)):
     d = tmp_path / f'fig4_{dataset}' / 'cl_fl'
@@ -455,7 +461,7 @@ def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):
 
 def test_aadp_fl_fig7a_dp_fedavg_runs_stop_when_stalled_and_nothing_else_does():
   import argparse  # pylint: disable=g-import-not-at-top
-  from experiments import aadp_fl_fig7
+  from experiments.aadp_fl import fig7 as aadp_fl_fig7
   args = argparse.Namespace(quick=False, model='alexnet_cnn', runs_dir='runs/aadp_fl',
                             data_dir=None, seed=0, eval_every=10)
   stops = {(dataset, label): cfg.stop_after_rejected
@@ -538,7 +544,10 @@ def test_aadp_fl_experiments_quick(tmp_path, data_dir, monkeypatch):
 
 
 def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import cosafed_calibrate, cosafed_figs, cosafed_report, cosafed_table3
+  from experiments.cosafed import calibrate as cosafed_calibrate
+  from experiments.cosafed import figs as cosafed_figs
+  from experiments.cosafed import report as cosafed_report
+  from experiments.cosafed import table3 as cosafed_table3
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs, runs = tmp_path / 'figs', tmp_path / 'runs'
   common = ['--quick', '--data-dir', data_dir, '--runs-dir', str(runs),
@@ -572,7 +581,9 @@ def test_cosafed_experiments_quick(tmp_path, data_dir, monkeypatch):
 
 def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request):
   import types  # pylint: disable=g-import-not-at-top
-  from experiments import common as exp_common, dp_fedags_common, dp_fedags_table4  # pylint: disable=g-import-not-at-top,g-multiple-import
+  from experiments import common as exp_common
+  from experiments.dp_fedags import common as dp_fedags_common
+  from experiments.dp_fedags import table4 as dp_fedags_table4  # pylint: disable=g-import-not-at-top,g-multiple-import
   from tffdp import runner  # pylint: disable=g-import-not-at-top
   from tffdp.algorithms import dp_fedags
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
@@ -608,7 +619,7 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert (figs / 'fig3_mnist_eps0.5.png').stat().st_size > 0
   assert rows['cpSGD']['epsilon_guaranteed'] == 'inf'
   assert rows['cpSGD']['paper_mean_accuracy'] == '90.63'
-  from experiments import dp_fedags_mia
+  from experiments.dp_fedags import mia as dp_fedags_mia
   assert dp_fedags_mia.main(['--quick', '--data-dir', data_dir, '--runs-dir',
                              str(tmp_path / 'runs'), '--figures-dir', str(figs),
                              '--epsilons', '0.5', '0.2', '--methods', 'dp_fedags']) == 0
@@ -622,7 +633,8 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert [r['accuracy'] for r in mia_rows if r['method'] == dp_fedags_mia.REFERENCE] == [
       'not run']  # its run is made below
   assert (tmp_path / 'runs' / 'mnist_dp_fedags_eps0.5_seed0_quick' / 'mia.json').exists()
-  from experiments import dp_fedags_pilot, dp_fedags_report
+  from experiments.dp_fedags import pilot as dp_fedags_pilot
+  from experiments.dp_fedags import report as dp_fedags_report
   assert dp_fedags_pilot.main(['--quick', '--data-dir', data_dir, '--runs-dir',
                                str(tmp_path / 'runs'), '--figures-dir', str(figs),
                                '--epsilons', '0.5']) == 0
@@ -630,7 +642,7 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
     pilot = list(csv.DictReader(f))
   assert [r['round'] for r in pilot] == ['1', '2'] and pilot[0]['delta_s'] == 'clip'
   assert float(pilot[0]['noise_std']) == pytest.approx(dp_fedags.eq2_noise_multiplier(1.0, 0.5))
-  from experiments import dp_fedags_reference
+  from experiments.dp_fedags import reference as dp_fedags_reference
   assert dp_fedags_reference.main(['--quick', '--data-dir', data_dir, '--runs-dir',
                                    str(tmp_path / 'runs'), '--figures-dir', str(figs)]) == 0
   with open(figs / 'reference.csv') as f:
@@ -664,7 +676,7 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert dp_fedags_report._mia_cause(  # pylint: disable=protected-access
       [dict(ref_rows[0], attack=private['attack'], accuracy='70.0')],
       dict(private, members='1000000'), 65.6) == 'no controlled cause yet'
-  from experiments import dp_fedags_calibrate
+  from experiments.dp_fedags import calibrate as dp_fedags_calibrate
   flags = ['--quick', '--data-dir', data_dir, '--runs-dir', str(tmp_path / 'runs'),
            '--figures-dir', str(figs)]
   assert dp_fedags_calibrate.main(flags + ['--scales', '0', '2']) == 0
@@ -697,13 +709,13 @@ def test_dp_fedags_table4_quick(tmp_path, data_dir, monkeypatch, capfd, request)
   assert '**MNIST, kappa 2**' in report and '(2 seeds)' in report
   assert "Of the paper's 1 pairwise orderings" in report
   assert '| MNIST | 0.5 | DP-FedAGS | Basic MIA (Yeom et al. 2018) | 50.17 |' in report
-  assert f"- Non-private FedAvg at the same settings (`python -m experiments.dp_fedags_reference`): mean accuracy {ref['mean_accuracy']}%" in report
+  assert f"- Non-private FedAvg at the same settings (`python -m experiments.dp_fedags.reference`): mean accuracy {ref['mean_accuracy']}%" in report
   assert '- Not run: epsilon 0.1, 0.2 (8 runs;' in report
   assert 'ML-Leaks (Salem et al. 2019)' in report and str(tmp_path) not in report
 
 
 def test_sigma_holds_counts_runs_of_equal_sigma():
-  from experiments import a_dpfl_common  # pylint: disable=g-import-not-at-top
+  from experiments.a_dpfl import common as a_dpfl_common  # pylint: disable=g-import-not-at-top
   assert a_dpfl_common.sigma_holds([1.0, 1.0, 0.7, 0.7, 0.7, 0.49, 1.0]) == [
       (1.0, 2), (0.7, 3), (0.49, 1), (1.0, 1)]
   assert a_dpfl_common.sigma_holds([]) == []
@@ -716,7 +728,7 @@ def test_sigma_holds_counts_runs_of_equal_sigma():
     (0.9672, 0.0, (5, 0.1)),     # ties at 0.1 points: the smaller E
 ])
 def test_a_dpfl_sweep_choice_when_nothing_reaches_the_target(e10, tolerance, chosen):
-  from experiments import a_dpfl_local_epochs
+  from experiments.a_dpfl import local_epochs as a_dpfl_local_epochs
   rows = [dict(local_epochs=e, learning_rate=lr, final_test_accuracy=a) for e, lr, a in
           [(1, 0.05, 0.9275), (1, 0.1, 0.949), (5, 0.05, 0.9573), (5, 0.1, 0.9672),
            (10, 0.05, 0.9602), (10, 0.1, e10)]]
@@ -728,7 +740,8 @@ def test_a_dpfl_sweep_choice_when_nothing_reaches_the_target(e10, tolerance, cho
 
 
 def test_aadp_fl_verdicts_name_a_baseline_not_run_yet():
-  from experiments import aadp_fl_common, aadp_fl_report
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report
   row = lambda label, acc, **kw: dict(dataset='cifar10', curve=aadp_fl_common.LABELS[label],
                                       final_test_accuracy=str(acc), rounds='300', **kw)
   table2 = [row('fedavg', 55.2), row('aadp_fl', 55.6), row('dp_fedavg_theorem1', 47.6),
@@ -747,7 +760,7 @@ def test_aadp_fl_verdicts_name_a_baseline_not_run_yet():
 
 
 def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
-  from experiments import a_dpfl_report
+  from experiments.a_dpfl import report as a_dpfl_report
   run = tmp_path / 'fig4_mnist_E5_lr0.1' / 'fedavg'
   run.mkdir(parents=True)
   (run / 'summary.json').write_text(json.dumps(dict(
@@ -756,7 +769,7 @@ def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
   (run / 'config.json').write_text(json.dumps(dict(command=['python', '-m', 'x'])))
   report = a_dpfl_report.build(str(tmp_path))
   section = report.split('## Figures with E = 5, lr = 0.1')[1].split('### Fig. 4b')[0]
-  assert 'Not regenerated yet: `python -m experiments.a_dpfl_fig4 --dataset mnist ' \
+  assert 'Not regenerated yet: `python -m experiments.a_dpfl.fig4 --dataset mnist ' \
          '--local-epochs 5 --learning-rate 0.1`' in section
   assert '| fedavg | 0.9672 | 0.9672 | 50 | inf | inf | 1176.6 | `python -m x` |' in section
 
@@ -1130,7 +1143,9 @@ def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path)
 
 
 def test_aadp_fl_report_names_the_l_runs_that_used_the_same_budgets(tmp_path):
-  from experiments import aadp_fl_common, aadp_fl_report, common
+  from experiments import common
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report
   schedules = {'cifar10_a': ['4.0', '4.44', '4.94'], 'cifar10_b': ['4.0', '4.44', '4.94'],
                'mnist_a': ['4.0', '4.0', '4.0'], 'mnist_b': ['4.0', '4.44', '4.94']}
   for name, budgets in schedules.items():
@@ -1147,7 +1162,9 @@ def test_aadp_fl_report_names_the_l_runs_that_used_the_same_budgets(tmp_path):
 
 
 def test_aadp_fl_cnn_pilot_summary_reads_the_kept_coordinates_and_noise_ratio(tmp_path):
-  from experiments import aadp_fl_cnn_pilot, aadp_fl_report, common
+  from experiments import common
+  from experiments.aadp_fl import cnn_pilot as aadp_fl_cnn_pilot
+  from experiments.aadp_fl import report as aadp_fl_report
   metrics = [dict(round=k, test_accuracy=acc, nonzero_fraction_after_clip=kept,
                   noise_multiplier_max=1.25, update_norm=0.7, clipped_clients=20.0,
                   cohort_size=20.0) for k, acc, kept in [(1, 0.10, 2e-5), (2, 0.12, 5e-5)]]
@@ -1166,7 +1183,8 @@ def test_aadp_fl_cnn_pilot_summary_reads_the_kept_coordinates_and_noise_ratio(tm
 
 
 def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
-  from experiments import aadp_fl_common, aadp_fl_report
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report
   figs = str(tmp_path)
   tables = {name: None for name in aadp_fl_report.COMMANDS}
   missing = aadp_fl_report._not_run(tables, figs)
@@ -1187,7 +1205,7 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
   assert aadp_fl_report._not_run(tables, figs)[-1].startswith(
       f'- {fig7a}: 2 of 10 runs finished (`cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0`, '
       '`cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0`), the rest to run: '
-      '`python -m experiments.aadp_fl_fig7 --datasets cifar10 --model alexnet_cnn')
+      '`python -m experiments.aadp_fl.fig7 --datasets cifar10 --model alexnet_cnn')
   tables.update(
       table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
       fig3=[dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
@@ -1200,7 +1218,7 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
   fig3, fig4b = aadp_fl_report._not_run(tables, figs)
   assert fig3.startswith('- Fig. 3, AlexNet-style panel: not run yet: ')
   assert fig4b.startswith('- Fig. 4b (CIFAR-10): not run yet: '
-                          '`python -m experiments.aadp_fl_fig4 --datasets cifar10`')
+                          '`python -m experiments.aadp_fl.fig4 --datasets cifar10`')
   tables['fig3'] += [dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
                      for c in ('dp_fedavg_theorem1', 'ddgauss_theorem1',
                                'dp_scaffold_theorem1')]
@@ -1212,7 +1230,8 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
 
 
 def test_a_dpfl_report_compares_finished_runs_with_the_first_regeneration(tmp_path):
-  from experiments import a_dpfl_report, common
+  from experiments import common
+  from experiments.a_dpfl import report as a_dpfl_report
   common.write_table(str(tmp_path / 'fig4_mnist.csv'), [
       dict(method='DPFL', final_test_accuracy=0.7519, best_test_accuracy=0.7519,
            epsilon_claimed=18.66, epsilon_guaranteed=22.59, wall_seconds=907, run='x')])
@@ -1236,7 +1255,7 @@ def test_a_dpfl_report_compares_finished_runs_with_the_first_regeneration(tmp_pa
 
 
 def test_a_dpfl_report_names_the_sigma_reading_closest_to_the_paper(tmp_path):
-  from experiments import a_dpfl_report
+  from experiments.a_dpfl import report as a_dpfl_report
   for slug, hold in (('a_dpfl', 3), ('a_dpfl_adjust5', 30)):
     run = tmp_path / 'fig4_mnist_E5_lr0.1' / slug
     run.mkdir(parents=True)
@@ -1274,7 +1293,7 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
 
 
 def test_aadp_fl_fig5_best_clip_verdict_against_the_paper():
-  from experiments import aadp_fl_report
+  from experiments.aadp_fl import report as aadp_fl_report
   row = lambda s, final, best: dict(dataset='cifar10', clip_norm=str(s), paper_best_clip='0.2',
                                     final_test_accuracy=str(final), best_test_accuracy=str(best))
   line, = aadp_fl_report._best_clip_verdicts(
@@ -1288,7 +1307,8 @@ def test_aadp_fl_fig5_best_clip_verdict_against_the_paper():
 
 
 def test_aadp_fl_report_first_round_at_the_accuracy_level(tmp_path):
-  from experiments import aadp_fl_report, common
+  from experiments import common
+  from experiments.aadp_fl import report as aadp_fl_report
   for name, accs in [('a', [0.1, 0.92, 0.95]), ('b', [0.1, 0.5, 0.89])]:
     common.write_table(str(tmp_path / 'runs' / name / 'metrics.csv'),
                        [dict(round=k + 1, test_accuracy=a) for k, a in enumerate(accs)])
@@ -1299,7 +1319,7 @@ def test_aadp_fl_report_first_round_at_the_accuracy_level(tmp_path):
 
 
 def test_aadp_fl_report_fig4_verdict_names_the_steps_that_do_not_fall():
-  from experiments import aadp_fl_report  # pylint: disable=g-import-not-at-top
+  from experiments.aadp_fl import report as aadp_fl_report  # pylint: disable=g-import-not-at-top
   row = lambda d, p, acc: dict(dataset=d, non_iid_percentage=str(p),
                                final_test_accuracy=str(acc))
   lines = aadp_fl_report._fig4_verdicts([
@@ -1314,7 +1334,7 @@ def test_aadp_fl_report_fig4_verdict_names_the_steps_that_do_not_fall():
 
 
 def test_aadp_fl_report_fig7_verdict_reads_the_gap_per_sampling_probability():
-  from experiments import aadp_fl_report
+  from experiments.aadp_fl import report as aadp_fl_report
   row = lambda d, series, q, acc: dict(dataset=d, series=series, q_user=str(q),
                                        final_test_accuracy=str(acc))
   lines = aadp_fl_report._fig7_verdicts([
@@ -1336,7 +1356,7 @@ def test_aadp_fl_report_fig7_verdict_reads_the_gap_per_sampling_probability():
 
 
 def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
-  from experiments import aadp_fl_report
+  from experiments.aadp_fl import report as aadp_fl_report
   row = lambda eps, acc, best=None: dict(dataset='mnist', epsilon=eps,
                                          final_test_accuracy=str(acc),
                                          best_test_accuracy=str(best or acc))
@@ -1352,7 +1372,7 @@ def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
 
 
 def test_aadp_fl_report_wall_time_per_figure_against_the_target(tmp_path):
-  from experiments import aadp_fl_report
+  from experiments.aadp_fl import report as aadp_fl_report
   row = lambda dataset, run, wall: dict(dataset=dataset, run=run, wall_seconds=str(wall))
   tables = dict(
       fig5=[row('mnist', 'a', 3600), row('mnist', 'b', 7200), row('mnist', 'b', 7200),
@@ -1380,7 +1400,7 @@ def test_aadp_fl_report_wall_time_per_figure_against_the_target(tmp_path):
 
 
 def test_a_dpfl_report_orders_fig4_only_with_every_private_method():
-  from experiments import a_dpfl_report
+  from experiments.a_dpfl import report as a_dpfl_report
   row = lambda m, acc: dict(method=m, final_test_accuracy=str(acc))
   rows = [row('Non-private FL', 0.97), row('A-DPFL', 0.93)]
   assert a_dpfl_report._ordering(rows) == (
@@ -1394,7 +1414,9 @@ def test_a_dpfl_report_orders_fig4_only_with_every_private_method():
 
 
 def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
-  from experiments import a_dpfl_common, a_dpfl_report, common
+  from experiments import common
+  from experiments.a_dpfl import common as a_dpfl_common
+  from experiments.a_dpfl import report as a_dpfl_report
   def run(folder, round_s, train_s):
     common.write_table(str(tmp_path / folder / 'metrics.csv'), [
         dict(round=r, round_seconds=round_s, train_seconds=train_s) for r in (1, 2, 3)])
@@ -1420,18 +1442,18 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   assert lines[4:-1] == [
       '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
       '0.7 h (1 x 50 rounds, less the 3 a parked run has made at 51 s, the median of its '
-      f'run so far with this setting): `python -m experiments.a_dpfl_fig4 --dataset cifar10 '
+      f'run so far with this setting): `python -m experiments.a_dpfl.fig4 --dataset cifar10 '
       f'{flags} --methods fedavg --variants`',
       '- Fig. 4b (CIFAR-10), DPFL: about 2.9 h (1 x 50 rounds at 210 s, the E = 1 DPFL '
-      f'run\'s median, training x 5): `python -m experiments.a_dpfl_fig4 --dataset cifar10 '
+      f'run\'s median, training x 5): `python -m experiments.a_dpfl.fig4 --dataset cifar10 '
       f'{flags}`',
       # 0.3 is done and 0.7 is Fig. 4a's run: five runs at k = 0.3's 96 s.
       '- Fig. 6 (MNIST), k = 0.4, 0.5, 0.6, 0.8, 0.9: about 6.7 h (5 x 50 rounds at 96 s, '
       'the mean of the median rounds of the finished Fig. 6 runs with this setting '
-      f'(k = 0.3)): `python -m experiments.a_dpfl_fig6 {flags}`',
+      f'(k = 0.3)): `python -m experiments.a_dpfl.fig6 {flags}`',
       '- Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
       'runs): about 4.2 h (3 x 50 rounds at 100 s, the median of Fig. 4b\'s A-DPFL run '
-      f'with this setting): `python -m experiments.a_dpfl_table2 --datasets cifar10 {flags}`']
+      f'with this setting): `python -m experiments.a_dpfl.table2 --datasets cifar10 {flags}`']
   # Without its parked copy, FedAvg is timed by its E = 1 run: 30 + 4 * 10 = 70 s.
   shutil.rmtree(parked)
   assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4].startswith(
@@ -1442,14 +1464,14 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[6] == (
       '- Fig. 6 (MNIST), k = 0.3, 0.4, 0.5, 0.6, 0.8, 0.9: about 6.0 h (6 x 50 rounds at '
       '72 s, the median of Fig. 4a\'s A-DPFL run with this setting): '
-      f'`python -m experiments.a_dpfl_fig6 {flags}`')
+      f'`python -m experiments.a_dpfl.fig6 {flags}`')
   # At E = 1 the four runs are there: only the readings, at their base runs' round times
   # ((20 + 20 + 20 + 10 + 10) / 5 = 16 s).
   assert a_dpfl_report._not_rerun(str(tmp_path), (1, 0.05))[4] == (
       '- Fig. 4b (CIFAR-10), A-DPFL (weighted_sample), A-DPFL (uniform), A-DPFL (adjust '
       'every 5), CL-FL (sigma 2), CL-FL (sigma 4): about 1.1 h (5 x 50 rounds at 16 s, the '
       'medians of their base methods\' runs with this setting, averaged): '
-      '`python -m experiments.a_dpfl_fig4 --dataset cifar10`')
+      '`python -m experiments.a_dpfl.fig4 --dataset cifar10`')
   # Parked FedAvg (47 rounds left at 51 s) beside an A-DPFL run not started (E = 1's 20 s
   # + 4 x 5 s = 40 s, 50 rounds): (47 x 51 + 50 x 40) / 97 = 45 s a round, 1.2 h.
   common.write_table(str(parked / 'metrics.csv'), [dict(round=r, round_seconds=51,
@@ -1459,7 +1481,7 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
       '- Fig. 4b (CIFAR-10), Non-private FL, A-DPFL (the rows issue 11 asks for at least): '
       'about 1.2 h (2 x 50 rounds, less the 3 a parked run has made at 45 s, each run\'s '
       'median with this setting where measured (its own or its base method\'s), else the '
-      'E = 1 one with training x 5, averaged): `python -m experiments.a_dpfl_fig4 --dataset '
+      'E = 1 one with training x 5, averaged): `python -m experiments.a_dpfl.fig4 --dataset '
       f'cifar10 {flags} --methods fedavg a_dpfl --variants`')
   # A parked copy at the last round (stopped in its final evaluation) leaves 0 of its
   # rounds; a --quick copy never times a run: A-DPFL's 50 rounds at E = 1's 40 s.
@@ -1474,7 +1496,8 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
 
 
 def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
-  from experiments import aadp_fl_common, aadp_fl_report
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report
   dim = aadp_fl_common.model_dim('mnist', 'mlp')
   config = dict(method='dp_fedavg', dataset='mnist', model='mlp', noise_multiplier=0.5,
                 clients_per_round=4, clip_norm=0.3)
@@ -1485,7 +1508,8 @@ def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():
 
 
 def test_aadp_fl_report_fig7_noise_notes_read_the_dp_fedavg_run_copies(tmp_path):
-  from experiments import aadp_fl_common, aadp_fl_report
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report
   base = dict(dataset='mnist', model='mlp', noise_multiplier=0.5, clip_norm=0.3)
   for name, method, cohort in (('a', 'aadp_fl', 4), ('b', 'dp_fedavg', 4),
                                ('c', 'dp_fedavg', 10**6)):
@@ -1512,7 +1536,8 @@ def test_aadp_fl_report_fig7_noise_notes_read_the_dp_fedavg_run_copies(tmp_path)
      'every k beyond 0.7 ends below every k up to 0.7, as the paper shows.'),
 ])
 def test_a_dpfl_report_reads_fig6_against_the_papers_knee(tmp_path, accs, verdict):
-  from experiments import a_dpfl_report, common
+  from experiments import common
+  from experiments.a_dpfl import report as a_dpfl_report
   common.write_table(str(tmp_path / 'fig6_mnist_E5_lr0.1.csv'), [
       dict(k=k, final_test_accuracy=a, final_noise_multiplier=0.1, epsilon_claimed=1.0,
            epsilon_guaranteed=1.0, wall_seconds=1.0, run='x')
@@ -1525,7 +1550,8 @@ def test_a_dpfl_report_reads_fig6_against_the_papers_knee(tmp_path, accs, verdic
 
 
 def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypatch, capfd):
-  from experiments import a_dpfl_cifar10_pilot, a_dpfl_report
+  from experiments.a_dpfl import cifar10_pilot as a_dpfl_cifar10_pilot
+  from experiments.a_dpfl import report as a_dpfl_report
   monkeypatch.setenv('TFFDP_CACHE_DIR', str(tmp_path / 'clients'))
   figs = tmp_path / 'figs'
   assert a_dpfl_cifar10_pilot.main(
@@ -1545,7 +1571,9 @@ def test_a_dpfl_cifar10_pilot_quick_and_its_report(tmp_path, data_dir, monkeypat
 
 
 def test_a_dpfl_report_cifar10_pilot_says_which_settings_leave_chance(tmp_path):
-  from experiments import a_dpfl_cifar10_pilot, a_dpfl_report, common
+  from experiments import common
+  from experiments.a_dpfl import cifar10_pilot as a_dpfl_cifar10_pilot
+  from experiments.a_dpfl import report as a_dpfl_report
   def metrics(accs, sigmas):
     return [dict(round=i + 1, validation_accuracy=a, test_accuracy=a, train_loss=2.3,
                  noise_multiplier=s, epsilon_guaranteed=10.0 * (i + 1))
@@ -1636,7 +1664,7 @@ def test_committed_audit_readme_is_its_runs():
 
 
 def test_dp_fedags_table3_is_the_mean_of_table2_as_transcribed():
-  from experiments import dp_fedags_mia  # pylint: disable=g-import-not-at-top
+  from experiments.dp_fedags import mia as dp_fedags_mia  # pylint: disable=g-import-not-at-top
   assert len(dp_fedags_mia.PAPER_MIA) == 36 == len(dp_fedags_mia.PAPER_MIA_AVERAGE)
   for key, accs in dp_fedags_mia.PAPER_MIA.items():
     assert sum(accs) / 3 == pytest.approx(dp_fedags_mia.PAPER_MIA_AVERAGE[key], abs=0.006), key
@@ -1889,7 +1917,9 @@ def _run_quick(module, tmp_path, data_dir, monkeypatch, *flags) -> pathlib.Path:
 
 
 def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
-  from experiments import adap_dp_fl_controls, adap_dp_fl_report, common as exp_common, fidelity  # pylint: disable=g-multiple-import
+  from experiments import common as exp_common, fidelity
+  from experiments.adap_dp_fl import controls as adap_dp_fl_controls
+  from experiments.adap_dp_fl import report as adap_dp_fl_report  # pylint: disable=g-multiple-import
   figs = _run_quick(adap_dp_fl_controls, tmp_path, data_dir, monkeypatch, '--datasets',
                     'mnist')
   rows = exp_common.read_rows(str(figs / 'controls.csv'))
@@ -1924,7 +1954,9 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
 
 
 def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monkeypatch):
-  from experiments import a_dpfl_ceiling, a_dpfl_report, common as exp_common  # pylint: disable=g-multiple-import
+  from experiments import common as exp_common
+  from experiments.a_dpfl import ceiling as a_dpfl_ceiling
+  from experiments.a_dpfl import report as a_dpfl_report  # pylint: disable=g-multiple-import
   figs = _run_quick(a_dpfl_ceiling, tmp_path, data_dir, monkeypatch, '--learning-rates',
                     '0.1')
   rows = exp_common.read_rows(str(figs / 'ceiling.csv'))

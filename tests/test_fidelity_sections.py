@@ -46,7 +46,7 @@ def _a_dpfl_folder(path, ceiling: bool):
 
 
 def test_a_dpfl_fidelity_counts_readings_and_names_the_ceiling_as_cause(tmp_path):
-  from experiments import a_dpfl_report  # pylint: disable=g-import-not-at-top
+  from experiments.a_dpfl import report as a_dpfl_report  # pylint: disable=g-import-not-at-top
   _a_dpfl_folder(tmp_path, ceiling=True)
   lines = a_dpfl_report._fidelity(str(tmp_path))
   # Within: MNIST non-IID (93.01 vs 94.2) by default; 0.7's 4-round hold at E = 1 only.
@@ -59,7 +59,7 @@ def test_a_dpfl_fidelity_counts_readings_and_names_the_ceiling_as_cause(tmp_path
   assert iid[:6] == ['98.9', '93.46', 'no', 'E = 5, lr = 0.1, weighted_sample', '94.03', 'no']
   assert iid[6].startswith('non-private FedAvg on the same split reaches at most 96.90% in 50 '
                            'rounds (ceiling, iid, E = 5, lr = 0.1, `python -m '
-                           'experiments.a_dpfl_ceiling`')
+                           'experiments.a_dpfl.ceiling`')
   assert rows['Fig. 5, MNIST, rounds sigma holds at 0.7'][:6] == [
       '4', '6', 'no', 'E = 1', '4', 'yes']
   assert rows['Fig. 4a (MNIST): A-DPFL > CL-FL > DPFL in final test accuracy'][0] == (
@@ -113,7 +113,7 @@ def _adap_dp_fl_folder(path, controls: dict):
 
 
 def test_adap_dp_fl_fidelity_cites_a_control_only_where_its_numbers_explain_the_gap(tmp_path):
-  from experiments import adap_dp_fl_report  # pylint: disable=g-import-not-at-top
+  from experiments.adap_dp_fl import report as adap_dp_fl_report  # pylint: disable=g-import-not-at-top
   controls = {'constant sigma = 2 (Fig. 4)': (71.18, 3628),
               'no noise, clipped (C = 1)': (75.0, 3628),
               'no noise, no clipping': (80.0, 3628),
@@ -149,7 +149,7 @@ def test_adap_dp_fl_fidelity_cites_a_control_only_where_its_numbers_explain_the_
 
 
 def test_a_dpfl_ceiling_within_tolerance_of_the_paper_is_not_a_cause(tmp_path):
-  from experiments import a_dpfl_report  # pylint: disable=g-import-not-at-top
+  from experiments.a_dpfl import report as a_dpfl_report  # pylint: disable=g-import-not-at-top
   _a_dpfl_folder(tmp_path, ceiling=True)
   rows = common.read_rows(str(tmp_path / 'ceiling.csv'))
   rows[0]['final_test_accuracy'] = 97.9   # 1.0 below the paper's 98.9: within tolerance

@@ -12,7 +12,8 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def _aadp_fl_folder(path, same_budgets: bool):
   """A Table 2 with MNIST and CIFAR-10 rows (no Fashion-MNIST, no figures) whose CIFAR-10
   AADP-FL runs at l = 1e-4 and 2e-4 used the same budgets when `same_budgets`."""
-  from experiments import aadp_fl_common, common  # pylint: disable=g-import-not-at-top
+  from experiments import common
+  from experiments.aadp_fl import common as aadp_fl_common  # pylint: disable=g-import-not-at-top
   schedules = {'cifar10_a': ['4.0', '4.44'],
                'cifar10_b': ['4.0', '4.44'] if same_budgets else ['4.0', '4.0']}
   for name, budgets in schedules.items():
@@ -32,7 +33,7 @@ def _aadp_fl_folder(path, same_budgets: bool):
 
 
 def _aadp_fl_section(path):
-  from experiments import aadp_fl_report  # pylint: disable=g-import-not-at-top
+  from experiments.aadp_fl import report as aadp_fl_report  # pylint: disable=g-import-not-at-top
   from experiments.common import read_rows  # pylint: disable=g-import-not-at-top
   tables = {name: read_rows(os.path.join(str(path), f'{name}.csv'))
             for name in aadp_fl_report.COMMANDS}
@@ -64,7 +65,7 @@ def test_aadp_fl_fidelity_is_a_tie_without_a_measured_spread(tmp_path):
 
 
 def test_cosafed_fidelity_on_the_committed_table3(tmp_path):
-  from experiments import cosafed_report  # pylint: disable=g-import-not-at-top
+  from experiments.cosafed import report as cosafed_report  # pylint: disable=g-import-not-at-top
   for name in ('table3.csv', 'table3_runs.csv', 'calibration.csv'):
     shutil.copy(os.path.join(ROOT, 'figures', 'cosafed', name), tmp_path / name)
   lines = cosafed_report._fidelity(str(tmp_path))
@@ -80,7 +81,7 @@ def test_cosafed_fidelity_on_the_committed_table3(tmp_path):
 
 
 def test_cosafed_fidelity_names_the_seed_spread_only_where_a_seed_is_within(tmp_path):
-  from experiments import cosafed_report  # pylint: disable=g-import-not-at-top
+  from experiments.cosafed import report as cosafed_report  # pylint: disable=g-import-not-at-top
   from experiments.common import read_rows, write_table  # pylint: disable=g-import-not-at-top
   for name in ('table3.csv', 'calibration.csv'):
     shutil.copy(os.path.join(ROOT, 'figures', 'cosafed', name), tmp_path / name)
@@ -101,7 +102,9 @@ def test_cosafed_fidelity_names_the_seed_spread_only_where_a_seed_is_within(tmp_
 
 
 def test_aadp_fl_fig4_claim_reads_the_aadp_fl_series_only(tmp_path):
-  from experiments import aadp_fl_common, aadp_fl_report, common  # pylint: disable=g-import-not-at-top
+  from experiments import common
+  from experiments.aadp_fl import common as aadp_fl_common
+  from experiments.aadp_fl import report as aadp_fl_report  # pylint: disable=g-import-not-at-top
   _aadp_fl_folder(tmp_path, same_budgets=True)
   rows = [dict(dataset='cifar10', series='AADP-FL', non_iid_percentage=p,
                final_test_accuracy=acc) for p, acc in ((0.0, 58.15), (0.5, 55.63), (1.0, 26.15))]
@@ -120,7 +123,7 @@ def test_aadp_fl_fig4_claim_reads_the_aadp_fl_series_only(tmp_path):
 
 
 def test_dp_fedags_attack_accuracy_interval_and_the_sampling_cause():
-  from experiments import dp_fedags_report  # pylint: disable=g-import-not-at-top
+  from experiments.dp_fedags import report as dp_fedags_report  # pylint: disable=g-import-not-at-top
   row = dict(dataset='mnist', method='DP-FedAGS', attack='White-box', accuracy='49.3',
              tpr='0.486', fpr='0.5', members='500')
   low, high = dp_fedags_report.attack_accuracy_interval(row)

@@ -104,10 +104,10 @@ def _mean_tv(y, parts, k=10):
 
 
 def test_a_dpfl_table2_iid_setting_matches_the_global_label_histogram():
-  """Issue 11: Table 2's IID rows (`a_dpfl_common.iid_overrides`) give client label
+  """Issue 11: Table 2's IID rows (`a_dpfl.common.iid_overrides`) give client label
   histograms within sampling noise of the global one; label skew 0 does not."""
   import argparse
-  from experiments import a_dpfl_common
+  from experiments.a_dpfl import common as a_dpfl_common
   args = argparse.Namespace(quick=False)
   iid = a_dpfl_common.iid_overrides('mnist', args)
   assert iid['partition'] == 'iid'

@@ -35,7 +35,7 @@ def test_plot_curves_puts_a_long_legend_beside_the_axes():
 
 
 def test_sweep_styles_pair_colour_by_setting_and_line_style_by_series():
-  from experiments import aadp_fl_common  # pylint: disable=g-import-not-at-top
+  from experiments.aadp_fl import common as aadp_fl_common  # pylint: disable=g-import-not-at-top
   items = [(f'{s}, q = {q}', None, '', dict(q_user=q, series=s))
            for q in (0.2, 1.0) for s in ('AADP-FL', 'DP-FedAvg')]
   styles = aadp_fl_common._sweep_styles(items, 'q_user')

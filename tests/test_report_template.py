@@ -43,10 +43,15 @@ def test_errors_name_the_block_and_the_value(tmp_path):
     _template(tmp_path, '<!-- block a -->\nx\n<!-- block a -->\ny\n')
 
 
-@pytest.mark.parametrize('name', sorted(
-    f[:-3] for f in os.listdir(report_template.TEMPLATES_DIR) if f.endswith('.md')))
+@pytest.mark.parametrize('name', report_template.PAPERS)
 def test_committed_templates_parse(name):
   assert report_template.Template(name).blocks
+
+
+def test_every_paper_package_has_its_template():
+  papers = sorted(d for d in os.listdir(report_template.EXPERIMENTS_DIR)
+                  if os.path.exists(os.path.join(report_template.EXPERIMENTS_DIR, d, 'report.py')))
+  assert tuple(papers) == report_template.PAPERS
 
 
 @pytest.mark.parametrize('margins,spread,verdict', [
@@ -55,3 +60,4 @@ def test_committed_templates_parse(name):
 def test_margin_verdict_settles_only_beyond_the_spread(margins, spread, verdict):
   from experiments import fidelity  # pylint: disable=g-import-not-at-top
   assert fidelity.margin_verdict(margins, spread) == verdict
+

@@ -1,0 +1,908 @@
+"""Writes `figures/a_dpfl/README.md` from the committed A-DPFL results (no numbers typed).
+
+    python -m experiments.a_dpfl.report [--figures-dir figures/a_dpfl]
+
+Reads `local_epochs.csv`, `fig4_<dataset>[_E<E>][_lr<lr>].csv`, `fig5_mnist[...].csv`,
+`fig6_mnist[...].csv`, `table2[...].csv` and the per-run `config.json` and
+`metrics.csv` copies; artefacts not yet produced are listed as such. Issue 11's section
+"What changed the numbers" compares the runs made with each reading; "Not rerun yet" gives
+each missing artefact of the rerun setting with its command and cost (from measured round
+times).
+"""
+
+from __future__ import annotations
+
+import functools
+import glob
+import json
+import os
+import re
+import statistics
+
+from experiments.a_dpfl import common
+from experiments import fidelity
+from experiments import seed_checks
+from experiments.common import fmt as _f
+from experiments.common import finished_runs_table
+from experiments.common import finished_summaries
+from experiments.common import report_main
+from experiments.common import PARKED_FOLDER
+from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
+from experiments.common import read_rows as _rows
+from experiments.a_dpfl.fig6 import K_VALUES, REUSED_K
+from experiments.a_dpfl.local_epochs import EPOCHS
+from experiments.a_dpfl.table2 import PAPER as PAPER_T2
+from experiments.report_template import Template
+
+T = Template('a_dpfl')
+# Sec. 6.4.1 (Fig. 5): (sigma, rounds it held) for the first four holds.
+PAPER_FIG5_HOLDS = ((1.0, 20), (0.7, 4), (0.49, 4), (0.34, 7))
+PAPER_FIG5 = (f'sigma {PAPER_FIG5_HOLDS[0][0]:.1f} for {PAPER_FIG5_HOLDS[0][1]} rounds, '
+              + ', '.join(f'{s:g} for {n}' for s, n in PAPER_FIG5_HOLDS[1:])
+              + ', then shorter holds')
+PAPER_SIGMA_HOLDS = PAPER_FIG5_HOLDS[0][1]  # rounds at sigma_0 before the first decay
+PAPER_FIG6 = 'final accuracy declines slowly up to k = 0.7, faster beyond'
+
+
+def _command(run_dir):
+  path = os.path.join(run_dir, 'config.json')
+  if not os.path.exists(path):
+    return '?'
+  with open(path) as f:
+    return ' '.join(json.load(f)['command'])
+
+
+Setting = tuple[int, float]  # (local epochs E, client learning rate)
+FIRST: Setting = (1, common.COMMON['learning_rate'])  # the first regeneration's
+
+
+def _settings_present(figs: str) -> list[Setting]:
+  """(E, lr) with artefacts here: the first regeneration's (no suffix) and every
+  `_E<E>[_lr<lr>]` / `_lr<lr>` suffix found (`a_dpfl.common.artefact`)."""
+  found = {FIRST} if any(os.path.exists(os.path.join(figs, f)) for f in
+                         ('fig4_mnist.csv', 'fig4_cifar10.csv', 'table2.csv')) else set()
+  for name in os.listdir(figs) if os.path.isdir(figs) else ():
+    # a figure's table, or the folder of its finished runs' copies (table not yet written)
+    m = re.fullmatch(r'(?:fig[456]_\w+?|table2)(?:_E(\d+))?(?:_lr([\d.e-]+?))?(?:\.csv)?', name)
+    if m and (m.group(1) or m.group(2)):
+      found.add((int(m.group(1) or 1),
+                 float(m.group(2)) if m.group(2) else common.COMMON['learning_rate']))
+  return sorted(found)
+
+
+def _sfx(setting: Setting) -> str:
+  return common.setting_suffix(*setting)
+
+
+def _label(setting: Setting) -> str:
+  """`E = 5` or `E = 5, lr = 0.1` (lr named only when not the paper's)."""
+  epochs, lr = setting
+  return f'E = {epochs}' + ('' if lr == common.COMMON['learning_rate'] else f', lr = {lr:g}')
+
+
+def _flags(setting: Setting) -> str:
+  epochs, lr = setting
+  return ((f' --local-epochs {epochs}' if epochs != 1 else '') +
+          (f' --learning-rate {lr:g}' if lr != common.COMMON['learning_rate'] else ''))
+
+
+def _fig4_section(figs: str, setting: Setting, dataset: str, name: str) -> list[str]:
+  sfx, tag = _sfx(setting), f' ({_label(setting)})'
+  rows = _rows(os.path.join(figs, f'fig4_{dataset}{sfx}.csv'))
+  out = [T.text('fig4_title', panel='a' if dataset == 'mnist' else 'b', name=name, tag=tag)]
+  if rows is None:
+    return out + ['', T.text('fig4_not_regenerated', dataset=dataset, flags=_flags(setting)),
+                  '', *_finished_so_far(os.path.join(figs, f'fig4_{dataset}{sfx}'))]
+  command = lambda r: _command(os.path.join(figs, f'fig4_{dataset}{sfx}', _slug(r['method'])))
+  return out + ['', f'![fig4](fig4_{dataset}{sfx}.png)', '', T.text('fig4_paper'), '',
+                *T.table('fig4_table', [dict(r, command=command(r)) for r in rows]), '',
+                _ordering(rows), '']
+
+
+def _fig6_section(figs: str, setting: Setting) -> list[str]:
+  sfx = _sfx(setting)
+  rows = _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv'))
+  out = [T.text('fig6_title', tag=f' ({_label(setting)})')]
+  if rows is None:
+    return out + ['', 'Not regenerated yet.', '',
+                  *_finished_so_far(os.path.join(figs, f'fig6_mnist{sfx}'))]
+  command = lambda r: _command(os.path.join(figs, f'fig6_mnist{sfx}',
+                                            'k' + format(float(r['k']), 'g')))
+  acc = [float(r['final_test_accuracy']) for r in rows]
+  return out + ['', f'![fig6](fig6_mnist{sfx}.png)', '', f'Paper: {PAPER_FIG6}.', '',
+                *T.table('fig6_table', [dict(r, command=command(r),
+                                             wall_seconds=r.get('wall_seconds')) for r in rows]),
+                '', T.text('fig6_reading', first=acc[0], first_k=rows[0]['k'], last=acc[-1],
+                           last_k=rows[-1]['k'], spread=100 * (max(acc) - min(acc)),
+                           low=min(acc), high=max(acc),
+                           sigma=max(float(r['final_noise_multiplier']) for r in rows)), '']
+
+
+def _figure_sections(figs: str, setting: Setting) -> list[str]:
+  """Figs. 4-6 and Table 2 as regenerated with `setting` (local epochs, learning rate)."""
+  sfx, tag = _sfx(setting), f' ({_label(setting)})'
+  out = [*_fig4_section(figs, setting, 'mnist', 'MNIST'),
+         *_fig4_section(figs, setting, 'cifar10', 'CIFAR-10')]
+  rows = _rows(os.path.join(figs, f'fig5_mnist{sfx}.csv'))
+  out.append(T.text('fig5_title', tag=tag))
+  if rows is None:
+    out += ['', 'Not regenerated yet.', '']
+  else:
+    out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', *T.lines(
+        'fig5', paper=PAPER_FIG5, holds=_holds([r['noise_multiplier'] for r in rows])), '']
+  out += _fig6_section(figs, setting)
+  rows = _rows(os.path.join(figs, f'table2{sfx}.csv'))
+  out.append(T.text('table2_title', tag=tag))
+  if rows is None:
+    return out + ['', 'Not regenerated yet.', '',
+                  *_finished_so_far(os.path.join(figs, f'table2{sfx}'))]
+  runs = [_table2_run(figs, sfx, r) for r in rows]
+  out += ['', *T.table('table2_table', [
+      dict(r, partition=_partition(run), selection=r.get('selection') or 'top_k',
+           command=_command(run)) for r, run in zip(rows, runs)])]
+  missing = {'mnist', 'cifar10'} - {r['dataset'] for r in rows}
+  if missing:
+    out.append(f"\nNot regenerated yet: {', '.join(sorted(missing))}.")
+  return out + ['']
+
+
+PRIVATE = ('DPFL', 'CL-FL', 'A-DPFL')  # the paper's private curves of Fig. 4
+
+
+def _ordering(rows) -> str:
+  """The Fig. 4 verdict: the paper's private methods ranked by final test accuracy against
+  the paper's A-DPFL > CL-FL > DPFL (not given while one of them has no row)."""
+  paper_curves = [r for r in rows if r['method'] in PRIVATE]
+  missing = [m for m in PRIVATE if m not in {r['method'] for r in paper_curves}]
+  if missing:
+    return T.text('no_ordering', missing=', '.join(missing))
+  ranked = sorted(paper_curves, key=lambda r: -float(r['final_test_accuracy']))
+  order = ' > '.join(r['method'] for r in ranked)
+  return T.text('ordering', order=order, verdict='reproduces' if order == 'A-DPFL > CL-FL > DPFL'
+                else 'does NOT reproduce')
+
+
+def _finished_so_far(folder: str) -> list[str]:
+  """The runs of a figure whose table is not written yet but which have finished (their
+  copies in `folder`, made as each run ends)."""
+  table = finished_runs_table(folder, extra=[('command', lambda d: f'`{_command(d)}`')])
+  if not table:
+    return []
+  return [*T.lines('finished_so_far'), '', *table, '']
+
+
+def _holds(values) -> str:
+  """`1 for 20, 0.7 for 4, ...`: how many consecutive rounds each sigma held."""
+  return ', '.join(f'{_f(v, 3)} for {n}' for v, n in common.sigma_holds(values))
+
+
+def _table2_run(figs: str, sfx: str, r: dict) -> str:
+  selection = r.get('selection') or 'top_k'
+  return os.path.join(figs, f'table2{sfx}',
+                      f"{r['dataset']}_{'iid' if r['setting'] == 'IID' else 'noniid'}"
+                      + ('' if selection == 'top_k' else f'_{selection}'))
+
+
+def _partition(run_dir: str) -> str:
+  path = os.path.join(run_dir, 'config.json')
+  if not os.path.exists(path):
+    return '?'
+  with open(path) as f:
+    c = json.load(f)
+  opts = c.get('partition_options') or {}
+  return c['partition'] + (f" (skew {opts['skew']:g})" if 'skew' in opts else '')
+
+
+SETTLED_POINTS = 1.0  # the smallest gap one seed per run resolves, in accuracy points
+CHANCE = 0.1  # CIFAR-10's 10 classes
+AT_CHANCE = CHANCE + SETTLED_POINTS / 100  # never above: the pilot did not train
+TRAINS = CHANCE + 0.05  # above it (5 points over chance): the pilot trains
+
+
+def _pilot_outcome(rows: list[dict]) -> tuple[str, str | None]:
+  """One pilot setting's `cifar10_pilot.csv` rows: ('trains', first round above
+  `TRAINS`), ('chance', None) when no evaluated round is above `AT_CHANCE`, ('unknown',
+  None) when no round is evaluated, else ('between', None)."""
+  acc = [(r['round'], float(r['test_accuracy'])) for r in rows if r['test_accuracy']]
+  if not acc:
+    return 'unknown', None  # no evaluated round
+  trains = next((rnd for rnd, a in acc if a > TRAINS), None)
+  if trains is not None:
+    return 'trains', trains
+  return ('chance' if all(a <= AT_CHANCE for _, a in acc) else 'between'), None
+
+
+def _pilot_warning(figs: str, setting: Setting) -> list[str]:
+  """A line for "Not rerun yet" when the CIFAR-10 pilot of `setting` stayed at chance."""
+  rows = [r for r in _rows(os.path.join(figs, 'cifar10_pilot.csv')) or []
+          if (int(r['local_epochs']), float(r['learning_rate'])) == setting]
+  if not rows or _pilot_outcome(rows)[0] != 'chance':
+    return []
+  return [T.text('pilot_warning', setting=_label(setting),
+                 rounds=max(int(r['round']) for r in rows)), '']
+
+
+def _cifar10_pilot_section(figs: str) -> list[str]:
+  """`experiments.a_dpfl.cifar10_pilot`: does the MNIST-chosen local work train CIFAR-10?
+  Per setting the DP-SGD steps a round, round 1's noise walk per coordinate
+  (`lr sigma_0 C / B sqrt(steps)`), and whether the test accuracy ever leaves chance (by
+  more than `SETTLED_POINTS`)."""
+  rows = _rows(os.path.join(figs, 'cifar10_pilot.csv'))
+  if not rows:
+    return []
+  t1 = common.TABLE1['cifar10']
+  per_step = common.COMMON['noise_multiplier'] * t1['clip_norm'] / common.COMMON['batch_size']
+  settings = list(dict.fromkeys(r['setting'] for r in rows))
+  lasts = sorted({max(int(r['round']) for r in rows if r['setting'] == x) for x in settings})
+  rounds = lasts[-1]
+  paused = (f'{lasts[0]}' if len(lasts) == 1 else
+            f'{", ".join(map(str, lasts[:-1]))} or {lasts[-1]} (see "last round")')
+  if 'client_examples' not in rows[0]:
+    raise ValueError(f'{figs}/cifar10_pilot.csv predates its client_examples column: rerun '
+                     '`python -m experiments.a_dpfl.cifar10_pilot` (it reuses the pilot runs)')
+  out = [*T.lines('pilot', examples=rows[0]['client_examples'], per_step=per_step,
+                  sigma=common.COMMON['noise_multiplier'], clip=t1['clip_norm'],
+                  batch=common.COMMON['batch_size'], paused=paused), '']
+  stuck, learned, between, table = [], [], [], []
+  for setting in settings:
+    rs = [r for r in rows if r['setting'] == setting]
+    acc = [float(r['test_accuracy']) for r in rs if r['test_accuracy']]
+    first, last = rs[0], rs[-1]
+    steps, lr = int(first['local_steps']), float(first['learning_rate'])
+    outcome, trains = _pilot_outcome(rs)
+    label = f"E = {first['local_epochs']}, lr {lr:g}"
+    if outcome == 'trains':
+      verdict = f"trains: above {TRAINS:.0%} from round {trains}"
+      learned.append(f"{label} (from round {trains})")
+    elif outcome == 'chance':
+      verdict = f'at chance in every round (test accuracy <= {AT_CHANCE:.0%})'
+      stuck.append((label, float(last['noise_multiplier'])))
+    elif outcome == 'between':
+      verdict = f'above chance, below {TRAINS:.0%}'
+      between.append(label)
+    else:
+      verdict = 'no round evaluated'
+    table.append(dict(last, local_epochs=first['local_epochs'], lr=lr, steps=steps,
+                      walk=lr * per_step * steps ** 0.5, train_loss=first['train_loss'],
+                      span=f'{min(acc):.2%}-{max(acc):.2%}' if acc else '',
+                      last_round=last['round'], verdict=verdict, run=first['run']))
+  out += T.table('pilot_table', table)
+  said = []
+  if learned:
+    said.append(f"{' and '.join(learned)} {'train' if len(learned) > 1 else 'trains'}")
+  if between:
+    said.append(f"{' and '.join(between)} {'leave' if len(between) > 1 else 'leaves'} "
+                f'chance without reaching {TRAINS:.0%}')
+  if stuck:
+    said.append(T.text('pilot_stuck', settings=' and '.join(l for l, _ in stuck),
+                       verb='stay' if len(stuck) > 1 else 'stays',
+                       sigma=max(s for _, s in stuck)))
+  if said:
+    out += ['', f'tffdp: within {rounds} rounds, ' + '; '.join(said) + '.']
+  return out + ['']
+
+
+def _sweep_section(figs: str) -> list[str]:
+  rows = _rows(os.path.join(figs, 'local_epochs.csv'))
+  if rows is None:
+    return T.lines('sweep_not_run') + ['']
+  out = [*T.lines('sweep'), '', *T.table('sweep_table', [
+      dict(r, chosen_mark='**yes**' if r['chosen'] == 'True' else '') for r in rows])]
+  rules = sorted({f"{r['dataset']}: {r['choice_rule']}" for r in rows if r.get('choice_rule')})
+  if rules:
+    out += ['', 'Choice: ' + '; '.join(rules) + '.']
+  for dataset in sorted({r['dataset'] for r in rows}):
+    mine = [r for r in rows if r['dataset'] == dataset]
+    top = max(mine, key=lambda r: float(r['final_test_accuracy']))
+    reached = any(r['reaches_target'] == 'True' for r in mine)
+    if top['chosen'] != 'True' and not reached:
+      out += ['', T.text('sweep_highest', top)]
+    left = [e for e in EPOCHS if e > max(int(r['local_epochs']) for r in mine)]
+    if left and not reached:
+      out += ['', T.text('sweep_left', dataset=dataset, left=', '.join(map(str, left)))]
+  return out + ['']
+
+
+def _final(rows) -> dict:
+  """`{method: final test accuracy}` of a Fig. 4 table (empty if not made)."""
+  return {r['method']: float(r['final_test_accuracy']) for r in rows or []}
+
+
+def _epsilon(rows) -> dict:
+  """`{method: final epsilon_guaranteed}` of a Fig. 4 table (empty if not made)."""
+  return {r['method']: float(r['epsilon_guaranteed']) for r in rows or []}
+
+
+def _copied_rows(folder: str) -> list[dict]:
+  """Fig. 4 table rows (`method`, final accuracy, epsilon_guaranteed) read from the run
+  copies in `folder` (`<slug>/summary.json`), for a figure whose table is not written."""
+  labels = {**common.LABELS, **{k: v[0] for k, v in common.VARIANTS.items()}}
+  runs = finished_summaries(folder, keep=lambda name: name in labels)
+  runs.sort(key=lambda run: list(labels).index(run[0]))  # the figure's curve order
+  return [dict(method=labels[name], final_test_accuracy=s['final_test_accuracy'],
+               epsilon_guaranteed=s['epsilon_guaranteed']) for name, _, s in runs]
+
+
+def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], bool]:
+  """Fig. 4 rows of `setting`: `(rows of fig4_<dataset><sfx>.csv, False)`, or, while that
+  table is not written, `(_copied_rows of the finished run copies, True)`."""
+  rows = _rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}.csv'))
+  if rows is not None:
+    return rows, False
+  return _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}')), True
+
+
+def _changes(figs: str, settings: list[Setting]) -> list[str]:
+  """'What changed the numbers': each issue-11 reading against the first regeneration."""
+  out = [*T.lines('changes', settled=SETTLED_POINTS), '']
+  for e in [x for x in settings if x != FIRST]:
+    for dataset in ('mnist', 'cifar10'):
+      old_rows = _rows(os.path.join(figs, f'fig4_{dataset}.csv'))
+      cur_rows, so_far = _fig4_rows(figs, dataset, e)
+      old, cur = _final(old_rows), _final(cur_rows)
+      eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
+      both = [m for m in cur if m in old]
+      if both:
+        out.append(T.text('change_setting', first=_label(FIRST), setting=_label(e),
+                          dataset=dataset, so_far=T.text('so_far') if so_far else '',
+                          parts='; '.join(T.text(
+                              'change_setting_part', method=m, old=old[m], new=cur[m],
+                              eps_old=eps_old[m], eps_new=eps_cur[m]) for m in both)))
+  for e in settings:
+    rows = _rows(os.path.join(figs, f'table2{_sfx(e)}.csv')) or []
+    for dataset in ('mnist', 'cifar10'):
+      by = {(r['setting'], r.get('selection') or 'top_k'): r for r in rows
+            if r['dataset'] == dataset}
+      gaps = []
+      for sel in ('top_k', 'weighted_sample', 'uniform'):
+        if ('non-IID', sel) in by and ('IID', sel) in by:
+          a = float(by[('non-IID', sel)]['tffdp_final_accuracy'])
+          b = float(by[('IID', sel)]['tffdp_final_accuracy'])
+          part = _partition(_table2_run(figs, _sfx(e), by[('IID', sel)]))
+          gaps.append(T.text('change_split_part', selection=sel, non_iid=a, iid=b,
+                             gap=100 * (b - a), partition=part))
+      if gaps:
+        paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
+        out.append(T.text('change_split', dataset=dataset, setting=_label(e), paper=paper,
+                          gaps='; '.join(gaps)))
+  for e in settings:
+    trace = _sigma_trace(figs, e)
+    if trace:
+      closest = min(trace, key=lambda t: abs(t[1] - PAPER_SIGMA_HOLDS))
+      verdict = T.text('change_sigma_closest', paper=PAPER_SIGMA_HOLDS, reading=closest[0],
+                       rounds=closest[1]) if len(trace) > 1 else ''
+      out.append(T.text('change_sigma', setting=_label(e), paper=PAPER_SIGMA_HOLDS,
+                        verdict=verdict,
+                        traces='; '.join(f'{label}: {hold}' for label, _, hold in trace)))
+  for e in settings:
+    line = _decay_factor_line(_rows(os.path.join(figs, f'fig6_mnist{_sfx(e)}.csv')), e)
+    if line:
+      out.append(line)
+  for e in settings:
+    rows, so_far = _fig4_rows(figs, 'mnist', e)
+    acc, eps = _final(rows), _epsilon(rows)
+    cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
+    if 'A-DPFL' in acc and len(cl) > 1:
+      ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
+      out.append(T.text(
+          'change_cl_fl', setting=_label(e), so_far=T.text('so_far') if so_far else '',
+          accuracy=acc['A-DPFL'], epsilon=eps['A-DPFL'], ahead=len(ahead), settings=len(cl),
+          others=', '.join(f'{m} {_f(a)} (epsilon {_f(eps[m])})' for m, a in cl.items()),
+          verdict='does not hinge on CL-FL\'s sigma.' if len(ahead) in (0, len(cl))
+          else 'hinges on CL-FL\'s sigma.'))
+  return out + ([''] if len(out) > 4 else [T.text('nothing_to_compare'), ''])
+
+
+PAPER_K_KNEE = 0.7  # Fig. 6: accuracy declines slowly up to this k, faster beyond
+
+
+def _decay_factor_line(rows, setting: Setting) -> str | None:
+  """The Fig. 6 bullet of 'What changed the numbers': does accuracy fall beyond k = 0.7?
+
+  Args:
+    rows: The rows of `fig6_mnist<suffix>.csv` (keys `k`, `final_test_accuracy`), or None.
+    setting: The (local epochs, learning rate) the rows were run with.
+
+  Returns:
+    One Markdown bullet, or None when the figure is not written or has no k on one side
+    of the paper's knee.
+  """
+  if not rows:
+    return None
+  acc = {float(r['k']): 100 * float(r['final_test_accuracy']) for r in rows}
+  low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
+  high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
+  if not low or not high:
+    return None
+  spread = max(acc.values()) - min(acc.values())
+  knee = f'{PAPER_K_KNEE:g}'
+  if max(high) >= min(low):
+    verdict = (f"the paper's faster decline beyond k = {knee} does not appear (all k within "
+               f'{spread:.2f} points)')
+  else:
+    verdict = f'every k beyond {knee} ends below every k up to {knee}' + (
+        ', as the paper shows' if spread >= SETTLED_POINTS else
+        f', but all k lie within {spread:.2f} points, under the {SETTLED_POINTS:g} point '
+        'one seed resolves')
+  return T.text('decay_factor', setting=_label(setting), paper=PAPER_FIG6, knee=knee,
+                low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
+                verdict=verdict)
+
+
+def _sigma_trace(figs: str, setting: Setting):
+  """(label, rounds before sigma first decays, text) for Alg. 4 every round / every 5."""
+  out = []
+  for label, slug in (('Alg. 4 every round', 'a_dpfl'), ('every 5 rounds', 'a_dpfl_adjust5')):
+    rows = _rows(os.path.join(figs, f'fig4_mnist{_sfx(setting)}', slug, 'metrics.csv'))
+    if not rows or 'noise_multiplier' not in rows[0]:
+      continue
+    sig = [float(r['noise_multiplier']) for r in rows]
+    first = next((i for i, v in enumerate(sig) if v != sig[0]), len(sig))
+    out.append((label, first, f'sigma {_f(sig[0], 3)} for {first} rounds, final '
+                f'{_f(sig[-1], 3)}'))
+  return out
+
+
+# --- Fidelity: every paper number attempted (issue 42) ---
+
+COMMANDS = {
+    'sweep': 'python -m experiments.a_dpfl.local_epochs',
+    'ceiling': 'python -m experiments.a_dpfl.ceiling',
+}
+
+
+def _default_setting(figs: str) -> Setting:
+  """tffdp's default reading of the local work (the spec's Amendment): the E and lr the
+  local-epochs sweep chose on MNIST (`local_epochs.csv`), else the first regeneration's."""
+  for r in _rows(os.path.join(figs, 'local_epochs.csv')) or []:
+    if r['dataset'] == 'mnist' and r['chosen'] == 'True':
+      return int(r['local_epochs']), float(r['learning_rate'])
+  return FIRST
+
+
+def _reading(setting: Setting, option: str = '') -> str:
+  return _label(setting) + (f', {option}' if option else '')
+
+
+def _variant_option(method: str) -> str:
+  """`A-DPFL (uniform)` -> `uniform`; `A-DPFL` -> ''."""
+  return method[len('A-DPFL ('):-1] if method.startswith('A-DPFL (') else ''
+
+
+def _table2_readings(figs: str, settings: list[Setting], dataset: str,
+                     split: str) -> dict[str, float]:
+  """`{reading: final test accuracy (%)}` of every run of Table 2's cell (`dataset`,
+  `split`): the rows of each setting's `table2<sfx>.csv` and, for the non-IID cell, the
+  A-DPFL rows of Fig. 4 (the same runs, plus Alg. 4 every 5 rounds)."""
+  out = {}
+  for s in settings:
+    for r in _rows(os.path.join(figs, f'table2{_sfx(s)}.csv')) or []:
+      if r['dataset'] != dataset or r['setting'] != split:
+        continue
+      selection = r.get('selection') or 'top_k'
+      options = [] if selection == 'top_k' else [selection]
+      if split == 'IID':
+        part = _partition(_table2_run(figs, _sfx(s), r))
+        if part.startswith('label_skew'):
+          options.append(f'IID read as {part}')
+      out[_reading(s, ', '.join(options))] = 100 * float(r['tffdp_final_accuracy'])
+    if split == 'non-IID':
+      for r in _fig4_rows(figs, dataset, s)[0]:
+        if r['method'] == 'A-DPFL' or r['method'].startswith('A-DPFL ('):
+          out.setdefault(_reading(s, _variant_option(r['method'])),
+                         100 * float(r['final_test_accuracy']))
+  return out
+
+
+def _ceiling_rows(figs: str, method: str) -> list[dict]:
+  """`ceiling.csv`'s rows of `method` (`a_dpfl.ceiling.FEDAVG` or `.CONTROL`; rows
+  written before the method column are FedAvg's)."""
+  return [r for r in _rows(os.path.join(figs, 'ceiling.csv')) or []
+          if (r.get('method') or 'FedAvg') == method]
+
+
+def _nonprivate(figs: str, settings: list[Setting], dataset: str, split: str) -> dict:
+  """`{reading: (final test accuracy (%), command)}` of the non-private FedAvg runs on
+  Table 2's split: Fig. 4's and the local-epochs sweep's (label skew), the ceiling's
+  (`ceiling.csv`, both splits)."""
+  out = {}
+  if split == 'non-IID':
+    for s in settings:
+      for r in _fig4_rows(figs, dataset, s)[0]:
+        if r['method'] == common.LABELS['fedavg']:
+          out[f'Fig. 4, {_label(s)}'] = (
+              100 * float(r['final_test_accuracy']),
+              f'python -m experiments.a_dpfl.fig4 --dataset {dataset}{_flags(s)}')
+    for r in _rows(os.path.join(figs, 'local_epochs.csv')) or []:
+      if r['dataset'] == dataset:
+        out[f'sweep, E = {r["local_epochs"]}, lr = {r["learning_rate"]}'] = (
+            100 * float(r['final_test_accuracy']), COMMANDS['sweep'])
+  for r in _ceiling_rows(figs, 'FedAvg'):
+    if r['dataset'] == dataset and (r['partition'] == 'iid') == (split == 'IID'):
+      out[f'ceiling, {r["partition"]}, E = {r["local_epochs"]}, lr = {r["learning_rate"]}'] = (
+          float(r['final_test_accuracy']), COMMANDS['ceiling'])  # already in %
+  return out
+
+
+def _control_cause(figs: str, paper: float, private: float) -> str | None:
+  """The cause of the IID MNIST miss that `a_dpfl.ceiling`'s A-DPFL no-noise control
+  gives (None without it): within tolerance of `paper` (%) without noise, the noise costs
+  the gap; below it, A-DPFL's clipping and selection already do."""
+  control = _ceiling_rows(figs, 'A-DPFL, no noise')
+  if not control:
+    return None
+  r = control[0]
+  acc = float(r['final_test_accuracy'])
+  where = T.text('control_where', r, accuracy=acc, command=COMMANDS['ceiling'])
+  if fidelity.within('accuracy', paper, acc) or acc > paper:
+    return T.text('control_noise', where=where, paper=paper, gap=acc - private)
+  uniform = _ceiling_rows(figs, 'A-DPFL, no noise, uniform selection')
+  split = ''
+  if uniform:
+    u = float(uniform[0]['final_test_accuracy'])
+    fedavg = _fedavg_iid(figs, r['learning_rate'])
+    split = T.text(
+        'control_split', uniform=u,
+        fedavg=f' against FedAvg\'s {fedavg:.2f}% on the same configuration'
+        if fedavg is not None else '',
+        selection=T.text('control_selection_none' if fidelity.within('accuracy', u, acc)
+                         else 'control_selection', gap=u - acc),
+        clipping=f'{fedavg - u:.2f} points' if fedavg is not None else 'the rest')
+  return T.text('control_clipping', where=where, paper=paper, split=split)
+
+
+def _fedavg_iid(figs: str, learning_rate: str):
+  """FedAvg's final IID accuracy (%) at `learning_rate` in `ceiling.csv`, or None."""
+  return next((float(r['final_test_accuracy']) for r in _ceiling_rows(figs, 'FedAvg')
+               if r['partition'] == 'iid' and float(r['learning_rate']) ==
+               float(learning_rate)), None)
+
+
+def _sigma_traces(figs: str, settings: list[Setting]) -> dict[str, list[float]]:
+  """`{reading: sigma per round}` of the MNIST non-IID A-DPFL runs (Fig. 5's): each
+  setting's `fig5_mnist<sfx>.csv` (else its Fig. 4 run copy) and Fig. 4's A-DPFL variants."""
+  out = {}
+  for s in settings:
+    rows = _rows(os.path.join(figs, f'fig5_mnist{_sfx(s)}.csv'))
+    if rows:
+      out[_reading(s)] = [float(r['noise_multiplier']) for r in rows]
+    for slug in ['a_dpfl', *(k for k, v in common.VARIANTS.items() if v[1] == 'a_dpfl')]:
+      rows = _rows(os.path.join(figs, f'fig4_mnist{_sfx(s)}', slug, 'metrics.csv'))
+      if rows and 'noise_multiplier' in rows[0]:
+        out.setdefault(_reading(s, _variant_option(common.label_of(slug))),
+                       [float(r['noise_multiplier']) for r in rows])
+  return out
+
+
+def _closest(paper: float, values: dict) -> tuple:
+  """`(value, reading)` of `values` (`{reading: value}`, None values left out) closest to
+  `paper`; `(None, '')` if none."""
+  found = [(abs(v - paper), k, v) for k, v in values.items() if v is not None]
+  return (min(found)[2], min(found)[1]) if found else (None, '')
+
+
+def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> list:
+  numbers = []
+  rounds = common.COMMON['rounds']
+  for (dataset, split), paper in PAPER_T2.items():
+    runs = _table2_readings(figs, settings, dataset, split)
+    value = runs.pop(_reading(default), None)
+    best, reading = _closest(100 * paper, runs)
+    cause = fidelity.NO_CAUSE
+    ceiling = _nonprivate(figs, settings, dataset, split)
+    if ceiling:
+      top = max(ceiling, key=lambda k: ceiling[k][0])
+      if not fidelity.within('accuracy', 100 * paper, ceiling[top][0]):
+        cause = T.text('cause_ceiling', accuracy=ceiling[top][0], rounds=rounds, reading=top,
+                       command=ceiling[top][1], runs=len(ceiling))
+      elif split == 'IID' and dataset == 'mnist' and value is not None:
+        cause = _control_cause(figs, 100 * paper, value) or cause
+    numbers.append(fidelity.PaperNumber(
+        f'Table 2, {"MNIST" if dataset == "mnist" else "CIFAR-10"}, {split}, A-DPFL final '
+        'accuracy', 'accuracy', 100 * paper, value, best, reading, cause))
+  traces = {k: common.sigma_holds(v)[:-1] for k, v in _sigma_traces(figs, settings).items()}
+  for i, (sigma, held) in enumerate(PAPER_FIG5_HOLDS):
+    holds = {k: (h[i][1] if i < len(h) else None) for k, h in traces.items()}
+    value = holds.pop(_reading(default), None)
+    best, reading = _closest(held, holds)
+    numbers.append(fidelity.PaperNumber(
+        f'Fig. 5, MNIST, rounds sigma holds at {sigma}', 'rounds', held, value, best, reading))
+  return numbers
+
+
+def _first_with(settings: list[Setting], default: Setting, has) -> Setting | None:
+  """The default setting if `has(setting)`, else the first regeneration's, else None."""
+  return next((s for s in dict.fromkeys([default, FIRST]) if s in settings and has(s)), None)
+
+
+def _fallback_note(setting: Setting, default: Setting) -> str:
+  return (_label(setting) if setting == default else
+          f'{_label(setting)} (the default reading, {_label(default)}, has not run them all)')
+
+
+def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> list:
+  claims = []
+  for dataset, name, panel in (('mnist', 'MNIST', '4a'), ('cifar10', 'CIFAR-10', '4b')):
+    text = T.text('claim_fig4', panel=panel, name=name)
+    acc = lambda s: {m: 100 * a for m, a in _final(_fig4_rows(figs, dataset, s)[0]).items()}
+    s = _first_with(settings, default, lambda s: all(m in acc(s) for m in PRIVATE))
+    if s is None:
+      claims.append(fidelity.Claim(text, 'not run', 'DPFL, CL-FL and A-DPFL not all run.'))
+      continue
+    a = acc(s)
+    others = [m for m in a if m.startswith('CL-FL (')]
+    claims.append(fidelity.Claim(
+        text, fidelity.margin_verdict([a['A-DPFL'] - a['CL-FL'], a['CL-FL'] - a['DPFL']],
+                                     SETTLED_POINTS), T.text(
+            'claim_fig4_evidence', setting=_fallback_note(s, default), a_dpfl=a['A-DPFL'],
+            cl_fl=a['CL-FL'], dpfl=a['DPFL'], others=' (' + ', '.join(
+                f'{m} {a[m]:.2f}%' for m in others) + ')' if others else '')))
+  text = f'Fig. 6 (MNIST): {PAPER_FIG6}'
+  fig6 = lambda s: _rows(os.path.join(figs, f'fig6_mnist{_sfx(s)}.csv')) or []
+  s = _first_with(settings, default, lambda s: (
+      any(float(r['k']) <= PAPER_K_KNEE for r in fig6(s)) and
+      any(float(r['k']) > PAPER_K_KNEE for r in fig6(s))))
+  if s is None:
+    claims.append(fidelity.Claim(text, 'not run', 'No k on both sides of the knee.'))
+  else:
+    acc = {float(r['k']): 100 * float(r['final_test_accuracy']) for r in fig6(s)}
+    low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
+    high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
+    claims.append(seed_checks.restate(fidelity.Claim(
+        text, fidelity.margin_verdict([min(low) - max(high)], SETTLED_POINTS), T.text(
+            'claim_fig6_evidence', setting=_fallback_note(s, default), knee=PAPER_K_KNEE,
+            low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
+            spread=max(acc.values()) - min(acc.values()))), figs,
+        'a_dpfl_fig6_mnist', s == seed_checks.A_DPFL_SETTING))
+  for dataset, name in (('mnist', 'MNIST'), ('cifar10', 'CIFAR-10')):
+    paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
+    text = T.text('claim_table2', name=name, paper=paper)
+    cell = lambda s, split: _table2_readings(figs, [s], dataset, split)
+    top_k = lambda s, split: next((v for k, v in cell(s, split).items()
+                                   if k.split(', IID read as')[0] == _label(s)), None)
+    s = _first_with(settings, default, lambda s: None not in (top_k(s, 'IID'),
+                                                            top_k(s, 'non-IID')))
+    if s is None:
+      claims.append(fidelity.Claim(text, 'not run', 'The IID or non-IID run is missing.'))
+      continue
+    iid, non = cell(s, 'IID'), cell(s, 'non-IID')
+    gap = top_k(s, 'IID') - top_k(s, 'non-IID')
+    split_note = next((k.split(', ')[-1] for k in iid if 'IID read as' in k
+                       and k.split(', IID read as')[0] == _label(s)), '')
+    others = [f'{sel} {iid[_reading(s, sel)] - non[_reading(s, sel)]:+.2f}'
+              for sel in common.SELECTIONS[1:]
+              if _reading(s, sel) in iid and _reading(s, sel) in non]
+    claim = fidelity.Claim(text, fidelity.margin_verdict([gap], SETTLED_POINTS), T.text(
+        'claim_table2_evidence', setting=_fallback_note(s, default), iid=top_k(s, 'IID'),
+        non_iid=top_k(s, 'non-IID'), gap=gap, split=f'; {split_note}' if split_note else '',
+        others=f'; other selections: {", ".join(others)} points' if others else ''))
+    claims.append(seed_checks.restate(claim, figs, 'a_dpfl_table2_mnist',
+                                      s == seed_checks.A_DPFL_SETTING)
+                  if dataset == 'mnist' else claim)
+  return claims
+
+
+def _fidelity(figs: str) -> list[str]:
+  """Issue 42's table: every paper number attempted under tffdp's default reading and the
+  best other reading run, and the paper's claims."""
+  settings = _settings_present(figs)
+  default = _default_setting(figs)
+  numbers = _fidelity_numbers(figs, settings, default)
+  claims = _fidelity_claims(figs, settings, default)
+  return [*fidelity.section(numbers, claims), '', T.text(
+      'fidelity_readings', default=_label(default), first=_label(FIRST),
+      settled=SETTLED_POINTS, sigmas=', '.join(f'{s}' for s, _ in PAPER_FIG5_HOLDS[1:]))]
+
+
+def _ceiling_section(figs) -> list[str]:
+  """Fidelity pass 2, item 4: non-private FedAvg on Table 2's IID split."""
+  from experiments.a_dpfl import ceiling as a_dpfl_ceiling  # pylint: disable=g-import-not-at-top
+  rows = _rows(os.path.join(figs, 'ceiling.csv'))
+  if not rows:
+    return T.lines('ceiling_not_run') + ['']
+  out = [*T.lines('ceiling', rates=' '.join(dict.fromkeys(
+      f'{float(r["learning_rate"]):g}' for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG))),
+                  epochs=', '.join(dict.fromkeys(r['local_epochs'] for r in rows))), '',
+         *T.table('ceiling_table', [dict(r, method=r.get('method') or 'FedAvg',
+                                         paper=r['paper_private_iid'] or '-') for r in rows])]
+  iid = [r for r in _ceiling_rows(figs, a_dpfl_ceiling.FEDAVG) if r['partition'] == 'iid']
+  if iid:
+    best = max(iid, key=lambda r: float(r['final_test_accuracy']))
+    acc, paper = float(best['final_test_accuracy']), a_dpfl_ceiling.PAPER_IID
+    gain = (f', {float(best["gain_last_10pct"]):+.2f} points over the last 10% of rounds'
+            if best['gain_last_10pct'] not in ('', None) else '')
+    others = ', '.join(f'lr {r["learning_rate"]}: {r["final_test_accuracy"]}%' for r in iid
+                       if r is not best)
+    verdict = T.text('ceiling_within' if fidelity.within('accuracy', paper, acc)
+                     else 'ceiling_below', paper=paper, rounds=best['rounds'])
+    out += ['', T.text('ceiling_best', accuracy=acc, learning_rate=best['learning_rate'],
+                       gain=gain, others='; at ' + others if others else '', verdict=verdict)]
+    default = _default_setting(figs)
+    private = _table2_readings(figs, [default], 'mnist', 'IID').get(_reading(default))
+    cause = _control_cause(figs, paper, private) if private is not None else None
+    if cause:
+      out += [f'- {cause[0].upper()}{cause[1:]} (the private run: {private:.2f}%).']
+  return out + ['']
+
+
+def build(figs: str) -> str:
+  settings = _settings_present(figs)
+  out = [*T.lines('intro'), '', *_fidelity(figs), '']
+  out += _sweep_section(figs)
+  out += _ceiling_section(figs)
+  out += _cifar10_pilot_section(figs)
+  for e in sorted(settings, reverse=True):
+    out += [f'## Figures with {_label(e)}'
+            + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']
+    out += _figure_sections(figs, e)
+  out += _changes(figs, settings)
+  rerun = [e for e in settings if e != FIRST]
+  if rerun:
+    out += _not_rerun(figs, max(rerun))
+  parked = parked_runs_section(figs)
+  if parked:
+    out += ['## Interrupted runs', '', *parked]
+  out += ['## What regenerating it costs', '', *cost_section('a_dpfl')]
+  out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
+  out += [*T.lines('notes'), *_cl_fl_noise_note(figs), *T.lines('wall_note'), '']
+  return '\n'.join(out) + '\n'
+
+
+def _round_seconds(run_copy: str, epochs: int = 1):
+  """Median seconds of a round of the run copied in `run_copy`, its median training time
+  scaled to `epochs` local epochs (it ran one, or as many as the setting); None if absent."""
+  rows = _rows(os.path.join(run_copy, 'metrics.csv')) or []
+  med = {key: statistics.median(values) if values else None for key, values in (
+      (key, [float(r[key]) for r in rows if r.get(key)])
+      for key in ('round_seconds', 'train_seconds'))}
+  if med['round_seconds'] is None or (epochs > 1 and med['train_seconds'] is None):
+    return None  # no copy, or one made before round times were recorded
+  return med['round_seconds'] + (epochs - 1) * (med['train_seconds'] or 0.0)
+
+
+def _not_rerun(figs: str, setting: Setting) -> list[str]:
+  """Issue 11's "say what was not rerun and how long it would take", for `setting`:
+  each missing artefact's command and its cost, from the median round times of runs
+  already made: the run's own parked copy with this setting (less the rounds it has
+  made), else its base method's run with this setting, else the E = 1 run with its
+  training time times E."""
+  epochs, sfx, flags = setting[0], _sfx(setting), _flags(setting)
+  rounds = common.COMMON['rounds']
+  items = []
+
+  def item(what, runs, per_round, basis, command, done=None):
+    """`per_round`: seconds a round, one number or one per run; `done`: rounds each run's
+    parked copy has made."""
+    per_run = per_round if isinstance(per_round, list) else [per_round] * len(runs)
+    done = [min(d, rounds) for d in done or [0] * len(runs)]
+    left = len(runs) * rounds - sum(done)
+    per_round = (sum((rounds - d) * s for s, d in zip(per_run, done)) / left
+                 if all(per_run) and left else None)  # a round's mean over the rounds left
+    parked_runs = sum(1 for d in done if d)
+    less = (f', less the {sum(done)} {"a parked run has" if parked_runs == 1 else "parked runs have"}'
+            ' made' if parked_runs else '')
+    cost = ('nothing left but the final evaluation' if not left else
+            f'about {left * per_round / 3600:.1f} h ({len(runs)} x {rounds} rounds{less} '
+            f'at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
+    items.append(f'- {what}: {cost}: `{command}`')
+
+  fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
+  base = {**{m: m for m in common.LABELS}, **{k: v[1] for k, v in common.VARIANTS.items()}}
+  missing = [slug for slug in base if not os.path.exists(os.path.join(fig4b, slug,
+                                                                       'summary.json'))]
+
+  @functools.cache
+  def parked(slug):
+    """The parked copy of `slug`'s Fig. 4b run with this setting (`park_runs`) that has
+    round times (the first by seed; `--quick` copies aside), or None."""
+    name = re.compile(re.escape(f'cifar10_{slug}_noniid{sfx}_seed') + r'\d+')
+    copies = sorted(p for p in glob.glob(os.path.join(figs, PARKED_FOLDER, '*'))
+                    if name.fullmatch(os.path.basename(p)))
+    return next((p for p in copies if _round_seconds(p)), None)
+
+  @functools.cache
+  def here(slug):
+    """Median round of `slug`'s Fig. 4b run with this setting: finished, else parked."""
+    return (_round_seconds(os.path.join(fig4b, slug)) or
+            (_round_seconds(parked(slug)) if parked(slug) else None))
+
+  def timed(slug):
+    """(seconds, basis, source) of a round of `slug` at this setting: its own run so far
+    ('own'), its base method's run ('base'), else the E = 1 base run with its training
+    time times E ('e1')."""
+    for source, kind, basis in (
+        (slug, 'own', 'the median of its run so far with this setting'),
+        (base[slug], 'base', f'the median of the {common.label_of(base[slug])} run with this '
+                             'setting')):
+      if here(source):
+        return here(source), basis, kind
+    return (_round_seconds(os.path.join(figs, 'fig4_cifar10', base[slug]), epochs),
+            f'the E = 1 {common.LABELS[base[slug]]} run\'s median, training x {epochs}', 'e1')
+
+  for group, what in (([s for s in missing if s in ('fedavg', 'a_dpfl')],
+                       'Fig. 4b (CIFAR-10), {} (the rows issue 11 asks for at least)'),
+                      ([s for s in missing if s not in ('fedavg', 'a_dpfl')],
+                       'Fig. 4b (CIFAR-10), {}')):
+    if group:
+      labels = ', '.join(common.label_of(s) for s in group)
+      times = [timed(s) for s in group]
+      kinds = {t[2] for t in times}
+      first = 'fedavg' in group or 'a_dpfl' in group
+      item(what.format(labels), group, [t[0] for t in times], times[0][1] if len(group) == 1 else {
+          frozenset({'e1'}): f'the E = 1 runs\' medians, training x {epochs}, averaged',
+          frozenset({'base'}): 'the medians of their base methods\' runs with this setting, '
+                               'averaged',
+          frozenset({'own'}): 'the medians of their runs so far with this setting, averaged',
+          frozenset({'own', 'base'}): 'each run\'s median with this setting (its own so far '
+                                      'or its base method\'s), averaged'}.get(
+              frozenset(kinds),
+              f'each run\'s median with this setting where measured (its own or its base '
+              f'method\'s), else the E = 1 one with training x {epochs}, averaged'),
+           f'python -m experiments.a_dpfl.fig4 --dataset cifar10{flags}'
+           + (f' --methods {" ".join(group)} --variants' if first else ''),
+           done=[len(_rows(os.path.join(parked(slug), 'metrics.csv')) or [])
+                 if parked(slug) else 0 for slug in group])
+  if _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv')) is None:
+    done = os.path.join(figs, f'fig6_mnist{sfx}')
+    ks = [k for k in K_VALUES if k != REUSED_K and not os.path.exists(
+        os.path.join(done, f'k{k:g}', 'summary.json'))]
+    # The finished Fig. 6 runs of this setting time its rounds best; else Fig. 4a's A-DPFL.
+    finished = [k for k in K_VALUES if k != REUSED_K and k not in ks]
+    medians = [_round_seconds(os.path.join(done, f'k{k:g}')) for k in finished]
+    if ks and finished and all(medians):
+      per, basis = sum(medians) / len(medians), (
+          f'the mean of the median rounds of the finished Fig. 6 runs with this setting '
+          f'(k = {", ".join(f"{k:g}" for k in finished)})')
+    else:
+      per, basis = (_round_seconds(os.path.join(figs, f'fig4_mnist{sfx}', 'a_dpfl')),
+                    'the median of Fig. 4a\'s A-DPFL run with this setting')
+    if ks:
+      item(f'Fig. 6 (MNIST), k = {", ".join(f"{k:g}" for k in ks)}', ks, per, basis,
+           f'python -m experiments.a_dpfl.fig6{flags}')
+  if not any(r['dataset'] == 'cifar10' for r in _rows(os.path.join(figs, f'table2{sfx}.csv'))
+             or []):
+    item('Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
+         'runs)', common.SELECTIONS,
+         *((here('a_dpfl'), 'the median of Fig. 4b\'s A-DPFL run with this setting')
+           if here('a_dpfl') else
+           (_round_seconds(os.path.join(figs, 'table2', 'cifar10_iid'), epochs),
+            f'the E = 1 IID run\'s median, training x {epochs}')),
+         f'python -m experiments.a_dpfl.table2 --datasets cifar10{flags}')
+  if not items:
+    return []
+  return [*T.lines('not_rerun', setting=_label(setting)), '', *items, '',
+          *_pilot_warning(figs, setting)]
+
+
+def _cl_fl_noise_note(figs: str) -> list[str]:
+  """Why CL-FL's accuracy depends on the cohort size, from its CIFAR-10 and MNIST configs."""
+  configs = {}
+  for dataset in ('cifar10', 'mnist'):
+    path = os.path.join(figs, f'fig4_{dataset}', 'cl_fl', 'config.json')
+    if not os.path.exists(path):
+      return []
+    with open(path) as f:
+      configs[dataset] = json.load(f)
+  # tff DifferentiallyPrivateFactory.gaussian_fixed: noise N(0, (sigma S)^2) on the sum,
+  # divided by the expected cohort.
+  std = {d: c['noise_multiplier'] * c['clip_norm'] / c['clients_per_round']
+         for d, c in configs.items()}
+  from tffdp import models  # pylint: disable=g-import-not-at-top
+  c = configs['cifar10']
+  dim = models.count_params(c['model'], (32, 32, 3), 10)
+  return [T.text('cl_fl_noise', clients=c['clients'], cohort=c['clients_per_round'],
+                 std=std['cifar10'], std_mnist=std['mnist'],
+                 clients_mnist=configs['mnist']['clients'],
+                 dim=dim, norm=std['cifar10'] * dim ** 0.5, clip=c['clip_norm'])]
+
+
+def _slug(label: str) -> str:
+  return common.slug_of(label)
+
+
+def main(argv=None) -> int:
+  return report_main('python -m experiments.a_dpfl.report', __doc__, 'figures/a_dpfl', build, argv)
+
+
+if __name__ == '__main__':
+  raise SystemExit(main())
