@@ -5,5 +5,6 @@
 writes `figures/<paper>/README.md`). Shared modules sit here: `common` (cached, resumable
 runs), `benchmark` (every method at matched epsilon), `audit` (empirical privacy audit),
 `demo` (the main job), `fidelity`, `report_template`, `check_reproduces`, `seed_checks`,
-`park_runs`, `restore_runs`.
+`park_runs`, `restore_runs`. The old flat names (`experiments.a_dpfl_fig4`) are aliases
+for one release (`_renamed`).
 """

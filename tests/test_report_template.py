@@ -61,3 +61,25 @@ def test_margin_verdict_settles_only_beyond_the_spread(margins, spread, verdict)
   from experiments import fidelity  # pylint: disable=g-import-not-at-top
   assert fidelity.margin_verdict(margins, spread) == verdict
 
+
+def test_renamed_modules_are_their_new_modules():
+  import importlib  # pylint: disable=g-import-not-at-top
+  from experiments import _renamed  # pylint: disable=g-import-not-at-top
+  flat = sorted(f[:-3] for f in os.listdir(report_template.EXPERIMENTS_DIR)
+                if f.endswith('.py') and f.startswith(tuple(p + '_' for p in
+                                                            report_template.PAPERS)))
+  assert flat == sorted(_renamed.RENAMED)  # one alias file per rename, no stray module
+  for old, new in _renamed.RENAMED.items():
+    assert importlib.import_module(f'experiments.{old}') is importlib.import_module(
+        f'experiments.{new}')
+
+
+def test_renamed_module_runs_the_new_one_as_main():
+  import subprocess  # pylint: disable=g-import-not-at-top
+  import sys  # pylint: disable=g-import-not-at-top
+  root = os.path.dirname(report_template.EXPERIMENTS_DIR)
+  out = subprocess.run([sys.executable, '-m', 'experiments.cosafed_table3', '--help'],
+                       capture_output=True, text=True, cwd=root, timeout=300, check=False)
+  assert out.returncode == 0, out.stderr
+  assert out.stdout.startswith('usage: python -m experiments.cosafed.table3')
+  assert 'experiments.cosafed_table3 is now experiments.cosafed.table3' in out.stderr

@@ -1,0 +1,3 @@
+"""Renamed `experiments.adap_dp_fl.runs`; this alias goes in the next release."""
+from experiments import _renamed
+_renamed.alias(__name__, __spec__.name)
