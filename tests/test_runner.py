@@ -437,6 +437,44 @@ def test_dp_fedavg_stopped_by_sigterm_and_resumed_equals_an_uninterrupted_run(tm
   assert first['start_round'] == 0 and 1 <= second['start_round'] <= stopped
 
 
+def test_config_parts_split_every_field_once_and_validate_their_own():
+  parts = config_lib.PARTS
+  names = [f.name for cls in parts.values() for f in dataclasses.fields(cls)]
+  assert len(names) == len(set(names))  # no field in two parts
+  assert names == [f.name for f in dataclasses.fields(config_lib.RunConfig)]
+  c = config_lib.RunConfig.create(method='a_dpfl', dataset='mnist', clients=7, delta=1e-6,
+                                  workers=None, out='runs/x', k=0.5)
+  assert c.data == config_lib.DataConfig(clients=7)
+  assert c.privacy.delta == 1e-6 and c.output.out == 'runs/x'
+  assert c.training.method_options == {'k': 0.5} and c.execution.workers is None
+  assert all(isinstance(c, cls) for cls in parts.values())
+  c.data.clients = 9  # a copy: the run's own field is unchanged
+  assert c.clients == 7
+  # Each part checks its own fields, alone or as part of a RunConfig.
+  with pytest.raises(ValueError, match=r'num_validation must be >= 0\. Found num_validation=-1'):
+    config_lib.DataConfig(num_validation=-1).validate()
+  with pytest.raises(ValueError, match='budget_last_round needs an epsilon_budget'):
+    config_lib.PrivacyConfig(budget_last_round='raise_noise').validate()
+  with pytest.raises(ValueError, match=r'stop_after_round must be positive \(or None: no pause\)'):
+    config_lib.RunConfig(stop_after_round=0).validate()
+  with pytest.raises(ValueError, match=r'clients_per_round must be in \[1, clients=5\]'):
+    config_lib.RunConfig(clients=5, clients_per_round=6).validate()  # spans two parts
+  with pytest.raises(KeyError):
+    c.part('model')
+
+
+def test_cli_help_groups_each_setting_with_its_config_part():
+  part_of = {f.name: name for name, cls in config_lib.PARTS.items()
+             for f in dataclasses.fields(cls)}
+  placed = {}
+  for group in run_cli.make_parser()._action_groups:  # pylint: disable=protected-access
+    for action in group._group_actions:  # pylint: disable=protected-access
+      if action.dest in part_of:
+        placed[action.dest] = group.title.split(':')[0]
+  assert placed and all(placed[d] == part_of[d] for d in placed), placed
+  assert set(part_of) - set(placed) == {'method_options', 'notes', 'client_cache_dir'}
+
+
 def test_config_fields_added_later_count_as_their_defaults():
   new = dataclasses.asdict(config_lib.RunConfig(method='dpfl'))
   old = dict(new)

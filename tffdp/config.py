@@ -151,81 +151,249 @@ def from_dict(d: dict) -> 'RunConfig':
   return RunConfig(**{k: v for k, v in d.items() if k in names})
 
 
-@dataclasses.dataclass
-class RunConfig:
-  """One experiment. Defaults follow A-DPFL's Table 1 (MNIST) where it applies.
+def _bad(name, value, why):
+  """Raises the `ValueError` every check below gives: the field, why, and its value."""
+  raise ValueError(f'{name} {why}. Found {name}={value!r}.')
 
-  Attributes mirror `python -m tffdp.run --help`: the settings every method shares, and
-  the chosen method's own options in `method_options` (see `tffdp.algorithms.registry`;
-  `create(...)` sorts keyword arguments into the two). `notes` maps a field or option to
-  the comment written beside it in `config.json` (e.g. "not given in the paper; chosen
-  because …").
+
+def _positive(part, *names) -> None:
+  """Raises `ValueError` for the first of `part`'s fields `names` that is not > 0."""
+  for name in names:
+    if getattr(part, name) <= 0:
+      _bad(name, getattr(part, name), 'must be positive')
+
+
+def _positive_or_none(part, name: str, none: str = '') -> None:
+  """Raises `ValueError` if `part`'s field `name` is neither None nor > 0; `none` says
+  what None means, in the message."""
+  value = getattr(part, name)
+  if value is not None and value <= 0:
+    _bad(name, value, 'must be positive' + (f' (or None: {none})' if none else ''))
+
+
+@dataclasses.dataclass
+class TrainingConfig:
+  """The method and its training: what is learned, how, and by whom each round.
+
+  Attributes:
+    method: A registered method (`tffdp.algorithms.registry`).
+    model: A `tffdp.models` name; None: the dataset's default (`resolved`).
+    rounds: Rounds T.
+    clients_per_round: Cohort size (the expected size under Poisson sampling).
+    cohort_sampling: `uniform`, `poisson` or `all`; None: the method's default.
+    seed: The run's seed (partition, cohorts, client batches, noise where seeded).
+    learning_rate: Client learning rate eta.
+    batch_size: Client batch size B.
+    local_epochs: Local epochs E per round.
+    method_options: The chosen method's own options (its `MethodHparams` fields), e.g.
+      {'k': 0.7} for a_dpfl; `resolved()` fills every option with its default.
   """
   method: str = 'fedavg'
-  dataset: str = 'mnist'
-  data_dir: Optional[str] = None
-  rounds: int = 20
-  # Pause after this many rounds (1-based): checkpoint, no `summary.json`; `--resume`
-  # without it continues to `rounds`. A pilot of the first rounds at the full run's
-  # calibration (methods that calibrate sigma for T rounds see `rounds`). None: no pause.
-  stop_after_round: Optional[int] = None
-  # Stop the run as diverged once this many consecutive rounds had their aggregated
-  # update rejected by TFF's server step (non-finite: the model has not changed since the
-  # streak began, and a model whose every client diverges stays that way). The final
-  # model is evaluated where it stops; `summary.json` says why. None: run every round.
-  stop_after_rejected: Optional[int] = None
-  clients: int = 100
-  clients_per_round: int = 10
-  partition: str = 'label_skew'
-  partition_options: dict = dataclasses.field(default_factory=dict)
-  seed: int = 0
-  out: str = 'runs/latest'
   model: Optional[str] = None
+  rounds: int = 20
+  clients_per_round: int = 10
+  cohort_sampling: Optional[str] = None
+  seed: int = 0
   learning_rate: float = 0.05
   batch_size: int = 20
   local_epochs: int = 1
+  method_options: dict = dataclasses.field(default_factory=dict)
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid field of this part and its value."""
+    if self.method not in methods():
+      _bad('method', self.method, f'must be one of {", ".join(methods())}')
+    _positive(self, 'rounds', 'learning_rate', 'batch_size', 'local_epochs')
+    if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
+      _bad('cohort_sampling', self.cohort_sampling,
+           f'must be one of {", ".join(COHORT_SAMPLING)}')
+
+
+@dataclasses.dataclass
+class DataConfig:
+  """The dataset and its split into clients.
+
+  Attributes:
+    dataset: One of `tffdp.data.loaders.DATASETS`.
+    data_dir: Folder with one folder per dataset; None: download (checksums verified).
+    clients: Clients N the training set is partitioned into.
+    partition: One of `tffdp.data.partitioners.PARTITIONERS` (label-skew, Dirichlet, ...).
+    partition_options: Keyword arguments of the partitioner.
+    num_validation: Training examples held out as the validation split.
+    client_cache_dir: Where client datasets are cached between runs; None: no cache.
+  """
+  dataset: str = 'mnist'
+  data_dir: Optional[str] = None
+  clients: int = 100
+  partition: str = 'label_skew'
+  partition_options: dict = dataclasses.field(default_factory=dict)
+  num_validation: int = 5000
+  client_cache_dir: Optional[str] = None
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid field of this part and its value."""
+    if self.dataset not in DATASETS:
+      _bad('dataset', self.dataset, f'must be one of {", ".join(DATASETS)}')
+    if self.partition not in PARTITIONERS:
+      _bad('partition', self.partition, f'must be one of {", ".join(PARTITIONERS)}')
+    _positive(self, 'clients')
+    if self.num_validation < 0:
+      _bad('num_validation', self.num_validation, 'must be >= 0')
+
+
+@dataclasses.dataclass
+class PrivacyConfig:
+  """The shared privacy settings, the epsilon budget and the privacy audit.
+
+  Attributes:
+    noise_multiplier: sigma, for the methods that take one (others ignore it; their own
+      noise is a method option).
+    clip_norm: Clipping norm C, likewise.
+    delta: The delta of every epsilon reported.
+    epsilon_budget: Stop before epsilon_guaranteed passes it; None: run every round.
+    budget_last_round: What the round that would take epsilon_guaranteed past
+      `epsilon_budget` does: `skip` (it does not run; the run ends below the budget by
+      up to one round's cost) or `raise_noise` (it runs at its noise multiplier raised
+      by the smallest factor that keeps epsilon_guaranteed within the budget, then the
+      run ends: the budget is spent to within the search's 1e-4 relative tolerance on
+      the factor). `raise_noise` needs a method whose `Accounting.raise_noise` is set
+      (a_dpfl).
+    audit_canaries: A privacy audit (`tffdp.canaries`, `tffdp.audit`): this many
+      canaries (client-level canary clients, or sample-level gradient canaries in one
+      host client's DP-SGD steps), each included with probability 1/2. 0: no audit. A
+      run with canaries is an audit, not a measurement of the method's accuracy.
+    audit_canary_norm: The canaries' update (gradient) L2 norm; None: `clip_norm`.
+  """
   noise_multiplier: float = 1.0
   clip_norm: float = 4.0
   delta: float = 1e-5
-  cohort_sampling: Optional[str] = None
   epsilon_budget: Optional[float] = None
-  # What the round that would take epsilon_guaranteed past `epsilon_budget` does:
-  # `skip` (it does not run; the run ends below the budget by up to one round's cost) or
-  # `raise_noise` (it runs at its noise multiplier raised by the smallest factor that keeps
-  # epsilon_guaranteed within the budget, then the run ends: the budget is spent to within
-  # the search's 1e-4 relative tolerance on the factor). `raise_noise` needs a method whose
-  # `Accounting.raise_noise` is set (a_dpfl).
   budget_last_round: str = 'skip'
-  eval_every: int = 1
-  # Evaluate on the validation split too (False: the test set only, for methods that never
-  # read the validation metrics; its columns are then empty). Training does not change.
-  eval_validation: bool = True
+  audit_canaries: int = 0
+  audit_canary_norm: Optional[float] = None
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid field of this part and its value."""
+    if self.noise_multiplier < 0:
+      _bad('noise_multiplier', self.noise_multiplier, 'must be >= 0')
+    _positive(self, 'clip_norm')
+    if not 0 < self.delta < 1:
+      _bad('delta', self.delta, 'must be in (0, 1)')
+    _positive_or_none(self, 'epsilon_budget')
+    if self.budget_last_round not in BUDGET_LAST_ROUND:
+      _bad('budget_last_round', self.budget_last_round,
+           f'must be one of {", ".join(BUDGET_LAST_ROUND)}')
+    if self.budget_last_round != 'skip' and self.epsilon_budget is None:
+      _bad('budget_last_round', self.budget_last_round, 'needs an epsilon_budget')
+    if self.audit_canaries and self.audit_canaries < 4 or self.audit_canaries < 0:
+      _bad('audit_canaries', self.audit_canaries, 'must be 0 (no audit) or at least 4')
+    _positive_or_none(self, 'audit_canary_norm', 'clip_norm')
+
+
+@dataclasses.dataclass
+class ExecutionConfig:
+  """Where and how rounds run; none of it changes a result.
+
+  Attributes:
+    stop_after_round: Pause after this many rounds (1-based): checkpoint, no
+      `summary.json`; `--resume` without it continues to `rounds`. A pilot of the first
+      rounds at the full run's calibration (methods that calibrate sigma for T rounds see
+      `rounds`). None: no pause.
+    stop_after_rejected: Stop the run as diverged once this many consecutive rounds had
+      their aggregated update rejected by TFF's server step (non-finite: the model has
+      not changed since the streak began, and a model whose every client diverges stays
+      that way). The final model is evaluated where it stops; `summary.json` says why.
+      None: run every round. (This one does change a result: where the run ends.)
+    checkpoint_every: Rounds between checkpoints.
+    clients_per_slice: Clients run in one client computation (cohort slices); None: one.
+    workers: Where rounds run: None (this process's local TFF context) or
+      'host:port,...' of TFF workers (`python -m tffdp.worker`).
+    worker_timeout: Seconds a worker may stay unreachable mid-round.
+    tls_cert: Mutual TLS to the workers (`tffdp.tls`): this coordinator's certificate,
+    tls_key: its key,
+    tls_ca: and the CA the workers' certificates chain to.
+    insecure_workers: Plain text to the workers instead of TLS.
+  """
+  stop_after_round: Optional[int] = None
+  stop_after_rejected: Optional[int] = None
   checkpoint_every: int = 5
-  log_every: int = 1
-  num_validation: int = 5000
-  client_cache_dir: Optional[str] = None
   clients_per_slice: Optional[int] = None
-  # The chosen method's own options (its `MethodHparams` fields), e.g. {'k': 0.7} for
-  # a_dpfl; `resolved()` fills every option with its default.
-  method_options: dict = dataclasses.field(default_factory=dict)
-  # Where rounds run: None (this process's local TFF context) or 'host:port,...' of TFF
-  # workers (`python -m tffdp.worker`); results do not depend on it.
   workers: Optional[str] = None
-  worker_timeout: float = 20.0  # seconds a worker may stay unreachable mid-round
-  # Mutual TLS to the workers (`tffdp.tls`): this coordinator's certificate, key and the
-  # CA the workers' certificates chain to; or `insecure_workers` for plain text.
+  worker_timeout: float = 20.0
   tls_cert: Optional[str] = None
   tls_key: Optional[str] = None
   tls_ca: Optional[str] = None
   insecure_workers: bool = False
-  # A privacy audit (`tffdp.canaries`, `tffdp.audit`): this many canaries (client-level
-  # canary clients, or sample-level gradient canaries in one host client's DP-SGD steps),
-  # each included with probability 1/2, their updates (gradients) of L2 norm
-  # `audit_canary_norm` (None: `clip_norm`). 0: no audit. A run with canaries is an
-  # audit, not a measurement of the method's accuracy.
-  audit_canaries: int = 0
-  audit_canary_norm: Optional[float] = None
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid field of this part and its value."""
+    _positive_or_none(self, 'stop_after_round', 'no pause')
+    _positive_or_none(self, 'stop_after_rejected', 'run every round')
+    _positive_or_none(self, 'clients_per_slice')
+    _positive(self, 'checkpoint_every', 'worker_timeout')
+    tls = [self.tls_cert, self.tls_key, self.tls_ca]
+    if self.workers is not None:
+      runtime.parse_workers(self.workers)
+      if self.insecure_workers and any(tls):
+        _bad('insecure_workers', True, 'excludes tls_cert, tls_key and tls_ca')
+      if not self.insecure_workers and not all(tls):
+        _bad('workers', self.workers, 'needs tls_cert, tls_key and tls_ca (mutual TLS: '
+             '`python -m tffdp.worker make-certs DIR` makes them), or insecure_workers for '
+             'plain text on a network you trust')
+      if all(tls):
+        from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
+        tls_lib.TlsFiles(*tls).check()
+    elif any(tls) or self.insecure_workers:
+      _bad('tls_cert' if any(tls) else 'insecure_workers', self.tls_cert or True,
+           'is for --workers only')
+
+
+@dataclasses.dataclass
+class OutputConfig:
+  """What a run writes, and how often.
+
+  Attributes:
+    out: The run directory (`config.json`, `metrics.csv`, `summary.json`, checkpoint).
+    eval_every: Rounds between evaluations (the last round always evaluates).
+    eval_validation: Evaluate on the validation split too (False: the test set only, for
+      methods that never read the validation metrics; its columns are then empty).
+      Training does not change.
+    log_every: Rounds between progress lines.
+    notes: Maps a field or option to the comment written beside it in `config.json`
+      (e.g. "not given in the paper; chosen because ...").
+  """
+  out: str = 'runs/latest'
+  eval_every: int = 1
+  eval_validation: bool = True
+  log_every: int = 1
   notes: dict = dataclasses.field(default_factory=dict)
+
+  def validate(self) -> None:
+    """Raises `ValueError` naming the first invalid field of this part and its value."""
+    if os.path.exists(self.out) and not os.path.isdir(self.out):
+      _bad('out', self.out, 'names an existing file: the run directory must be a directory '
+           '(new or a run\'s own)')
+    _positive(self, 'eval_every', 'log_every')
+
+
+# RunConfig's parts, in the order of its fields and of `validate`'s checks.
+PARTS = {'training': TrainingConfig, 'data': DataConfig, 'privacy': PrivacyConfig,
+         'execution': ExecutionConfig, 'output': OutputConfig}
+
+
+@dataclasses.dataclass
+class RunConfig(OutputConfig, ExecutionConfig, PrivacyConfig, DataConfig, TrainingConfig):
+  """One experiment: its training, data, privacy, execution and output parts.
+
+  A `RunConfig` is each of its parts (`TrainingConfig`, `DataConfig`, `PrivacyConfig`,
+  `ExecutionConfig`, `OutputConfig`): their fields are its fields, flat
+  (`config.rounds`, `config.dataset`), as `config.json` and `python -m tffdp.run --help`
+  give them, and a function that needs one part takes that part's type. `config.data`
+  (`.training`, `.privacy`, `.execution`, `.output`) is a copy of one part alone.
+  Defaults follow A-DPFL's Table 1 (MNIST) where it applies. The chosen method's own
+  options live in `method_options` (see `tffdp.algorithms.registry`; `create(...)` sorts
+  keyword arguments into shared settings and options).
+  """
 
   @classmethod
   def create(cls, **kw) -> 'RunConfig':
@@ -246,6 +414,21 @@ class RunConfig:
   def with_options(self, **options) -> 'RunConfig':
     """A copy with these method options set."""
     return dataclasses.replace(self, method_options=dict(self.method_options, **options))
+
+  def part(self, name: str):
+    """A copy of one part alone: `name` is a key of `PARTS` (e.g. `'data'`).
+
+    Raises:
+      KeyError: If `name` is not a part.
+    """
+    cls = PARTS[name]
+    return cls(**{f.name: getattr(self, f.name) for f in dataclasses.fields(cls)})
+
+  training = property(lambda self: self.part('training'), doc='The `TrainingConfig` part.')
+  data = property(lambda self: self.part('data'), doc='The `DataConfig` part.')
+  privacy = property(lambda self: self.part('privacy'), doc='The `PrivacyConfig` part.')
+  execution = property(lambda self: self.part('execution'), doc='The `ExecutionConfig` part.')
+  output = property(lambda self: self.part('output'), doc='The `OutputConfig` part.')
 
   @property
   def worker_tls(self):
@@ -281,87 +464,21 @@ class RunConfig:
     return c
 
   def validate(self) -> None:
-    """Raises `ValueError` naming the first invalid parameter and its value."""
-    def bad(name, value, why):
-      raise ValueError(f'{name} {why}. Found {name}={value!r}.')
+    """Raises `ValueError` naming the first invalid parameter and its value.
+
+    Checks that no float setting is NaN or infinite, then each part's fields
+    (`PARTS` order), then what spans parts: the cohort within the clients, and the
+    method's options with the rest (`MethodHparams.check_run`).
+    """
     # NaN passes every comparison below, and inf makes a run that never ends (a noise
     # multiplier of inf) or never learns: no shared float setting takes either.
     for f in dataclasses.fields(self):
       value = getattr(self, f.name)
       if isinstance(value, float) and not math.isfinite(value):
-        bad(f.name, value, 'must be a finite number')
-    if self.method not in methods():
-      bad('method', self.method, f'must be one of {", ".join(methods())}')
-    if self.dataset not in DATASETS:
-      bad('dataset', self.dataset, f'must be one of {", ".join(DATASETS)}')
-    if self.partition not in PARTITIONERS:
-      bad('partition', self.partition, f'must be one of {", ".join(PARTITIONERS)}')
-    if os.path.exists(self.out) and not os.path.isdir(self.out):
-      bad('out', self.out, 'names an existing file: the run directory must be a directory '
-          '(new or a run\'s own)')
-    if self.rounds <= 0:
-      bad('rounds', self.rounds, 'must be positive')
-    if self.stop_after_round is not None and self.stop_after_round <= 0:
-      bad('stop_after_round', self.stop_after_round, 'must be positive (or None: no pause)')
-    if self.stop_after_rejected is not None and self.stop_after_rejected <= 0:
-      bad('stop_after_rejected', self.stop_after_rejected,
-          'must be positive (or None: run every round)')
-    if self.clients <= 0:
-      bad('clients', self.clients, 'must be positive')
+        _bad(f.name, value, 'must be a finite number')
+    for part in PARTS.values():
+      part.validate(self)
     if not 0 < self.clients_per_round <= self.clients:
-      bad('clients_per_round', self.clients_per_round,
-          f'must be in [1, clients={self.clients}]')
-    if self.noise_multiplier < 0:
-      bad('noise_multiplier', self.noise_multiplier, 'must be >= 0')
-    if self.clip_norm <= 0:
-      bad('clip_norm', self.clip_norm, 'must be positive')
-    if self.learning_rate <= 0:
-      bad('learning_rate', self.learning_rate, 'must be positive')
-    if self.batch_size <= 0:
-      bad('batch_size', self.batch_size, 'must be positive')
-    if self.local_epochs <= 0:
-      bad('local_epochs', self.local_epochs, 'must be positive')
-    if not 0 < self.delta < 1:
-      bad('delta', self.delta, 'must be in (0, 1)')
-    if self.epsilon_budget is not None and self.epsilon_budget <= 0:
-      bad('epsilon_budget', self.epsilon_budget, 'must be positive')
-    if self.budget_last_round not in BUDGET_LAST_ROUND:
-      bad('budget_last_round', self.budget_last_round,
-          f'must be one of {", ".join(BUDGET_LAST_ROUND)}')
-    if self.budget_last_round != 'skip' and self.epsilon_budget is None:
-      bad('budget_last_round', self.budget_last_round, 'needs an epsilon_budget')
-    if self.eval_every <= 0:
-      bad('eval_every', self.eval_every, 'must be positive')
-    if self.checkpoint_every <= 0:
-      bad('checkpoint_every', self.checkpoint_every, 'must be positive')
-    if self.num_validation < 0:
-      bad('num_validation', self.num_validation, 'must be >= 0')
-    if self.log_every <= 0:
-      bad('log_every', self.log_every, 'must be positive')
-    if self.clients_per_slice is not None and self.clients_per_slice <= 0:
-      bad('clients_per_slice', self.clients_per_slice, 'must be positive')
-    if self.audit_canaries and self.audit_canaries < 4 or self.audit_canaries < 0:
-      bad('audit_canaries', self.audit_canaries, 'must be 0 (no audit) or at least 4')
-    if self.audit_canary_norm is not None and self.audit_canary_norm <= 0:
-      bad('audit_canary_norm', self.audit_canary_norm, 'must be positive (or None: clip_norm)')
-    tls = [self.tls_cert, self.tls_key, self.tls_ca]
-    if self.workers is not None:
-      runtime.parse_workers(self.workers)
-      if self.insecure_workers and any(tls):
-        bad('insecure_workers', True, 'excludes tls_cert, tls_key and tls_ca')
-      if not self.insecure_workers and not all(tls):
-        bad('workers', self.workers, 'needs tls_cert, tls_key and tls_ca (mutual TLS: '
-            '`python -m tffdp.worker make-certs DIR` makes them), or insecure_workers for '
-            'plain text on a network you trust')
-      if all(tls):
-        from tffdp import tls as tls_lib  # pylint: disable=g-import-not-at-top
-        tls_lib.TlsFiles(*tls).check()
-    elif any(tls) or self.insecure_workers:
-      bad('tls_cert' if any(tls) else 'insecure_workers', self.tls_cert or True,
-          'is for --workers only')
-    if self.worker_timeout <= 0:
-      bad('worker_timeout', self.worker_timeout, 'must be positive')
-    if self.cohort_sampling is not None and self.cohort_sampling not in COHORT_SAMPLING:
-      bad('cohort_sampling', self.cohort_sampling,
-          f'must be one of {", ".join(COHORT_SAMPLING)}')
+      _bad('clients_per_round', self.clients_per_round,
+           f'must be in [1, clients={self.clients}]')
     self.hparams.check_run(self)  # the method's options, and their fit with the rest

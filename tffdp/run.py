@@ -109,103 +109,106 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
               f'partitions: {", ".join(PARTITIONERS)}\n'
               f'models: {", ".join(MODELS)}'),
       formatter_class=argparse.RawDescriptionHelpFormatter)
-  g = p.add_argument_group('experiment')
-  g.add_argument('--method', required=True, help=f'one of: {", ".join(config_lib.methods())}')
-  g.add_argument('--dataset', required=True, help=f'one of: {", ".join(DATASETS)}')
-  g.add_argument('--data-dir', help='directory with one folder per dataset '
-                 '(default: $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets)')
-  g.add_argument('--rounds', type=int, default=d.rounds, help='rounds T')
-  g.add_argument('--stop-after-round', type=int, metavar='R',
-                 help='pause after round R of T: checkpoint, no summary.json; --resume '
-                 'without it continues to T (a pilot of the first rounds, calibrated for T)')
-  g.add_argument('--stop-after-rejected', type=int, metavar='N',
-                 help='stop the run as diverged after N consecutive rounds whose aggregated '
-                 'update TFF rejected as non-finite (the model unchanged since); default: '
-                 'run every round')
-  g.add_argument('--clients', type=int, default=d.clients, help='clients N')
-  g.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
+  training = p.add_argument_group('training: the method and its training (RunConfig.training)')
+  training.add_argument('--method', required=True,
+                        help=f'one of: {", ".join(config_lib.methods())}')
+  training.add_argument('--model', help=f'one of: {", ".join(MODELS)} (default per dataset)')
+  training.add_argument('--rounds', type=int, default=d.rounds, help='rounds T')
+  training.add_argument('--clients-per-round', type=int, default=d.clients_per_round,
                  help='cohort size K (expected size under poisson sampling)')
-  g.add_argument('--cohort-sampling', choices=config_lib.COHORT_SAMPLING,
+  training.add_argument('--cohort-sampling', choices=config_lib.COHORT_SAMPLING,
                  help='default: the method\'s (poisson for dp_fedavg, all for adap_dp_fl, '
                  'uniform otherwise)')
-  g.add_argument('--partition', default=d.partition, help=f'one of: {", ".join(PARTITIONERS)}')
-  g.add_argument('--partition-options', default='{}',
-                 help='JSON object of partitioner keyword arguments, e.g. \'{"alpha": 0.5}\'')
-  g.add_argument('--seed', type=int, default=d.seed)
-  g.add_argument('--out', default=d.out, help='output directory')
-  g.add_argument('--resume', action='store_true',
-                 help='continue from --out/checkpoint.npz (exit 2 if there is none)')
-  g.add_argument('--trust-pickle', action='store_true',
-                 help='with --resume, also load a pickled checkpoint.pkl written by tffdp '
-                 'before 2026-11-26. Unpickling runs any code the file holds: only for '
-                 'your own runs or files you trust (python -m tffdp.checkpoints convert '
-                 'converts one once)')
-  g.add_argument('--num-validation', type=int, default=d.num_validation,
-                 help='server-side validation examples held out of the training set')
-  g.add_argument('--eval-every', type=int, default=d.eval_every)
-  g.add_argument('--no-eval-validation', dest='eval_validation', action='store_false',
-                 help='evaluate on the test set only (the validation columns stay empty; '
-                 'training is unchanged)')
-  g.add_argument('--checkpoint-every', type=int, default=d.checkpoint_every)
-  g.add_argument('--workers', metavar='HOST:PORT[,HOST:PORT...]',
-                 help='run each round\'s cohort on these TFF workers (`python -m '
-                 'tffdp.worker --port PORT` on each machine), one sub-round per worker; '
-                 'default: this process\'s local TFF context')
-  g.add_argument('--tls-cert', help='with --workers: this coordinator\'s certificate '
-                 '(PEM; `python -m tffdp.worker make-certs DIR` writes coordinator.pem)')
-  g.add_argument('--tls-key', help='with --workers: its private key (coordinator.key)')
-  g.add_argument('--tls-ca', help='with --workers: the CA the workers\' certificates '
-                 'chain to (ca.pem); each worker\'s certificate must name its host')
-  g.add_argument('--insecure', action='store_true', dest='insecure_workers',
-                 help='with --workers: plain text, no authentication (workers started '
-                 'with --insecure), on a network you trust only')
-  g.add_argument('--worker-timeout', type=float, default=d.worker_timeout,
-                 help='seconds a worker whose connection failed may stay unreachable '
-                 'before the run stops with a resumable checkpoint (exit 1)')
-  g.add_argument('--verbose', action='store_true',
-                 help='keep TensorFlow\'s start-up log lines (hidden by default)')
-  m = p.add_argument_group('method options')
-  m.add_argument('--model', help=f'one of: {", ".join(MODELS)} (default per dataset)')
-  m.add_argument('--learning-rate', type=float, default=d.learning_rate,
+  training.add_argument('--seed', type=int, default=d.seed)
+  training.add_argument('--learning-rate', type=float, default=d.learning_rate,
                  help='client learning rate')
-  m.add_argument('--batch-size', type=int, default=d.batch_size, help='client batch size B')
-  m.add_argument('--local-epochs', type=int, default=d.local_epochs)
+  training.add_argument('--batch-size', type=int, default=d.batch_size, help='client batch size B')
+  training.add_argument('--local-epochs', type=int, default=d.local_epochs)
+  data = p.add_argument_group('data: the dataset and its clients (RunConfig.data)')
+  data.add_argument('--dataset', required=True, help=f'one of: {", ".join(DATASETS)}')
+  data.add_argument('--data-dir', help='directory with one folder per dataset '
+                 '(default: $TFFDP_DATA_DIR, else ~/.cache/tffdp/datasets)')
+  data.add_argument('--clients', type=int, default=d.clients, help='clients N')
+  data.add_argument('--partition', default=d.partition, help=f'one of: {", ".join(PARTITIONERS)}')
+  data.add_argument('--partition-options', default='{}',
+                 help='JSON object of partitioner keyword arguments, e.g. \'{"alpha": 0.5}\'')
+  data.add_argument('--num-validation', type=int, default=d.num_validation,
+                 help='server-side validation examples held out of the training set')
+  privacy = p.add_argument_group('privacy: shared DP settings, budget, audit (RunConfig.privacy)')
   # Default None: a value given to a method that does not read it is refused
   # (`config_from_args`); left out, the shared default is recorded as before.
   for name, what in (('noise_multiplier', 'the noise multiplier sigma'),
                      ('clip_norm', 'the clipping norm of the method\'s DP mechanism')):
-    m.add_argument('--' + name.replace('_', '-'), type=float, help=(
+    privacy.add_argument('--' + name.replace('_', '-'), type=float, help=(
         f'{what} (default: {getattr(d, name)}): ' + '; '.join(
             f'{s.name}: {s.shared_meanings[name]}' for s in specs
             if name in s.shared_meanings)))
-  m.add_argument('--delta', type=float, default=d.delta)
-  m.add_argument('--clients-per-slice', type=int,
-                 help='clients per TFF client computation (cohort slices; same results, '
-                 'less TFF overhead). fedavg, dpfl, a_dpfl, dp_fedavg: default one per '
-                 'client (dp_fedavg clips each update inside its slice); aadp_fl, '
-                 'ddgauss, dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd: 1 only; '
-                 'adap_dp_fl: default all clients in one slice')
-  m.add_argument('--epsilon-budget', type=float,
+  privacy.add_argument('--delta', type=float, default=d.delta)
+  privacy.add_argument('--epsilon-budget', type=float,
                  help='stop before epsilon would exceed this (epsilon_guaranteed; for '
                  'adap_dp_fl per client, on the ledger --clip-norm-query names)')
-  m.add_argument('--budget-last-round', choices=config_lib.BUDGET_LAST_ROUND,
+  privacy.add_argument('--budget-last-round', choices=config_lib.BUDGET_LAST_ROUND,
                  default=d.budget_last_round,
                  help='the round that would pass --epsilon-budget: skip it (the run ends '
                  'below the budget by up to one round\'s cost), or raise_noise: run it at '
                  'the noise multiplier, raised, that lands on the budget, and end there '
                  '(a_dpfl)')
-  a = p.add_argument_group('privacy audit (tffdp.canaries)')
-  a.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
+  privacy.add_argument('--audit-canaries', type=int, default=d.audit_canaries, metavar='M',
                  help='insert M canaries (each included with probability 1/2): canary '
                  'clients for a client-level method, canary gradients in one host '
                  'client\'s DP-SGD steps for a sample-level one; write epsilon_lower_bound '
                  'and epsilon_estimate to summary.json; the run is an audit, its accuracy '
                  'not the method\'s (default: 0, no audit)')
-  a.add_argument('--audit-canary-norm', type=float, metavar='NORM',
+  privacy.add_argument('--audit-canary-norm', type=float, metavar='NORM',
                  help='L2 norm of a canary\'s update or gradient (default: --clip-norm)')
-  add_method_options(p)
-  g.add_argument('--log-every', type=int, default=d.log_every,
+  execution = p.add_argument_group('execution: where and how rounds run (RunConfig.execution)')
+  execution.add_argument('--resume', action='store_true',
+                 help='continue from --out/checkpoint.npz (exit 2 if there is none)')
+  execution.add_argument('--trust-pickle', action='store_true',
+                 help='with --resume, also load a pickled checkpoint.pkl written by tffdp '
+                 'before 2026-11-26. Unpickling runs any code the file holds: only for '
+                 'your own runs or files you trust (python -m tffdp.checkpoints convert '
+                 'converts one once)')
+  execution.add_argument('--stop-after-round', type=int, metavar='R',
+                 help='pause after round R of T: checkpoint, no summary.json; --resume '
+                 'without it continues to T (a pilot of the first rounds, calibrated for T)')
+  execution.add_argument('--stop-after-rejected', type=int, metavar='N',
+                 help='stop the run as diverged after N consecutive rounds whose aggregated '
+                 'update TFF rejected as non-finite (the model unchanged since); default: '
+                 'run every round')
+  execution.add_argument('--checkpoint-every', type=int, default=d.checkpoint_every)
+  execution.add_argument('--clients-per-slice', type=int,
+                 help='clients per TFF client computation (cohort slices; same results, '
+                 'less TFF overhead). fedavg, dpfl, a_dpfl, dp_fedavg: default one per '
+                 'client (dp_fedavg clips each update inside its slice); aadp_fl, '
+                 'ddgauss, dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd: 1 only; '
+                 'adap_dp_fl: default all clients in one slice')
+  execution.add_argument('--workers', metavar='HOST:PORT[,HOST:PORT...]',
+                 help='run each round\'s cohort on these TFF workers (`python -m '
+                 'tffdp.worker --port PORT` on each machine), one sub-round per worker; '
+                 'default: this process\'s local TFF context')
+  execution.add_argument('--tls-cert', help='with --workers: this coordinator\'s certificate '
+                 '(PEM; `python -m tffdp.worker make-certs DIR` writes coordinator.pem)')
+  execution.add_argument('--tls-key', help='with --workers: its private key (coordinator.key)')
+  execution.add_argument('--tls-ca', help='with --workers: the CA the workers\' certificates '
+                 'chain to (ca.pem); each worker\'s certificate must name its host')
+  execution.add_argument('--insecure', action='store_true', dest='insecure_workers',
+                 help='with --workers: plain text, no authentication (workers started '
+                 'with --insecure), on a network you trust only')
+  execution.add_argument('--worker-timeout', type=float, default=d.worker_timeout,
+                 help='seconds a worker whose connection failed may stay unreachable '
+                 'before the run stops with a resumable checkpoint (exit 1)')
+  execution.add_argument('--verbose', action='store_true',
+                 help='keep TensorFlow\'s start-up log lines (hidden by default)')
+  output = p.add_argument_group('output: what the run writes (RunConfig.output)')
+  output.add_argument('--out', default=d.out, help='output directory')
+  output.add_argument('--eval-every', type=int, default=d.eval_every)
+  output.add_argument('--no-eval-validation', dest='eval_validation', action='store_false',
+                 help='evaluate on the test set only (the validation columns stay empty; '
+                 'training is unchanged)')
+  output.add_argument('--log-every', type=int, default=d.log_every,
                  help='print a progress line every this many rounds')
+  add_method_options(p)
   return p
 
 
