@@ -475,6 +475,31 @@ def write_dataset_table(path: str, rows: list[dict], datasets, order) -> None:
   write_table(path, sorted(kept + rows, key=lambda r: list(order).index(r['dataset'])))
 
 
+def add_paper_flags(p: argparse.ArgumentParser, paper: str, seed: bool = True) -> None:
+  """Adds the flags every experiment module of a paper takes.
+
+  `--data-dir`, `--seed` (unless `seed=False`), `--runs-dir` (default `runs/<paper>`),
+  `--figures-dir` (default `figures/<paper>`) and `--quick`.
+
+  Args:
+    p: The module's parser.
+    paper: The paper package, e.g. `a_dpfl`.
+    seed: Whether the module takes `--seed`.
+  """
+  p.add_argument('--data-dir', default=None,
+                 help='folder with one folder per dataset (default: $TFFDP_DATA_DIR, else '
+                 'the user cache, where the official files are downloaded and checked)')
+  if seed:
+    p.add_argument('--seed', type=int, default=0, help='seed of every run (default 0)')
+  p.add_argument('--runs-dir', default=os.path.join('runs', paper),
+                 help='where the runs and their checkpoints go (an interrupted command '
+                 'resumes them; default %(default)s)')
+  p.add_argument('--figures-dir', default=os.path.join('figures', paper),
+                 help='where the figures, their CSVs and the run copies go (default '
+                 '%(default)s)')
+  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+
+
 def entry(main) -> None:
   """Runs an experiment module's `main` and exits with its code. Output is line-buffered,
   so progress shows as it happens when piped (`... | cat > log`)."""

@@ -11,6 +11,7 @@ import os
 from typing import Optional
 
 
+from experiments import common as exp_common
 from experiments.common import entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
@@ -167,10 +168,7 @@ def slug_of(label: str) -> str:
 def add_common_flags(p, settings: bool = True) -> None:
   """The flags of every A-DPFL module; `settings=False` leaves out `--local-epochs` and
   `--learning-rate` (the sweep that chooses them sets its own per run)."""
-  p.add_argument('--data-dir', default=None)
-  p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--runs-dir', default='runs/a_dpfl')
-  p.add_argument('--figures-dir', default='figures/a_dpfl')
+  exp_common.add_paper_flags(p, 'a_dpfl')
   if settings:
     p.add_argument('--local-epochs', type=int, default=None,
                    help='local epochs of every run (default: 1; issue 11 sweeps it with '
@@ -178,4 +176,3 @@ def add_common_flags(p, settings: bool = True) -> None:
     p.add_argument('--learning-rate', type=float, default=None,
                    help='client learning rate of every run (default: the paper\'s 0.05; '
                    'the sweep chooses it with E)')
-  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')

@@ -26,6 +26,7 @@ import sys
 from typing import Callable, Optional
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
+from experiments import common as exp_common
 from experiments.common import entry, portable, read_rows, run_all, run_cached, write_dataset_table, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 from tffdp import models, plotting, privacy
@@ -85,11 +86,7 @@ LABELS = {'fedavg': 'FedAvg (non-private)', 'aadp_fl': 'AADP-FL',
 
 def add_common_flags(p: argparse.ArgumentParser, datasets=('mnist',)) -> None:
   p.add_argument('--datasets', nargs='+', default=list(datasets), choices=DATASETS)
-  p.add_argument('--data-dir', default=None)
-  p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--runs-dir', default='runs/aadp_fl')
-  p.add_argument('--figures-dir', default='figures/aadp_fl')
-  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  exp_common.add_paper_flags(p, 'aadp_fl')
   p.add_argument('--eval-every', type=int, default=1, metavar='N',
                  help='evaluate on the test and validation sets every N rounds and at the '
                  'last (default 1, every round, as the committed runs); evaluation does not '

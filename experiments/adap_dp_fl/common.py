@@ -99,11 +99,7 @@ def statistic_curves(dataset: str, args, tag: str, paper=None, **overrides) -> l
 
 def add_common_flags(p) -> None:
   p.add_argument('--datasets', nargs='+', default=list(DATASETS), choices=DATASETS)
-  p.add_argument('--data-dir', default=None)
-  p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--runs-dir', default='runs/adap_dp_fl')
-  p.add_argument('--figures-dir', default='figures/adap_dp_fl')
-  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  common.add_paper_flags(p, 'adap_dp_fl')
   p.add_argument('--rerun', action='store_true',
                  help='rerun runs whose folder is gone even where their published copy in '
                  '--figures-dir/runs has the same configuration (default: read the copy)')

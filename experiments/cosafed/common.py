@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from experiments import common as exp_common
 from experiments.common import entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
@@ -68,10 +69,7 @@ NOT_GIVEN = {
 
 
 def add_common_flags(p: argparse.ArgumentParser) -> None:
-  p.add_argument('--data-dir', default=None)
-  p.add_argument('--runs-dir', default=os.path.join('runs', 'cosafed'))
-  p.add_argument('--figures-dir', default=os.path.join('figures', 'cosafed'))
-  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  exp_common.add_paper_flags(p, 'cosafed', seed=False)
 
 
 def config(args, group: str, method: str, cohort: int = 3, epsilon: float = 100.0,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 
+from experiments import common as exp_common
 from experiments.common import entry, portable, read_rows, run_all, run_cached, write_table  # pylint: disable=unused-import
 from tffdp import config as config_lib
 
@@ -61,11 +62,7 @@ NOT_GIVEN = {
 
 def add_common_flags(p: argparse.ArgumentParser) -> None:
   p.add_argument('--datasets', nargs='+', choices=DATASETS, default=['mnist'])
-  p.add_argument('--data-dir', default=None)
-  p.add_argument('--seed', type=int, default=0)
-  p.add_argument('--runs-dir', default=os.path.join('runs', 'dp_fedags'))
-  p.add_argument('--figures-dir', default=os.path.join('figures', 'dp_fedags'))
-  p.add_argument('--quick', action='store_true', help='toy size (smoke test)')
+  exp_common.add_paper_flags(p, 'dp_fedags')
 
 
 def config(args, dataset: str, method: str, epsilon: float | None,
