@@ -215,7 +215,8 @@ class DataConfig:
 
   Attributes:
     dataset: One of `tffdp.data.loaders.DATASETS`.
-    data_dir: Folder with one folder per dataset; None: download (checksums verified).
+    data_dir: Folder with one folder per dataset; None: $TFFDP_DATA_DIR, else the user
+      cache (the official files are downloaded there and checked).
     clients: Clients N the training set is partitioned into.
     partition: One of `tffdp.data.partitioners.PARTITIONERS` (label-skew, Dirichlet, ...).
     partition_options: Keyword arguments of the partitioner.
