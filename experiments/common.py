@@ -844,6 +844,40 @@ def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
               ('recorded h', hours('recorded_hours'))]), '']
 
 
+@dataclasses.dataclass(frozen=True)
+class Missing:
+  """An artefact (or part of one) a report lists while its runs are not made.
+
+  Attributes:
+    what: What it is, e.g. `Fig. 4b (CIFAR-10), DPFL`.
+    command: The command that makes it (finished runs reused, interrupted ones resumed).
+    runs: How many runs it still needs.
+    like: The artefact of `benchmarks/costs.csv` (same paper) whose runs have the same
+      per-run work: one missing run is costed as the mean of its runs, projected alone.
+  """
+  what: str
+  command: str
+  runs: int
+  like: str
+
+
+def missing_items(paper: str, items: Sequence[Missing], path: str = COSTS_CSV) -> list[str]:
+  """Markdown bullets `- what: about H h alone (...): `command``, one per item of
+  `items`, costed from `paper`'s rows of the cost table (`cost_section`); "not costed"
+  where the table has no row for the item's `like` artefact."""
+  rows = {r['artefact']: r for r in (read_rows(path) or []) if r.get('paper') == paper}
+  out = []
+  for m in items:
+    row = rows.get(m.like)
+    per_run = (float(row['projected_hours']) / int(row['runs'])
+               if row and int(row['runs']) and row['projected_hours'] != 'nan' else None)
+    cost = (f'not costed (`{m.like}` is not in `benchmarks/costs.md`)' if per_run is None
+            else f'about {m.runs * per_run:.1f} h alone ({m.runs} x {per_run:.2f} h, the '
+                 f'mean run of `{m.like}` in `benchmarks/costs.md`)')
+    out.append(f'- {m.what}: {cost}: `{m.command}`')
+  return out
+
+
 # `tffdp.aggregators.laplace_noise` drew `log(u0) - log(u1)` from float32 uniforms on
 # `[tiny, 1)` until this commit time (UTC): a uniform of exactly 0 (probability 2^-23)
 # became `tiny`, so each Laplace draw was `+-87.3 b` with probability 2 * 2^-23.

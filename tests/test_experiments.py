@@ -1190,9 +1190,18 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
   missing = aadp_fl_report._not_run(tables, figs)
   assert len(missing) == len(aadp_fl_report.EXPECTED)
   fig7a = 'Fig. 7a (CIFAR-10, AlexNet-style)'
-  assert f'- {fig7a}: not run yet: ' in missing[-1]
-  assert missing[-1].endswith('; runs resume from their checkpoints; the command launched '
-                              'twice runs two side by side).')
+  # Costed from the cost table: Fig. 7a's 10 runs at its committed runs' mean.
+  costs = str(tmp_path / 'costs.csv')
+  from experiments import common
+  common.write_table(costs, [dict(paper='aadp_fl', artefact='fig7_alexnet_cnn', runs=10,
+                                  projected_hours=15.2)])
+  assert aadp_fl_report._not_run(tables, figs, costs)[-1] == (
+      f'- {fig7a}: about 15.2 h alone (10 x 1.52 h, the mean run of `fig7_alexnet_cnn` in '
+      '`benchmarks/costs.md`): `python -m experiments.aadp_fl.fig7 --datasets cifar10 '
+      '--model alexnet_cnn --eval-every 10`')
+  assert aadp_fl_report._not_run(tables, figs, costs)[0].startswith(
+      '- Table 2, CIFAR-10 DP-SCAFFOLD at its own accountant\'s sigma: not costed '
+      '(`table2` is not in `benchmarks/costs.md`)')
   # Fig. 7a's runs land one by one: the finished ones (with a summary) are counted.
   for run, files in (('cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0', ('summary.json',)),
                      ('cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0',
@@ -1202,10 +1211,13 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
     for name in files:
       (tmp_path / 'runs' / run).mkdir(parents=True, exist_ok=True)
       (tmp_path / 'runs' / run / name).write_text('{}')
-  assert aadp_fl_report._not_run(tables, figs)[-1].startswith(
-      f'- {fig7a}: 2 of 10 runs finished (`cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0`, '
-      '`cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0`), the rest to run: '
-      '`python -m experiments.aadp_fl.fig7 --datasets cifar10 --model alexnet_cnn')
+  assert aadp_fl_report._not_run(tables, figs, costs)[-1] == (
+      f'- {fig7a}, the 8 runs of 10 not finished (done: '
+      '`cifar10_aadp_fl_S0.3_q0.2_alexnet_cnn_seed0`, '
+      '`cifar10_dp_fedavg_theorem1_S0.3_q0.2_alexnet_cnn_seed0`): about 12.2 h alone '
+      '(8 x 1.52 h, the mean run of `fig7_alexnet_cnn` in `benchmarks/costs.md`): '
+      '`python -m experiments.aadp_fl.fig7 --datasets cifar10 --model alexnet_cnn '
+      '--eval-every 10`')
   tables.update(
       table2=[dict(dataset='cifar10', curve=aadp_fl_common.LABELS['dp_scaffold_own'])],
       fig3=[dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
@@ -1215,17 +1227,16 @@ def test_aadp_fl_report_lists_what_is_missing_until_it_lands(tmp_path):
       fig6_fl_mnist_cnn=[dict(dataset='mnist')], fig5_fl_mnist_cnn=[dict(dataset='mnist')],
       fig7_alexnet_cnn=[dict(dataset='cifar10')])
   # Fig. 3 run with `--curves fedavg aadp_fl` only: still listed.
-  fig3, fig4b = aadp_fl_report._not_run(tables, figs)
-  assert fig3.startswith('- Fig. 3, AlexNet-style panel: not run yet: ')
-  assert fig4b.startswith('- Fig. 4b (CIFAR-10): not run yet: '
-                          '`python -m experiments.aadp_fl.fig4 --datasets cifar10`')
+  fig3, fig4b = aadp_fl_report._not_run(tables, figs, costs)
+  assert fig3.startswith('- Fig. 3, AlexNet-style panel: not costed ')
+  assert fig4b.endswith(': `python -m experiments.aadp_fl.fig4 --datasets cifar10`')
   tables['fig3'] += [dict(dataset='mnist', curve=f'{aadp_fl_common.LABELS[c]}, alexnet_cnn')
                      for c in ('dp_fedavg_theorem1', 'ddgauss_theorem1',
                                'dp_scaffold_theorem1')]
-  line, = aadp_fl_report._not_run(tables, figs)
+  line, = aadp_fl_report._not_run(tables, figs, costs)
   assert line == fig4b
   tables['fig4'].append(dict(dataset='cifar10', curve='x'))
-  assert aadp_fl_report._not_run(tables, figs) == [
+  assert aadp_fl_report._not_run(tables, figs, costs) == [
       'Nothing: every artefact of the issue is regenerated.']
 
 
@@ -1417,82 +1428,49 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
   from experiments import common
   from experiments.a_dpfl import common as a_dpfl_common
   from experiments.a_dpfl import report as a_dpfl_report
-  def run(folder, round_s, train_s):
-    common.write_table(str(tmp_path / folder / 'metrics.csv'), [
-        dict(round=r, round_seconds=round_s, train_seconds=train_s) for r in (1, 2, 3)])
-    (tmp_path / folder / 'summary.json').write_text('{}')
-  run('fig4_cifar10/fedavg', 30, 10)       # E = 1: 30 + 4 * 10 = 70 s a round at E = 5
-  run('fig4_cifar10/a_dpfl', 20, 5)        # 40 s
-  run('fig4_cifar10/dpfl', 50, 40)
-  run('fig4_cifar10/cl_fl', 10, 5)
-  run('fig4_mnist_E5_lr0.1/a_dpfl', 72, 60)  # this setting: as measured
+  costs = str(tmp_path / 'costs.csv')
+  common.write_table(costs, [
+      dict(paper='a_dpfl', artefact='fig4_cifar10_E5_lr0.1', runs=2, projected_hours=0.8),
+      dict(paper='a_dpfl', artefact='fig6_mnist', runs=4, projected_hours=1.0),
+      dict(paper='cosafed', artefact='fig6_mnist_E5_lr0.1', runs=1, projected_hours=9.0)])
   for slug in [*a_dpfl_common.LABELS, *a_dpfl_common.VARIANTS]:
     if slug not in ('fedavg', 'dpfl'):
-      run(f'fig4_cifar10_E5_lr0.1/{slug}', 100 if slug == 'a_dpfl' else 1, 1)
-  # FedAvg's run with this setting is parked after 3 rounds: the 47 left at its own 51 s.
-  parked = tmp_path / 'interrupted' / 'cifar10_fedavg_noniid_E5_lr0.1_seed0'
-  common.write_table(str(parked / 'metrics.csv'), [
-      dict(round=r, round_seconds=s, train_seconds=s - 9) for r, s in ((1, 60), (2, 51),
-                                                                        (3, 45))])
-  run('fig6_mnist_E5_lr0.1/k0.3', 96, 90)  # a finished Fig. 6 run times the others
+      (tmp_path / 'fig4_cifar10_E5_lr0.1' / slug).mkdir(parents=True)
+      (tmp_path / 'fig4_cifar10_E5_lr0.1' / slug / 'summary.json').write_text('{}')
+  (tmp_path / 'fig6_mnist_E5_lr0.1' / 'k0.3').mkdir(parents=True)
+  (tmp_path / 'fig6_mnist_E5_lr0.1' / 'k0.3' / 'summary.json').write_text('{}')
   common.write_table(str(tmp_path / 'table2_E5_lr0.1.csv'), [dict(dataset='mnist')])
-  lines = a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))
+  lines = a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1), costs)
   flags = '--local-epochs 5 --learning-rate 0.1'
   assert lines[0] == '## Not rerun yet (E = 5, lr = 0.1)'
+  # Fig. 4b's runs cost its own costed runs' mean (0.8 / 2); Fig. 6 with this setting is
+  # not costed (the cosafed row does not count), so its E = 1 runs' mean (1.0 / 4); k = 0.3
+  # is done and 0.7 is Fig. 4a's run.
   assert lines[4:-1] == [
       '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
-      '0.7 h (1 x 50 rounds, less the 3 a parked run has made at 51 s, the median of its '
-      f'run so far with this setting): `python -m experiments.a_dpfl.fig4 --dataset cifar10 '
-      f'{flags} --methods fedavg --variants`',
-      '- Fig. 4b (CIFAR-10), DPFL: about 2.9 h (1 x 50 rounds at 210 s, the E = 1 DPFL '
-      f'run\'s median, training x 5): `python -m experiments.a_dpfl.fig4 --dataset cifar10 '
+      '0.4 h alone (1 x 0.40 h, the mean run of `fig4_cifar10_E5_lr0.1` in '
+      f'`benchmarks/costs.md`): `python -m experiments.a_dpfl.fig4 --dataset cifar10 {flags} '
+      '--methods fedavg --variants`',
+      '- Fig. 4b (CIFAR-10), DPFL: about 0.4 h alone (1 x 0.40 h, the mean run of '
+      '`fig4_cifar10_E5_lr0.1` in `benchmarks/costs.md`): `python -m experiments.a_dpfl.fig4 '
+      f'--dataset cifar10 {flags}`',
+      '- Fig. 6 (MNIST), k = 0.4, 0.5, 0.6, 0.8, 0.9: about 1.2 h alone (5 x 0.25 h, the '
+      'mean run of `fig6_mnist` in `benchmarks/costs.md`): `python -m experiments.a_dpfl.fig6 '
       f'{flags}`',
-      # 0.3 is done and 0.7 is Fig. 4a's run: five runs at k = 0.3's 96 s.
-      '- Fig. 6 (MNIST), k = 0.4, 0.5, 0.6, 0.8, 0.9: about 6.7 h (5 x 50 rounds at 96 s, '
-      'the mean of the median rounds of the finished Fig. 6 runs with this setting '
-      f'(k = 0.3)): `python -m experiments.a_dpfl.fig6 {flags}`',
       '- Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
-      'runs): about 4.2 h (3 x 50 rounds at 100 s, the median of Fig. 4b\'s A-DPFL run '
-      f'with this setting): `python -m experiments.a_dpfl.table2 --datasets cifar10 {flags}`']
-  # Without its parked copy, FedAvg is timed by its E = 1 run: 30 + 4 * 10 = 70 s.
-  shutil.rmtree(parked)
-  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4].startswith(
-      '- Fig. 4b (CIFAR-10), Non-private FL (the rows issue 11 asks for at least): about '
-      '1.0 h (1 x 50 rounds at 70 s, the E = 1 Non-private FL run\'s median, training x 5)')
-  # No Fig. 6 run finished: six runs at Fig. 4a's A-DPFL 72 s.
-  os.remove(tmp_path / 'fig6_mnist_E5_lr0.1' / 'k0.3' / 'summary.json')
-  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[6] == (
-      '- Fig. 6 (MNIST), k = 0.3, 0.4, 0.5, 0.6, 0.8, 0.9: about 6.0 h (6 x 50 rounds at '
-      '72 s, the median of Fig. 4a\'s A-DPFL run with this setting): '
-      f'`python -m experiments.a_dpfl.fig6 {flags}`')
-  # At E = 1 the four runs are there: only the readings, at their base runs' round times
-  # ((20 + 20 + 20 + 10 + 10) / 5 = 16 s).
-  assert a_dpfl_report._not_rerun(str(tmp_path), (1, 0.05))[4] == (
-      '- Fig. 4b (CIFAR-10), A-DPFL (weighted_sample), A-DPFL (uniform), A-DPFL (adjust '
-      'every 5), CL-FL (sigma 2), CL-FL (sigma 4): about 1.1 h (5 x 50 rounds at 16 s, the '
-      'medians of their base methods\' runs with this setting, averaged): '
-      '`python -m experiments.a_dpfl.fig4 --dataset cifar10`')
-  # Parked FedAvg (47 rounds left at 51 s) beside an A-DPFL run not started (E = 1's 20 s
-  # + 4 x 5 s = 40 s, 50 rounds): (47 x 51 + 50 x 40) / 97 = 45 s a round, 1.2 h.
-  common.write_table(str(parked / 'metrics.csv'), [dict(round=r, round_seconds=51,
-                                                        train_seconds=42) for r in (1, 2, 3)])
-  shutil.rmtree(tmp_path / 'fig4_cifar10_E5_lr0.1' / 'a_dpfl')
-  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4] == (
-      '- Fig. 4b (CIFAR-10), Non-private FL, A-DPFL (the rows issue 11 asks for at least): '
-      'about 1.2 h (2 x 50 rounds, less the 3 a parked run has made at 45 s, each run\'s '
-      'median with this setting where measured (its own or its base method\'s), else the '
-      'E = 1 one with training x 5, averaged): `python -m experiments.a_dpfl.fig4 --dataset '
-      f'cifar10 {flags} --methods fedavg a_dpfl --variants`')
-  # A parked copy at the last round (stopped in its final evaluation) leaves 0 of its
-  # rounds; a --quick copy never times a run: A-DPFL's 50 rounds at E = 1's 40 s.
-  common.write_table(str(parked / 'metrics.csv'), [dict(round=r, round_seconds=51,
-                                                        train_seconds=42) for r in range(1, 51)])
-  quick = tmp_path / 'interrupted' / 'cifar10_a_dpfl_noniid_E5_lr0.1_seed0_quick'
-  common.write_table(str(quick / 'metrics.csv'), [dict(round=1, round_seconds=999,
-                                                       train_seconds=9)])
-  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1))[4].startswith(
-      '- Fig. 4b (CIFAR-10), Non-private FL, A-DPFL (the rows issue 11 asks for at least): '
-      'about 0.6 h (2 x 50 rounds, less the 50 a parked run has made at 40 s, ')
+      'runs): about 1.2 h alone (3 x 0.40 h, the mean run of `fig4_cifar10_E5_lr0.1` in '
+      f'`benchmarks/costs.md`): `python -m experiments.a_dpfl.table2 --datasets cifar10 {flags}`']
+  # Without a cost table the items are listed, not costed.
+  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1), str(tmp_path / 'none.csv'))[5] == (
+      '- Fig. 4b (CIFAR-10), DPFL: not costed (`fig4_cifar10` is not in '
+      f'`benchmarks/costs.md`): `python -m experiments.a_dpfl.fig4 --dataset cifar10 {flags}`')
+  # Everything made: nothing to list.
+  for slug in ('fedavg', 'dpfl'):
+    (tmp_path / 'fig4_cifar10_E5_lr0.1' / slug).mkdir()
+    (tmp_path / 'fig4_cifar10_E5_lr0.1' / slug / 'summary.json').write_text('{}')
+  common.write_table(str(tmp_path / 'fig6_mnist_E5_lr0.1.csv'), [dict(k=0.3)])
+  common.write_table(str(tmp_path / 'table2_E5_lr0.1.csv'), [dict(dataset='cifar10')])
+  assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1), costs) == []
 
 
 def test_aadp_fl_report_dp_fedavg_noise_ratio_is_sigma_sqrt_d_over_cohort():

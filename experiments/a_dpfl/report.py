@@ -12,12 +12,9 @@ times).
 
 from __future__ import annotations
 
-import functools
-import glob
 import json
 import os
 import re
-import statistics
 
 from experiments.a_dpfl import common
 from experiments import fidelity
@@ -26,7 +23,7 @@ from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
-from experiments.common import PARKED_FOLDER
+from experiments.common import COSTS_CSV, Missing, missing_items
 from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl.fig6 import K_VALUES, REUSED_K
@@ -748,130 +745,41 @@ def build(figs: str) -> str:
   return '\n'.join(out) + '\n'
 
 
-def _round_seconds(run_copy: str, epochs: int = 1):
-  """Median seconds of a round of the run copied in `run_copy`, its median training time
-  scaled to `epochs` local epochs (it ran one, or as many as the setting); None if absent."""
-  rows = _rows(os.path.join(run_copy, 'metrics.csv')) or []
-  med = {key: statistics.median(values) if values else None for key, values in (
-      (key, [float(r[key]) for r in rows if r.get(key)])
-      for key in ('round_seconds', 'train_seconds'))}
-  if med['round_seconds'] is None or (epochs > 1 and med['train_seconds'] is None):
-    return None  # no copy, or one made before round times were recorded
-  return med['round_seconds'] + (epochs - 1) * (med['train_seconds'] or 0.0)
-
-
-def _not_rerun(figs: str, setting: Setting) -> list[str]:
-  """Issue 11's "say what was not rerun and how long it would take", for `setting`:
-  each missing artefact's command and its cost, from the median round times of runs
-  already made: the run's own parked copy with this setting (less the rounds it has
-  made), else its base method's run with this setting, else the E = 1 run with its
-  training time times E."""
-  epochs, sfx, flags = setting[0], _sfx(setting), _flags(setting)
-  rounds = common.COMMON['rounds']
-  items = []
-
-  def item(what, runs, per_round, basis, command, done=None):
-    """`per_round`: seconds a round, one number or one per run; `done`: rounds each run's
-    parked copy has made."""
-    per_run = per_round if isinstance(per_round, list) else [per_round] * len(runs)
-    done = [min(d, rounds) for d in done or [0] * len(runs)]
-    left = len(runs) * rounds - sum(done)
-    per_round = (sum((rounds - d) * s for s, d in zip(per_run, done)) / left
-                 if all(per_run) and left else None)  # a round's mean over the rounds left
-    parked_runs = sum(1 for d in done if d)
-    less = (f', less the {sum(done)} {"a parked run has" if parked_runs == 1 else "parked runs have"}'
-            ' made' if parked_runs else '')
-    cost = ('nothing left but the final evaluation' if not left else
-            f'about {left * per_round / 3600:.1f} h ({len(runs)} x {rounds} rounds{less} '
-            f'at {per_round:.0f} s, {basis})' if per_round else 'cost not measured')
-    items.append(f'- {what}: {cost}: `{command}`')
-
+def _not_rerun(figs: str, setting: Setting, costs: str = COSTS_CSV) -> list[str]:
+  """Issue 11's "say what was not rerun and how long it would take", for `setting`: each
+  missing artefact's command and its cost (`common.missing_items`: per run, the mean
+  projected run of the same artefact with this setting, else of its E = 1 artefact, in
+  the cost table `costs`)."""
+  sfx, flags = _sfx(setting), _flags(setting)
+  costed = {r['artefact'] for r in _rows(costs) or [] if r.get('paper') == 'a_dpfl'}
+  like = lambda artefact: artefact + sfx if artefact + sfx in costed else artefact
   fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
-  base = {**{m: m for m in common.LABELS}, **{k: v[1] for k, v in common.VARIANTS.items()}}
-  missing = [slug for slug in base if not os.path.exists(os.path.join(fig4b, slug,
-                                                                       'summary.json'))]
-
-  @functools.cache
-  def parked(slug):
-    """The parked copy of `slug`'s Fig. 4b run with this setting (`park_runs`) that has
-    round times (the first by seed; `--quick` copies aside), or None."""
-    name = re.compile(re.escape(f'cifar10_{slug}_noniid{sfx}_seed') + r'\d+')
-    copies = sorted(p for p in glob.glob(os.path.join(figs, PARKED_FOLDER, '*'))
-                    if name.fullmatch(os.path.basename(p)))
-    return next((p for p in copies if _round_seconds(p)), None)
-
-  @functools.cache
-  def here(slug):
-    """Median round of `slug`'s Fig. 4b run with this setting: finished, else parked."""
-    return (_round_seconds(os.path.join(fig4b, slug)) or
-            (_round_seconds(parked(slug)) if parked(slug) else None))
-
-  def timed(slug):
-    """(seconds, basis, source) of a round of `slug` at this setting: its own run so far
-    ('own'), its base method's run ('base'), else the E = 1 base run with its training
-    time times E ('e1')."""
-    for source, kind, basis in (
-        (slug, 'own', 'the median of its run so far with this setting'),
-        (base[slug], 'base', f'the median of the {common.label_of(base[slug])} run with this '
-                             'setting')):
-      if here(source):
-        return here(source), basis, kind
-    return (_round_seconds(os.path.join(figs, 'fig4_cifar10', base[slug]), epochs),
-            f'the E = 1 {common.LABELS[base[slug]]} run\'s median, training x {epochs}', 'e1')
-
-  for group, what in (([s for s in missing if s in ('fedavg', 'a_dpfl')],
-                       'Fig. 4b (CIFAR-10), {} (the rows issue 11 asks for at least)'),
-                      ([s for s in missing if s not in ('fedavg', 'a_dpfl')],
-                       'Fig. 4b (CIFAR-10), {}')):
-    if group:
-      labels = ', '.join(common.label_of(s) for s in group)
-      times = [timed(s) for s in group]
-      kinds = {t[2] for t in times}
-      first = 'fedavg' in group or 'a_dpfl' in group
-      item(what.format(labels), group, [t[0] for t in times], times[0][1] if len(group) == 1 else {
-          frozenset({'e1'}): f'the E = 1 runs\' medians, training x {epochs}, averaged',
-          frozenset({'base'}): 'the medians of their base methods\' runs with this setting, '
-                               'averaged',
-          frozenset({'own'}): 'the medians of their runs so far with this setting, averaged',
-          frozenset({'own', 'base'}): 'each run\'s median with this setting (its own so far '
-                                      'or its base method\'s), averaged'}.get(
-              frozenset(kinds),
-              f'each run\'s median with this setting where measured (its own or its base '
-              f'method\'s), else the E = 1 one with training x {epochs}, averaged'),
-           f'python -m experiments.a_dpfl.fig4 --dataset cifar10{flags}'
-           + (f' --methods {" ".join(group)} --variants' if first else ''),
-           done=[len(_rows(os.path.join(parked(slug), 'metrics.csv')) or [])
-                 if parked(slug) else 0 for slug in group])
+  missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
+             if not os.path.exists(os.path.join(fig4b, slug, 'summary.json'))]
+  first = [s for s in missing if s in ('fedavg', 'a_dpfl')]
+  items = [Missing(f'Fig. 4b (CIFAR-10), {", ".join(map(common.label_of, group))}{note}',
+                   f'python -m experiments.a_dpfl.fig4 --dataset cifar10{flags}' + extra,
+                   len(group), like('fig4_cifar10'))
+           for group, note, extra in (
+               (first, ' (the rows issue 11 asks for at least)',
+                f' --methods {" ".join(first)} --variants'),
+               ([s for s in missing if s not in first], '', '')) if group]
   if _rows(os.path.join(figs, f'fig6_mnist{sfx}.csv')) is None:
-    done = os.path.join(figs, f'fig6_mnist{sfx}')
     ks = [k for k in K_VALUES if k != REUSED_K and not os.path.exists(
-        os.path.join(done, f'k{k:g}', 'summary.json'))]
-    # The finished Fig. 6 runs of this setting time its rounds best; else Fig. 4a's A-DPFL.
-    finished = [k for k in K_VALUES if k != REUSED_K and k not in ks]
-    medians = [_round_seconds(os.path.join(done, f'k{k:g}')) for k in finished]
-    if ks and finished and all(medians):
-      per, basis = sum(medians) / len(medians), (
-          f'the mean of the median rounds of the finished Fig. 6 runs with this setting '
-          f'(k = {", ".join(f"{k:g}" for k in finished)})')
-    else:
-      per, basis = (_round_seconds(os.path.join(figs, f'fig4_mnist{sfx}', 'a_dpfl')),
-                    'the median of Fig. 4a\'s A-DPFL run with this setting')
+        os.path.join(figs, f'fig6_mnist{sfx}', f'k{k:g}', 'summary.json'))]
     if ks:
-      item(f'Fig. 6 (MNIST), k = {", ".join(f"{k:g}" for k in ks)}', ks, per, basis,
-           f'python -m experiments.a_dpfl.fig6{flags}')
+      items.append(Missing(f'Fig. 6 (MNIST), k = {", ".join(f"{k:g}" for k in ks)}',
+                           f'python -m experiments.a_dpfl.fig6{flags}', len(ks),
+                           like('fig6_mnist')))
   if not any(r['dataset'] == 'cifar10' for r in _rows(os.path.join(figs, f'table2{sfx}.csv'))
              or []):
-    item('Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. 4b\'s A-DPFL '
-         'runs)', common.SELECTIONS,
-         *((here('a_dpfl'), 'the median of Fig. 4b\'s A-DPFL run with this setting')
-           if here('a_dpfl') else
-           (_round_seconds(os.path.join(figs, 'table2', 'cifar10_iid'), epochs),
-            f'the E = 1 IID run\'s median, training x {epochs}')),
-         f'python -m experiments.a_dpfl.table2 --datasets cifar10{flags}')
+    items.append(Missing('Table 2 (CIFAR-10), the three IID rows (its non-IID rows are Fig. '
+                         '4b\'s A-DPFL runs)', f'python -m experiments.a_dpfl.table2 --datasets '
+                         f'cifar10{flags}', len(common.SELECTIONS), like('fig4_cifar10')))
   if not items:
     return []
-  return [*T.lines('not_rerun', setting=_label(setting)), '', *items, '',
-          *_pilot_warning(figs, setting)]
+  return [*T.lines('not_rerun', setting=_label(setting)), '', *missing_items('a_dpfl', items, costs),
+          '', *_pilot_warning(figs, setting)]
 
 
 def _cl_fl_noise_note(figs: str) -> list[str]:

@@ -8,6 +8,7 @@ metrics, summary); what was not regenerated is listed as such, with its command.
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import json
 import math
@@ -25,6 +26,7 @@ from experiments import seed_checks
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
 from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import copied_metrics, copied_run_file
+from experiments.common import COSTS_CSV, Missing, missing_items
 from experiments.common import dash as _f
 from experiments.report_template import Template
 
@@ -44,27 +46,53 @@ COMMANDS = {
 }
 T = Template('aadp_fl')
 PAPER = {name: T.text(f'paper_{name}') for name in COMMANDS}  # what the paper shows
-# What the report lists as not run while it is missing: (what, present(tables), command,
-# cost). Costs come from the round times of finished runs of the same model, where any.
+# What the report lists as not run while it is missing: (present(tables), the missing
+# artefact, costed per run as the mean run of its `like` artefact in the cost table).
 EXPECTED = [
-    ('Table 2, CIFAR-10 DP-SCAFFOLD at its own accountant\'s sigma',
-     lambda t: _has(t['table2'], 'cifar10', common.LABELS['dp_scaffold_own']),
-     'python -m experiments.aadp_fl.table2 --datasets cifar10', T.text('cost_table2_cifar10')),
-    ('Fig. 3, AlexNet-style panel', lambda t: _has_curves(t['fig3'], aadp_fl_fig3.CURVES),
-     COMMANDS['fig3'], T.text('cost_fig3')),
-    ('Fig. 4b (CIFAR-10)', lambda t: _has(t['fig4'], 'cifar10'),
-     'python -m experiments.aadp_fl.fig4 --datasets cifar10', T.text('cost_cifar10_300')),
-    ('Fig. 5, CIFAR-10', lambda t: _has(t['fig5'], 'cifar10'),
-     'python -m experiments.aadp_fl.fig5 --datasets cifar10', T.text('cost_cifar10_300')),
-    ('Fig. 5 for the MNIST CNN', lambda t: bool(t['fig5_fl_mnist_cnn']),
-     COMMANDS['fig5_fl_mnist_cnn'], T.text('cost_fig5_cnn')),
-    ('Fig. 6, CNN panel (the paper code\'s CNN)', lambda t: bool(t['fig6_fl_mnist_cnn']),
-     COMMANDS['fig6_fl_mnist_cnn'], T.text('cost_fig6_fl_mnist_cnn')),
-    ('Fig. 6, CNN panel (McMahan CNN)', lambda t: bool(t['fig6_mcmahan_cnn']),
-     COMMANDS['fig6_mcmahan_cnn'], T.text('cost_fig6_mcmahan_cnn')),
-    ('Fig. 7a (CIFAR-10, AlexNet-style)', lambda t: bool(t['fig7_alexnet_cnn']),
-     COMMANDS['fig7_alexnet_cnn'], T.text('cost_fig7a')),
+    (lambda t: _has(t['table2'], 'cifar10', common.LABELS['dp_scaffold_own']), Missing(
+        'Table 2, CIFAR-10 DP-SCAFFOLD at its own accountant\'s sigma',
+        'python -m experiments.aadp_fl.table2 --datasets cifar10', 1, 'table2')),
+    (lambda t: _has_curves(t['fig3'], aadp_fl_fig3.CURVES), Missing(
+        'Fig. 3, AlexNet-style panel', COMMANDS['fig3'], len(aadp_fl_fig3.CURVES), 'fig3')),
+    (lambda t: _has(t['fig4'], 'cifar10'), Missing(
+        'Fig. 4b (CIFAR-10)', 'python -m experiments.aadp_fl.fig4 --datasets cifar10', 4,
+        'fig4')),
+    (lambda t: _has(t['fig5'], 'cifar10'), Missing(
+        'Fig. 5, CIFAR-10', 'python -m experiments.aadp_fl.fig5 --datasets cifar10', 4,
+        'fig5')),
+    (lambda t: bool(t['fig5_fl_mnist_cnn']), Missing(
+        'Fig. 5 for the MNIST CNN', COMMANDS['fig5_fl_mnist_cnn'], 4, 'fig5_fl_mnist_cnn')),
+    (lambda t: bool(t['fig6_fl_mnist_cnn']), Missing(
+        'Fig. 6, CNN panel (the paper code\'s CNN)', COMMANDS['fig6_fl_mnist_cnn'], 5,
+        'fig6_fl_mnist_cnn')),
+    (lambda t: bool(t['fig6_mcmahan_cnn']), Missing(
+        'Fig. 6, CNN panel (McMahan CNN)', COMMANDS['fig6_mcmahan_cnn'], 5, 'fig6_mcmahan_cnn')),
+    (lambda t: bool(t['fig7_alexnet_cnn']), Missing(
+        'Fig. 7a (CIFAR-10, AlexNet-style)', COMMANDS['fig7_alexnet_cnn'],
+        2 * len(aadp_fl_fig7.Q_USER), 'fig7_alexnet_cnn')),
 ]
+# Artefacts built from several long runs that land one by one: what -> the glob of their
+# run copies under `runs/` (Fig. 7a has an AADP-FL and a DP-FedAvg run per q_user).
+RUN_SETS = {'Fig. 7a (CIFAR-10, AlexNet-style)': 'cifar10_*_alexnet_cnn_seed0'}
+
+
+def _not_run(tables, figs, costs: str = COSTS_CSV) -> list[str]:
+  """`- what: cost: command` for each expected artefact the tables do not hold yet
+  (`common.missing_items`, costed from the cost table `costs`); one made of several
+  runs (`RUN_SETS`) says which of them are finished and is costed for the rest."""
+  missing = []
+  for present, item in EXPECTED:
+    if present(tables):
+      continue
+    done = [name for name, *_ in finished_summaries(
+        os.path.join(figs, 'runs'), keep=lambda name: fnmatch.fnmatch(
+            name, RUN_SETS.get(item.what, '')))]
+    if done:
+      item = dataclasses.replace(item, runs=item.runs - len(done), what=(
+          f'{item.what}, the {item.runs - len(done)} runs of {item.runs} not finished (done: '
+          + ', '.join(f'`{d}`' for d in done) + ')'))
+    missing.append(item)
+  return missing_items('aadp_fl', missing, costs) if missing else T.lines('nothing_missing')
 
 
 def _has(rows, dataset, curve=None) -> bool:
@@ -76,32 +104,6 @@ def _has_curves(rows, curves) -> bool:
   `<label>, <model>` (a figure run with `--curves` for a subset writes only those rows)."""
   present = {r['curve'].rsplit(', ', 1)[0] for r in rows or []}
   return all(common.LABELS[c] in present for c in curves)
-
-
-# Artefacts built from several long runs that land one by one: what -> (run-copy glob
-# under `runs/`, how many runs the artefact needs: Fig. 7a has an AADP-FL and a DP-FedAvg
-# run per q_user).
-RUN_SETS = {'Fig. 7a (CIFAR-10, AlexNet-style)': ('cifar10_*_alexnet_cnn_seed0',
-                                                  2 * len(aadp_fl_fig7.Q_USER))}
-
-
-def _not_run(tables, figs) -> list[str]:
-  """`- what: command (cost).` for each expected artefact the tables do not hold yet;
-  one made of several runs (`RUN_SETS`) says how many of them are finished."""
-  missing = []
-  for what, present, command, cost in EXPECTED:
-    if present(tables):
-      continue
-    state = 'not run yet'
-    if what in RUN_SETS:
-      pattern, total = RUN_SETS[what]
-      done = [name for name, *_ in finished_summaries(
-          os.path.join(figs, 'runs'), keep=lambda name: fnmatch.fnmatch(name, pattern))]
-      if done:
-        state = (f'{len(done)} of {total} runs finished ('
-                 + ', '.join(f'`{d}`' for d in done) + '), the rest to run')
-    missing.append(T.text('not_run_item', what=what, state=state, command=command, cost=cost))
-  return missing or T.lines('nothing_missing')
 
 
 def _span(values, digits=4) -> str:
