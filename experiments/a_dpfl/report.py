@@ -4,10 +4,10 @@
 
 Reads `local_epochs.csv`, `fig4_<dataset>[_E<E>][_lr<lr>].csv`, `fig5_mnist[...].csv`,
 `fig6_mnist[...].csv`, `table2[...].csv` and the per-run `config.json` and
-`metrics.csv` copies; artefacts not yet produced are listed as such. Issue 11's section
-"What changed the numbers" compares the runs made with each reading; "Not rerun yet" gives
-each missing artefact of the rerun setting with its command and cost (from measured round
-times).
+`metrics.csv` copies; artefacts not yet produced are listed as such. The fidelity table
+compares the default reading with the best other reading run (each setting's figures
+follow in full); "Not rerun yet" gives each missing artefact of the rerun setting with its
+command and cost (from the cost table, `benchmarks/costs.csv`).
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ PAPER_FIG5_HOLDS = ((1.0, 20), (0.7, 4), (0.49, 4), (0.34, 7))
 PAPER_FIG5 = (f'sigma {PAPER_FIG5_HOLDS[0][0]:.1f} for {PAPER_FIG5_HOLDS[0][1]} rounds, '
               + ', '.join(f'{s:g} for {n}' for s, n in PAPER_FIG5_HOLDS[1:])
               + ', then shorter holds')
-PAPER_SIGMA_HOLDS = PAPER_FIG5_HOLDS[0][1]  # rounds at sigma_0 before the first decay
 PAPER_FIG6 = 'final accuracy declines slowly up to k = 0.7, faster beyond'
 
 
@@ -305,11 +304,6 @@ def _final(rows) -> dict:
   return {r['method']: float(r['final_test_accuracy']) for r in rows or []}
 
 
-def _epsilon(rows) -> dict:
-  """`{method: final epsilon_guaranteed}` of a Fig. 4 table (empty if not made)."""
-  return {r['method']: float(r['epsilon_guaranteed']) for r in rows or []}
-
-
 def _copied_rows(folder: str) -> list[dict]:
   """Fig. 4 table rows (`method`, final accuracy, epsilon_guaranteed) read from the run
   copies in `folder` (`<slug>/summary.json`), for a figure whose table is not written."""
@@ -329,115 +323,7 @@ def _fig4_rows(figs: str, dataset: str, setting: Setting) -> tuple[list[dict], b
   return _copied_rows(os.path.join(figs, f'fig4_{dataset}{_sfx(setting)}')), True
 
 
-def _changes(figs: str, settings: list[Setting]) -> list[str]:
-  """'What changed the numbers': each issue-11 reading against the first regeneration."""
-  out = [*T.lines('changes', settled=SETTLED_POINTS), '']
-  for e in [x for x in settings if x != FIRST]:
-    for dataset in ('mnist', 'cifar10'):
-      old_rows = _rows(os.path.join(figs, f'fig4_{dataset}.csv'))
-      cur_rows, so_far = _fig4_rows(figs, dataset, e)
-      old, cur = _final(old_rows), _final(cur_rows)
-      eps_old, eps_cur = _epsilon(old_rows), _epsilon(cur_rows)
-      both = [m for m in cur if m in old]
-      if both:
-        out.append(T.text('change_setting', first=_label(FIRST), setting=_label(e),
-                          dataset=dataset, so_far=T.text('so_far') if so_far else '',
-                          parts='; '.join(T.text(
-                              'change_setting_part', method=m, old=old[m], new=cur[m],
-                              eps_old=eps_old[m], eps_new=eps_cur[m]) for m in both)))
-  for e in settings:
-    rows = _rows(os.path.join(figs, f'table2{_sfx(e)}.csv')) or []
-    for dataset in ('mnist', 'cifar10'):
-      by = {(r['setting'], r.get('selection') or 'top_k'): r for r in rows
-            if r['dataset'] == dataset}
-      gaps = []
-      for sel in ('top_k', 'weighted_sample', 'uniform'):
-        if ('non-IID', sel) in by and ('IID', sel) in by:
-          a = float(by[('non-IID', sel)]['tffdp_final_accuracy'])
-          b = float(by[('IID', sel)]['tffdp_final_accuracy'])
-          part = _partition(_table2_run(figs, _sfx(e), by[('IID', sel)]))
-          gaps.append(T.text('change_split_part', selection=sel, non_iid=a, iid=b,
-                             gap=100 * (b - a), partition=part))
-      if gaps:
-        paper = 100 * (PAPER_T2[(dataset, 'IID')] - PAPER_T2[(dataset, 'non-IID')])
-        out.append(T.text('change_split', dataset=dataset, setting=_label(e), paper=paper,
-                          gaps='; '.join(gaps)))
-  for e in settings:
-    trace = _sigma_trace(figs, e)
-    if trace:
-      closest = min(trace, key=lambda t: abs(t[1] - PAPER_SIGMA_HOLDS))
-      verdict = T.text('change_sigma_closest', paper=PAPER_SIGMA_HOLDS, reading=closest[0],
-                       rounds=closest[1]) if len(trace) > 1 else ''
-      out.append(T.text('change_sigma', setting=_label(e), paper=PAPER_SIGMA_HOLDS,
-                        verdict=verdict,
-                        traces='; '.join(f'{label}: {hold}' for label, _, hold in trace)))
-  for e in settings:
-    line = _decay_factor_line(_rows(os.path.join(figs, f'fig6_mnist{_sfx(e)}.csv')), e)
-    if line:
-      out.append(line)
-  for e in settings:
-    rows, so_far = _fig4_rows(figs, 'mnist', e)
-    acc, eps = _final(rows), _epsilon(rows)
-    cl = {m: a for m, a in acc.items() if m.startswith('CL-FL')}
-    if 'A-DPFL' in acc and len(cl) > 1:
-      ahead = [m for m, a in cl.items() if acc['A-DPFL'] > a]
-      out.append(T.text(
-          'change_cl_fl', setting=_label(e), so_far=T.text('so_far') if so_far else '',
-          accuracy=acc['A-DPFL'], epsilon=eps['A-DPFL'], ahead=len(ahead), settings=len(cl),
-          others=', '.join(f'{m} {_f(a)} (epsilon {_f(eps[m])})' for m, a in cl.items()),
-          verdict='does not hinge on CL-FL\'s sigma.' if len(ahead) in (0, len(cl))
-          else 'hinges on CL-FL\'s sigma.'))
-  return out + ([''] if len(out) > 4 else [T.text('nothing_to_compare'), ''])
-
-
 PAPER_K_KNEE = 0.7  # Fig. 6: accuracy declines slowly up to this k, faster beyond
-
-
-def _decay_factor_line(rows, setting: Setting) -> str | None:
-  """The Fig. 6 bullet of 'What changed the numbers': does accuracy fall beyond k = 0.7?
-
-  Args:
-    rows: The rows of `fig6_mnist<suffix>.csv` (keys `k`, `final_test_accuracy`), or None.
-    setting: The (local epochs, learning rate) the rows were run with.
-
-  Returns:
-    One Markdown bullet, or None when the figure is not written or has no k on one side
-    of the paper's knee.
-  """
-  if not rows:
-    return None
-  acc = {float(r['k']): 100 * float(r['final_test_accuracy']) for r in rows}
-  low = [a for k, a in acc.items() if k <= PAPER_K_KNEE]
-  high = [a for k, a in acc.items() if k > PAPER_K_KNEE]
-  if not low or not high:
-    return None
-  spread = max(acc.values()) - min(acc.values())
-  knee = f'{PAPER_K_KNEE:g}'
-  if max(high) >= min(low):
-    verdict = (f"the paper's faster decline beyond k = {knee} does not appear (all k within "
-               f'{spread:.2f} points)')
-  else:
-    verdict = f'every k beyond {knee} ends below every k up to {knee}' + (
-        ', as the paper shows' if spread >= SETTLED_POINTS else
-        f', but all k lie within {spread:.2f} points, under the {SETTLED_POINTS:g} point '
-        'one seed resolves')
-  return T.text('decay_factor', setting=_label(setting), paper=PAPER_FIG6, knee=knee,
-                low_min=min(low), low_max=max(low), high_min=min(high), high_max=max(high),
-                verdict=verdict)
-
-
-def _sigma_trace(figs: str, setting: Setting):
-  """(label, rounds before sigma first decays, text) for Alg. 4 every round / every 5."""
-  out = []
-  for label, slug in (('Alg. 4 every round', 'a_dpfl'), ('every 5 rounds', 'a_dpfl_adjust5')):
-    rows = _rows(os.path.join(figs, f'fig4_mnist{_sfx(setting)}', slug, 'metrics.csv'))
-    if not rows or 'noise_multiplier' not in rows[0]:
-      continue
-    sig = [float(r['noise_multiplier']) for r in rows]
-    first = next((i for i, v in enumerate(sig) if v != sig[0]), len(sig))
-    out.append((label, first, f'sigma {_f(sig[0], 3)} for {first} rounds, final '
-                f'{_f(sig[-1], 3)}'))
-  return out
 
 
 # --- Fidelity: every paper number attempted (issue 42) ---
@@ -732,7 +618,6 @@ def build(figs: str) -> str:
     out += [f'## Figures with {_label(e)}'
             + (' (first regeneration, before issue 11)' if e == FIRST else ''), '']
     out += _figure_sections(figs, e)
-  out += _changes(figs, settings)
   rerun = [e for e in settings if e != FIRST]
   if rerun:
     out += _not_rerun(figs, max(rerun))
