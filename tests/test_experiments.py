@@ -1338,34 +1338,6 @@ def test_aadp_fl_report_budget_sensitivity_compares_the_spreads():
   assert 'needs the FedAvg run' in aadp_fl_report._budget_sensitivity(cnn[1:], mlp)
 
 
-def test_aadp_fl_report_wall_time_per_figure_against_the_target(tmp_path):
-  from experiments.aadp_fl import report as aadp_fl_report
-  row = lambda dataset, run, wall: dict(dataset=dataset, run=run, wall_seconds=str(wall))
-  tables = dict(
-      fig5=[row('mnist', 'a', 3600), row('mnist', 'b', 7200), row('mnist', 'b', 7200),
-            row('cifar10', 'c', 36000)],
-      fig6=[row('mnist', 'd', 7200), row('mnist', 'e', 5400)], fig7=None)
-  sections = [('fig5', 'Fig. 5: S', (), None), ('fig6', 'Fig. 6: budget', (), None),
-              ('fig7', 'Fig. 7: q', (), None)]
-  lines = aadp_fl_report._wall_times(tables, sections)
-  # The run shared by two rows counts once: 1 h + 2 h is within 3 h; 2 h + 1.5 h is not.
-  assert lines[-3:] == ['| Fig. 5 | mnist | 2 | 3 | - | 2 | yes |',
-                        '| Fig. 5 | cifar10 | 1 | 10 | - | 10 | no target (CIFAR-10) |',
-                        '| Fig. 6 | mnist | 2 | 3.5 | - | 2 | **no** |']
-  # With run copies: rounds x the median round time (a 1,800 s pause in run d moves the
-  # measured wall, not the median: 4 rounds x 900 s = 1 h).
-  figs = str(tmp_path)
-  for run, times in dict(d=(900, 900, 2700, 800), e=(1800, 1800, 1800)).items():
-    os.makedirs(os.path.join(figs, 'runs', run))
-    with open(os.path.join(figs, 'runs', run, 'metrics.csv'), 'w') as f:
-      f.write('round,round_seconds\n' + ''.join(f'{i + 1},{t}\n' for i, t in enumerate(times)))
-  lines = aadp_fl_report._wall_times(tables, sections, figs)
-  assert lines[-1] == '| Fig. 6 | mnist | 2 | 3.5 | 2.5 | 2 | **no** |'
-  assert lines[-2].startswith('| Fig. 5 | cifar10 | 1 | 10 | - |')
-  assert aadp_fl_report._wall_times(dict(fig5=None), sections[:1]) == [
-      'No figure table written yet.']
-
-
 def test_a_dpfl_report_orders_fig4_only_with_every_private_method():
   from experiments.a_dpfl import report as a_dpfl_report
   row = lambda m, acc: dict(method=m, final_test_accuracy=str(acc))

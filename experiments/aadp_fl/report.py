@@ -583,7 +583,6 @@ def build(figs: str) -> str:
     images = sorted(f for f in os.listdir(figs) if f.startswith(name + '_')
                     and f.endswith('.png') and not any(f.startswith(o) for o in others))
     out += [f'![{f}]({f})' for f in images] + ['']
-  out += ['## Wall time per figure', '', *_wall_times(tables, sections, figs), '']
   out += ['## What regenerating it costs', '', *cost_section('aadp_fl')]
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += ['## Not run or not built', '']
@@ -595,53 +594,10 @@ def build(figs: str) -> str:
   return '\n'.join(out) + '\n'
 
 
-# Issue 12's speed target: every MNIST / Fashion-MNIST figure within this wall time.
-WALL_TARGET_SECONDS = 3 * 3600
-
-
 def _median_round(metrics) -> float | None:
   """Median `round_seconds` of a run's metrics rows; None without round times."""
   times = [float(m['round_seconds']) for m in metrics if m.get('round_seconds')]
   return statistics.median(times) if times else None
-
-
-def _median_projection(figs, row) -> float | None:
-  """Rounds x median `round_seconds` of a run's copy (seconds): its wall time without
-  pauses of the process or one-off slow rounds; None without a copy or round times."""
-  metrics = _metrics(figs, row) if figs else []
-  median = _median_round(metrics)
-  return None if median is None else len(metrics) * median
-
-
-def _wall_times(tables, sections, figs=None) -> list[str]:
-  """Per written figure table and dataset: its distinct runs, the sum of their measured
-  wall times (what regenerating it from nothing took, one run after another), the same
-  from each run's median round time (with `figs`, the folder of the run copies), the
-  longest run, and for MNIST / Fashion-MNIST whether the measured sum is within the 3 h
-  target."""
-  rows = []
-  for name, title, *_ in sections:
-    for dataset in common.DATASETS:
-      runs = {}  # a run shared by two rows counts once
-      for r in tables[name] or []:
-        if r['dataset'] == dataset and r.get('wall_seconds') not in (None, ''):
-          runs.setdefault(r['run'], r)
-      if not runs:
-        continue
-      walls = [float(r['wall_seconds']) for r in runs.values()]
-      total = sum(walls)
-      medians = [_median_projection(figs, r) for r in runs.values()]
-      verdict = ('no target (CIFAR-10)' if dataset == 'cifar10' else
-                 'yes' if total <= WALL_TARGET_SECONDS else '**no**')
-      rows.append(dict(figure=title.split(':')[0], dataset=dataset, runs=len(runs),
-                       total=total / 3600, longest=max(walls) / 3600, verdict=verdict,
-                       median=(None if None in medians else sum(medians) / 3600)))
-  if not rows:
-    return ['No figure table written yet.']
-  target = WALL_TARGET_SECONDS / 3600
-  return [T.text('wall_times', target=target), '', *T.table('wall_times_table', [
-      dict(r, median='-' if r['median'] is None else fmt(r['median'], 3)) for r in rows],
-                                                            target=target)]
 
 
 def _pilot_calibration(figs, rows) -> str:
