@@ -255,31 +255,6 @@ def _figs(figs) -> list[str]:
           '', *[f'![{f}]({f})' for f in images]]
 
 
-def _speed(figs) -> list[str]:
-  out, seen, grand, fastest = [], set(), 0.0, math.inf
-  for name in ('calibration', 'table3_runs', 'figs'):
-    rows = read_rows(os.path.join(figs, f'{name}.csv')) or []
-    if rows:
-      total = sum(float(r['wall_seconds']) for r in rows)
-      grand += sum(float(r['wall_seconds']) for r in rows if r.get('run', r.get('run_dir'))
-                   not in seen)
-      seen |= {r.get('run', r.get('run_dir')) for r in rows}
-      fastest = min(fastest, min(float(r['wall_seconds']) for r in rows))
-      out.append(T.text('speed_csv', name=name, runs=len(rows), minutes=total / 60,
-                        per_run=total / len(rows)))
-  if out:
-    out.append(T.text('speed_total', distinct=len(seen), minutes=grand / 60, fastest=fastest))
-  runs = read_rows(os.path.join(figs, 'table3_runs.csv')) or []
-  metrics = _metrics(figs, runs[0]['run']) if runs else []
-  if metrics:
-    def med(k):
-      return statistics.median(float(r[k]) for r in metrics if r.get(k) not in (None, ''))
-    out.append(T.text('speed_profile', run=os.path.basename(runs[0]['run']),
-                      train=med('train_seconds'), accounting=med('accounting_seconds'),
-                      evaluation=med('eval_seconds')))
-  return out or NOT_REGENERATED
-
-
 def _laplace_sampler(figs: str) -> str:
   """Every cosAFed-family upload is `d * update + Lap(b)` on all of the model's weights."""
   return common.float32_laplace_section(figs, lambda config, rows: common.model_size(
@@ -290,7 +265,7 @@ def build(figs: str) -> str:
   sections = dict(
       fidelity=_fidelity(figs), calibration=_calibration(figs), pilot=_pilot(figs),
       table3=_table3(figs), figs=_figs(figs), cost=common.cost_section('cosafed'),
-      untrained=untrained_rounds_section(figs), speed=_speed(figs))
+      untrained=untrained_rounds_section(figs))
   return T.text('page', {k: '\n'.join(v) for k, v in sections.items()},
                 calibration_command=COMMANDS['calibration'],
                 table3_command=COMMANDS['table3'], figs_command=COMMANDS['figs'],

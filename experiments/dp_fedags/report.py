@@ -505,37 +505,12 @@ def _fig3_images(figs) -> list[str]:
                    if os.path.exists(os.path.join(figs, f'fig3_{d}_eps{e:g}.png')))]
 
 
-def _speed(figs) -> list[str]:
-  rows = _literal_rows(figs)
-  out = []
-  by_method = {}
-  for r in rows:
-    m = _metrics(figs, r['run'])
-    if m:
-      by_method.setdefault((r['dataset'], r['method']), []).append(m)
-  for (dataset, method), runs in by_method.items():
-    med = lambda k: statistics.median(float(x[k]) for m in runs for x in m if x.get(k))
-    out.append(T.text('speed_method', dataset=dc.LABEL[dataset], method=method,
-                      runs=len(runs), round=med('round_seconds'), train=med('train_seconds'),
-                      accounting=med('accounting_seconds'), evaluation=med('eval_seconds')))
-  for dataset in dc.DATASETS:
-    rs = [r for r in rows if r['dataset'] == dataset and r.get('wall_seconds')]
-    if rs:
-      total = sum(float(r['wall_seconds']) for r in rs)
-      out.append(T.text('speed_total', dataset=dc.LABEL[dataset], runs=len(rs),
-                        hours=total / 3600, minutes=total / len(rs) / 60,
-                        target=' (the issue\'s target for MNIST: 12 runs in under 2 h).'
-                        if dataset == 'mnist' else '.'))
-  return out or NOT_REGENERATED
-
-
 def build(figs: str) -> str:
   sections = dict(
       fidelity=_fidelity(figs), pilot=_pilot(figs),
       table4=_table4(figs) + _cpsgd_true_sensitivity(figs), calibration=_calibration(figs),
       calibrated=_table4_calibrated(figs), fig3=_fig3_images(figs), mia=_mia(figs),
-      cost=common.cost_section('dp_fedags'), untrained=untrained_rounds_section(figs),
-      speed=_speed(figs))
+      cost=common.cost_section('dp_fedags'), untrained=untrained_rounds_section(figs))
   return T.text('page', {k: '\n'.join(v) for k, v in sections.items()},
                 laplace=_laplace_sampler(figs)) + '\n'
 
