@@ -189,8 +189,9 @@ class Control:
       cohort's sum of updates clipped to `C`).
     noise_of: The entry whose noise it runs at.
     question: What the run answers (the README prints it).
-    noise: How `noise_of`'s noise is carried over (`NOISES`): `multiplier`, its
-      calibrated noise multiplier; `per_client_on_mean`, a method that adds
+    noise: How `noise_of`'s noise is carried over (`NOISES`): `none`, no noise at all
+      (`noise_of` is then `none` too: a noiseless control of `entry`'s own training);
+      `multiplier`, its calibrated noise multiplier; `per_client_on_mean`, a method that adds
       `N(0, (z_k C)^2)` to each client's update (`z_k`: its `noise_multiplier_rms`
       metric, the clients' root mean square multiplier, where its run has one, else its
       `noise_std` metric, the cohort's mean `z_k C`, over its clip; averaged over
@@ -212,7 +213,7 @@ class Control:
       raise ValueError(f'noise must be one of {NOISES}. Found {self.noise!r}.')
 
 
-NOISES = ('multiplier', 'per_client_on_mean')
+NOISES = ('none', 'multiplier', 'per_client_on_mean')
 
 
 CONTROLS = (
@@ -232,6 +233,14 @@ CONTROLS = (
             'DP-FedAvg with the noise AADP-FL (noise on the update\'s scale) puts on its '
             'cohort mean (each client adds its own Gaussian at its own adaptive sigma): does '
             'that noise alone cost what AADP-FL loses?', noise='per_client_on_mean'),
+    Control('adap_dp_fl_constant', 'dpfl',
+            'Adap DP-FL (constant sigma) at DPFL\'s noise multiplier: its epsilon-4 sigma '
+            'is over twice DPFL\'s (its Poisson lots of 78 sample a larger fraction of each '
+            'client than DPFL\'s batches of 20); does the larger sigma keep it at chance, or '
+            'its own training (local Adam, the eq. 6 threshold)?'),
+    Control('adap_dp_fl_constant', 'none',
+            'Adap DP-FL (constant sigma) without noise: does its own training (local Adam, '
+            'the eq. 6 threshold) learn this task at all?', noise='none'),
 )
 QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
              num_validation=500, eval_every=1, log_every=1)
@@ -447,6 +456,9 @@ def control_specs(args, tuned, rows) -> tuple[list, list]:
   for control in CONTROLS:
     for dataset in args.datasets:
       if (control.entry, dataset) not in tuned:
+        continue
+      if control.noise == 'none':
+        specs.append((control, dataset, tuned[(control.entry, dataset)][0], 0.0, 'no noise'))
         continue
       source = own_run(rows, control.noise_of, dataset)
       if not source:
@@ -877,7 +889,7 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
            'multiplier, or (a method whose clients each add their own Gaussian '
            '`N(0, (z_k C)^2)`) the central multiplier `z_k sqrt(K)` that puts the same '
            'noise, relative to the clip `C`, on the mean of its `K` equally weighted '
-           'updates (`experiments.benchmark.Control`). The control\'s '
+           'updates, or no noise at all (`experiments.benchmark.Control`). The control\'s '
            '`epsilon_guaranteed` is what its own ledger gives for that noise.', '']
   for question in dict.fromkeys(c['question'] for c in controls):
     lines += [f'- {question}', '']
@@ -891,7 +903,8 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
       if mine and theirs:
         split.append(control_split(c, mine, theirs))
       table.append(dict(
-          dataset=c['dataset'], run=f'{c["entry"]} at {c["noise_of"]}\'s noise',
+          dataset=c['dataset'], run=(f'{c["entry"]} without noise' if c.get('noise_carried')
+                                     == 'none' else f'{c["entry"]} at {c["noise_of"]}\'s noise'),
           z=f(_float(c['noise_multiplier']), 3),
           eps=f(_float(c['epsilon_guaranteed']), 3), acc=acc(c),
           mine=f'{acc(mine)} (z {f(_float(mine["noise_multiplier"]), 3)})' if mine else '-',

@@ -206,6 +206,9 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
     assert f'_noiseof_{c.noise_of}_' in control['run']
     if c.noise == 'multiplier':
       assert float(control['noise_multiplier']) == z[c.noise_of]
+    elif c.noise == 'none':  # noiseless: no guarantee
+      assert float(control['noise_multiplier']) == 0.0 and control['source_noise'] == 'no noise'
+      assert control['epsilon_guaranteed'] == 'inf'
     else:  # the per-client noise its run states, carried to the cohort mean
       source = next(r for r in rows if r['entry'] == c.noise_of)
       metrics = common.read_rows(os.path.join(source['run'], 'metrics.csv'))
@@ -283,6 +286,13 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
   section = '\n'.join(benchmark.controls_section([own, source], [control, waiting]))
   assert '- how?\n\n- mnist: not run: the run r states no positive noise_std' in section
   assert section.count('| dataset | run |') == 1  # no table for a control not run
+  # A noiseless control: no source run, so no split of the gap.
+  noiseless = dict(row('ddgauss', 0.97, 0.0), noise_of='none', question='at all?',
+                   source_noise='no noise', noise_carried='none', epsilon_guaranteed='inf',
+                   stop_reason='')
+  section = '\n'.join(benchmark.controls_section([own, source], [noiseless]))
+  assert '| mnist | ddgauss without noise | 0 | inf | 97.00 | 25.00 (z 4) | - |' in section
+  assert 'Of that gap' not in section
 
 
 def test_the_claimed_budget_table_reads_the_audited_epsilon(tmp_path):
