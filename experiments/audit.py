@@ -41,7 +41,6 @@ Writes each run under `--runs-dir` and the whole of `--figures-dir`: the run cop
 
 from __future__ import annotations
 
-import argparse
 import csv
 import dataclasses
 import datetime
@@ -386,15 +385,13 @@ def readme(rows, methods, command, seconds, quick) -> str:
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.audit', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.audit', description=__doc__)
   p.add_argument('--data-dir', default=None)
   p.add_argument('--runs-dir', default='runs/audit')
   p.add_argument('--figures-dir', default=os.path.join('figures', 'audit'))
   p.add_argument('--quick', action='store_true', help='toy sizes (tests)')
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.audit'] + list(argv if argv is not None
-                                                          else sys.argv[1:])
+  command = p.command(argv)
   t0 = time.time()
   items = [(cfg, os.path.join(args.runs_dir, name)) for name, cfg in
            configs(args.data_dir, args.quick)]

@@ -42,7 +42,6 @@ included (`runs/`; `python -m experiments.restore_runs` puts them back).
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import hashlib
 import json
@@ -398,8 +397,7 @@ def result_row(entry: Entry, dataset: str, epsilon, seed: int, trial: tuple, row
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.benchmark', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.benchmark', description=__doc__)
   p.add_argument('--track', nargs='+', choices=('client', 'sample'),
                  default=['client', 'sample'])
   p.add_argument('--datasets', nargs='+', choices=DATASETS, default=list(DATASETS))
@@ -421,8 +419,7 @@ def main(argv=None) -> int:
   if args.quick and os.path.abspath(args.figures_dir) == os.path.abspath(
       p.get_default('figures_dir')):
     p.error('--quick writes toy results: give it its own --figures-dir')
-  command = ['python', '-m', 'experiments.benchmark'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   cal = Calibrations(os.path.join(args.figures_dir, 'calibrations.json'),
                      also_read=[os.path.join(args.runs_dir, 'calibrations.json')])
   try:

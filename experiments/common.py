@@ -212,10 +212,17 @@ def _positive_int(text: str) -> int:
 class ArgumentParser(argparse.ArgumentParser):
   """`argparse.ArgumentParser` with `--jobs N`, for every module that runs experiments.
 
-  `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs`.
+  `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs`. Given `module`
+  (e.g. `experiments.cosafed.table3`), the parser's `prog` is `python -m <module>`, its
+  description keeps its line breaks, and `command(argv)` gives the command line a run's
+  `config.json` records.
   """
 
-  def __init__(self, *args, **kwargs):
+  def __init__(self, *args, module: Optional[str] = None, **kwargs):
+    if module is not None:
+      kwargs.setdefault('prog', f'python -m {module}')
+      kwargs.setdefault('formatter_class', argparse.RawDescriptionHelpFormatter)
+    self.module = module
     super().__init__(*args, **kwargs)
     self.add_argument(
         '--jobs', type=_positive_int, default=1,
@@ -223,6 +230,16 @@ class ArgumentParser(argparse.ArgumentParser):
              'already uses both, and two at once slowed each run 1.6-2.3x, for 0.9-1.2x '
              'the throughput: python -m benchmarks.run --only jobs, benchmarks/README.md; '
              'finished runs are reused and interrupted ones resume either way)')
+
+  def command(self, argv: Optional[Sequence[str]] = None) -> list[str]:
+    """`['python', '-m', module, *argv]`, `argv` being `sys.argv[1:]` when None.
+
+    Raises:
+      ValueError: If the parser was made without `module`.
+    """
+    if self.module is None:
+      raise ValueError('command() needs the parser\'s module: ArgumentParser(module=...)')
+    return ['python', '-m', self.module] + list(argv if argv is not None else sys.argv[1:])
 
   def parse_args(self, args=None, namespace=None):  # pylint: disable=signature-differs
     global JOBS

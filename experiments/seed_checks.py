@@ -24,7 +24,6 @@ import csv
 import dataclasses
 import json
 import os
-import sys
 from typing import Callable, Optional, Sequence
 
 from experiments import common
@@ -269,8 +268,7 @@ def run_check(name: str, seeds: Sequence[int], args, command: list[str], log=pri
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.seed_checks', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.seed_checks', description=__doc__)
   p.add_argument('--checks', nargs='+', choices=sorted(CHECKS), default=sorted(CHECKS))
   p.add_argument('--seeds', nargs='+', type=int, default=[0, 1, 2])
   p.add_argument('--list', action='store_true',
@@ -288,8 +286,7 @@ def main(argv=None) -> int:
       print(f'{name}: {CHECKS[name].cell} ({n} runs a seed; seed 0 found for {found}: '
             f'{seconds / 3600:.1f} h)')
     return 0
-  command = ['python', '-m', 'experiments.seed_checks'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   for name in args.checks:
     run_check(name, args.seeds, args, command)
     figs = os.path.join(args.figures_dir, CHECKS[name].paper)

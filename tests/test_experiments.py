@@ -8,8 +8,8 @@ import time
 import math
 import os
 import pathlib
-import re
 import shutil
+import sys
 
 import numpy as np
 import pytest
@@ -1625,6 +1625,18 @@ def test_a_run_drawn_with_the_float32_laplace_sampler_runs_again(tmp_path, monke
     common.run_cached(cfg, out, ['x'], log=lines.append)
   assert lines[0].startswith(f'== running {out} again: it drew Laplace noise before')
   assert os.listdir(out) == [] and ran == [True]   # emptied (the stub still says resume)
+
+
+def test_argument_parser_of_a_module_names_its_command(monkeypatch):
+  from experiments import common
+  p = common.ArgumentParser(module='experiments.cosafed.table3', description='a\n  b')
+  assert p.prog == 'python -m experiments.cosafed.table3'
+  assert 'a\n  b' in p.format_help()  # the description keeps its line breaks
+  assert p.command(['--quick']) == ['python', '-m', 'experiments.cosafed.table3', '--quick']
+  monkeypatch.setattr(sys, 'argv', ['table3.py', '--seed', '1'])
+  assert p.command() == ['python', '-m', 'experiments.cosafed.table3', '--seed', '1']
+  with pytest.raises(ValueError, match='needs the parser'):
+    common.ArgumentParser(prog='x').command([])
 
 
 def test_jobs_runs_the_items_in_a_pool_with_the_same_rows(tmp_path, capfd):

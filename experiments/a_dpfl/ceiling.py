@@ -23,9 +23,7 @@ the last 10% of rounds, wall time per run) and each run's copy under `ceiling/`.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -37,8 +35,7 @@ UNIFORM_CONTROL = 'A-DPFL, no noise, uniform selection'
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.ceiling', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.ceiling', description=__doc__)
   common.add_common_flags(p, settings=False)
   p.add_argument('--local-epochs', type=int, default=5)
   p.add_argument('--learning-rates', type=float, nargs='+', default=[0.1, 0.2])
@@ -46,8 +43,7 @@ def main(argv=None) -> int:
                  help='client lr of the A-DPFL no-noise control (default: tffdp\'s chosen '
                  '0.1)')
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.ceiling'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   plan, items = [], []
   for lr in args.learning_rates:
     for split in ('iid', 'label_skew'):

@@ -20,11 +20,9 @@ run's copy under `pilots/`; `a_dpfl.report` summarises it.
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import math
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -57,9 +55,7 @@ def _setting(text: str) -> tuple[int, float]:
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.cifar10_pilot',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.cifar10_pilot', description=__doc__)
   common.add_common_flags(p, settings=False)
   p.add_argument('--settings', nargs='+', default=list(SETTINGS), type=str,
                  help='E:lr pairs (local epochs, client learning rate)')
@@ -69,8 +65,7 @@ def main(argv=None) -> int:
     settings = [_setting(s) for s in args.settings]
   except ValueError:
     p.error(f'--settings takes E:lr pairs such as 5:0.1, got {args.settings}')
-  command = ['python', '-m', 'experiments.a_dpfl.cifar10_pilot'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   # A client's examples: label skew deals 95% of the training split (`iid_overrides`).
   examples = common.iid_overrides('cifar10', args)['partition_options']['examples_per_client']
   table = []

@@ -16,9 +16,7 @@ beside the one-epoch ones.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -28,8 +26,7 @@ METHODS = ('fedavg', 'dpfl', 'cl_fl', 'a_dpfl')
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.fig4', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.fig4', description=__doc__)
   p.add_argument('--dataset', choices=('mnist', 'cifar10'), default='mnist')
   common.add_common_flags(p)
   p.add_argument('--variants', nargs='*', choices=tuple(common.VARIANTS),
@@ -38,7 +35,7 @@ def main(argv=None) -> int:
                  help='the paper\'s curves to run (default: all four); the table and plot '
                  'keep the curves of an earlier invocation that this one does not run')
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.fig4'] + list(argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   stem = common.artefact(args, f'fig4_{args.dataset}')
   runs, table = {}, []
   curves = [(m, common.LABELS[m], m, {}) for m in METHODS if m in args.methods]

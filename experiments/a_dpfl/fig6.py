@@ -10,9 +10,7 @@ under `figures/a_dpfl/fig6_mnist/k<k>/` (`_E<E>` appended with `--local-epochs E
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -24,12 +22,11 @@ REUSED_K = 0.7  # Table 1's k: the Fig. 4a run
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.fig6', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.fig6', description=__doc__)
   common.add_common_flags(p)
   p.add_argument('--k', type=float, nargs='+', default=list(K_VALUES))
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.fig6'] + list(argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   stem = common.artefact(args, 'fig6_mnist')
   table = []
   ks = args.k[:2] if args.quick else args.k

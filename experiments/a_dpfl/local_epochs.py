@@ -25,9 +25,7 @@ metrics and summary to `local_epochs/<run>/`. The figure modules take the choice
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -87,9 +85,7 @@ def closest(rows: list[dict], target: float, tolerance: float,
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.local_epochs',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.local_epochs', description=__doc__)
   common.add_common_flags(p, settings=False)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'), default=['mnist'])
   p.add_argument('--epochs', type=int, nargs='+', default=list(EPOCHS))
@@ -104,8 +100,7 @@ def main(argv=None) -> int:
   p.add_argument('--full-grid', action='store_true',
                  help='run every E, not only up to the first that reaches the target')
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.local_epochs'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   table = []
   for dataset in args.datasets:
     rows_d = []

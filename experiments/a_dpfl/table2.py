@@ -14,10 +14,8 @@ run's results under `figures/a_dpfl/table2/<dataset>_<iid|noniid>[_<selection>]/
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.a_dpfl import common
@@ -27,15 +25,14 @@ PAPER = {('mnist', 'non-IID'): 0.942, ('mnist', 'IID'): 0.989,
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.a_dpfl.table2', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.a_dpfl.table2', description=__doc__)
   common.add_common_flags(p)
   p.add_argument('--datasets', nargs='+', choices=('mnist', 'cifar10'),
                  default=['mnist', 'cifar10'])
   p.add_argument('--selections', nargs='+', choices=common.SELECTIONS,
                  default=list(common.SELECTIONS))
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.table2'] + list(argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   stem = common.artefact(args, 'table2')
   cells, items = [], []
   for dataset in args.datasets:

@@ -24,9 +24,7 @@ norm before clipping, the clients clipped, sigma, and the per-coordinate noise s
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.aadp_fl import common
@@ -61,9 +59,7 @@ def rows_of(model: str, reading: str, dim: int, metrics: list[dict], out: str,
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.aadp_fl.cnn_pilot',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.aadp_fl.cnn_pilot', description=__doc__)
   common.add_common_flags(p)
   p.add_argument('--models', nargs='+', default=list(MODELS), choices=MODELS + OTHER_MODELS)
   p.add_argument('--readings', nargs='+', default=list(READINGS), choices=list(READINGS))
@@ -71,8 +67,7 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   if args.datasets != ['mnist']:
     p.error('the CNN panel is MNIST only (--datasets mnist)')
-  command = ['python', '-m', 'experiments.aadp_fl.cnn_pilot'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'cnn_pilot.csv')
   done = {(m, r) for m in args.models for r in args.readings}
   table = [r for r in common.read_rows(path) or [] if (r['model'], r['reading']) not in done]

@@ -34,9 +34,7 @@ accuracy and epsilon_guaranteed there; rows of datasets not run now are kept) an
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.adap_dp_fl import common
@@ -99,14 +97,11 @@ def first_round_within(rows: list[dict], paper: float) -> tuple:
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.adap_dp_fl.controls',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.adap_dp_fl.controls', description=__doc__)
   common.add_common_flags(p)
   p.set_defaults(datasets=['fashion_mnist'])
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.adap_dp_fl.controls'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   table = []
   for dataset in args.datasets:
     # The sigma_min run first: its length sets the noise-free controls' rounds.

@@ -11,9 +11,7 @@ clipping-norm query, and the budget stops the run on it). Paper: sigma falls fro
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.adap_dp_fl import common
@@ -21,12 +19,10 @@ from tffdp import plotting
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.adap_dp_fl.fig6', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.adap_dp_fl.fig6', description=__doc__)
   common.add_common_flags(p)
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.adap_dp_fl.fig6'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   table = []
   for dataset in args.datasets:
     paper, reported = common.PAPER[dataset], common.PAPER_RESULTS[dataset]

@@ -13,11 +13,9 @@ ordering verdict of Figs. 4 and 5.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import os
 import statistics
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.adap_dp_fl import common
@@ -34,13 +32,11 @@ def spread(rows: list[dict], dataset: str):
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.adap_dp_fl.seeds', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.adap_dp_fl.seeds', description=__doc__)
   common.add_common_flags(p)
   p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.adap_dp_fl.seeds'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'seeds.csv')
   old = common.read_rows(path) or []
   table = [r for r in old if r['dataset'] not in args.datasets]

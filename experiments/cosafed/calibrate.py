@@ -14,10 +14,8 @@ accuracy, and the `Delta_f` whose best accuracy is closest to the paper's LAPFed
 
 from __future__ import annotations
 
-import argparse
 import math
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.cosafed import common as cc
@@ -29,13 +27,10 @@ REF18_LOCAL = dict(learning_rate=0.1, batch_size=64, local_epochs=5)
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.cosafed.calibrate',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.cosafed.calibrate', description=__doc__)
   cc.add_common_flags(p)
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.cosafed.calibrate'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   runs = [('noise-free, spec local (lr 0.01, B 10, E 1)', 'spec', math.inf, None, {}),
           ('noise-free, ref. [18] local (lr 0.1, B 64, E 5)', 'ref18', math.inf, None,
            REF18_LOCAL)]

@@ -15,9 +15,7 @@ epsilon in {100, 120, 150, 170, 200}, 350 rounds, seed 0. Writes
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import matplotlib.pyplot as plt
 
@@ -56,13 +54,11 @@ def _panels(runs, values, key_of, y, ylabel, title, path, label_of, smooth: int 
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.cosafed.figs', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.cosafed.figs', description=__doc__)
   cc.add_common_flags(p)
   p.add_argument('--groups', nargs='+', choices=tuple(cc.GROUPS), default=list(cc.GROUPS))
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.cosafed.figs'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   cohorts = (cc.COHORTS[0], cc.COHORTS[-1]) if args.quick else cc.COHORTS
   epsilons = (cc.EPSILONS[0], cc.EPSILONS[-1]) if args.quick else cc.EPSILONS
   path = os.path.join(args.figures_dir, 'figs.csv')

@@ -20,9 +20,7 @@ method and group, paper values beside), `table3_runs.csv` (one row per run),
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 import numpy as np
 
@@ -40,14 +38,12 @@ def _stats(values: list[float]) -> tuple[float, float]:
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.cosafed.table3', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.cosafed.table3', description=__doc__)
   cc.add_common_flags(p)
   p.add_argument('--seeds', type=int, nargs='+', default=[0, 1, 2])
   p.add_argument('--groups', nargs='+', choices=tuple(cc.GROUPS), default=list(cc.GROUPS))
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.cosafed.table3'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   run_rows, table = [], []
   for group in args.groups:
     curves, budgets = {}, {}

@@ -18,10 +18,8 @@ noise std, the mean and final test accuracy, and the paper's 88.34) and
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.dp_fedags import common as dc
@@ -36,9 +34,7 @@ def label(kappa: float) -> str:
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.dp_fedags.calibrate',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.dp_fedags.calibrate', description=__doc__)
   dc.add_common_flags(p)
   p.add_argument('--scales', type=float, nargs='+', default=list(SCALES),
                  help='kappa values (Delta_S = kappa 2 eta C / n_k; 0: clip only)')
@@ -48,8 +44,7 @@ def main(argv=None) -> int:
     p.error('the calibration runs on MNIST (the cell of the paper\'s 88.34): --datasets mnist')
   if any(k < 0 for k in args.scales):
     p.error(f'--scales must be >= 0. Found {args.scales}.')
-  command = ['python', '-m', 'experiments.dp_fedags.calibrate'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'calibration.csv')
   kept = {(r['dataset'], int(r.get('seed') or 0), float(r['epsilon']),
            float(r['delta_s_scale'])): r for r in dc.read_rows(path) or []}

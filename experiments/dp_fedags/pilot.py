@@ -14,9 +14,7 @@ two side by side.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.dp_fedags import common as dc
@@ -26,14 +24,12 @@ COLUMNS = ('test_accuracy', 'threshold', 'significant_fraction', 'noise_std',
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.dp_fedags.pilot', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.dp_fedags.pilot', description=__doc__)
   dc.add_common_flags(p)
   p.add_argument('--rounds', type=int, default=20)
   p.add_argument('--epsilons', type=float, nargs='+', default=[0.1, 0.5])
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.dp_fedags.pilot'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'pilot.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   for dataset in args.datasets:

@@ -14,22 +14,17 @@ wall time) into `--figures-dir` and each run's results under `runs/`.
 
 from __future__ import annotations
 
-import argparse
 import os
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.dp_fedags import common as dc
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.dp_fedags.reference',
-                     description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.dp_fedags.reference', description=__doc__)
   dc.add_common_flags(p)
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.dp_fedags.reference'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'reference.csv')
   table = [r for r in dc.read_rows(path) or [] if r['dataset'] not in args.datasets]
   items = [dc.config(args, dataset, 'fedavg', None) for dataset in args.datasets]

@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 
 from experiments.common import ArgumentParser  # pylint: disable=g-import-not-at-top
 from experiments.dp_fedags import common as dc
@@ -35,8 +34,7 @@ from tffdp import plotting
 
 
 def main(argv=None) -> int:
-  p = ArgumentParser(prog='python -m experiments.dp_fedags.table4', description=__doc__,
-                     formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = ArgumentParser(module='experiments.dp_fedags.table4', description=__doc__)
   dc.add_common_flags(p)
   p.add_argument('--epsilons', type=float, nargs='+', default=list(dc.EPSILONS))
   p.add_argument('--methods', nargs='+', choices=dc.METHODS, default=list(dc.METHODS))
@@ -48,8 +46,7 @@ def main(argv=None) -> int:
   args = p.parse_args(argv)
   kappa = dc.delta_s_scale(args.delta_s_scale, p.error)
   seeds = args.seeds if args.seeds is not None else [args.seed]
-  command = ['python', '-m', 'experiments.dp_fedags.table4'] + list(
-      argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   path = os.path.join(args.figures_dir, 'table4.csv')
   cells = {(d, kappa, s, float(e), dc.METHOD_LABEL[m]) for d in args.datasets
            for s in seeds for e in args.epsilons for m in args.methods}
