@@ -84,9 +84,10 @@ def _not_run(tables, figs, costs: str = COSTS_CSV) -> list[str]:
   for present, item in EXPECTED:
     if present(tables):
       continue
+    pattern = RUN_SETS.get(item.what)
     done = [name for name, *_ in finished_summaries(
-        os.path.join(figs, 'runs'), keep=lambda name: fnmatch.fnmatch(
-            name, RUN_SETS.get(item.what, '')))]
+        os.path.join(figs, 'runs'), keep=lambda name: fnmatch.fnmatch(name, pattern))
+            ] if pattern else []
     if done:
       item = dataclasses.replace(item, runs=item.runs - len(done), what=(
           f'{item.what}, the {item.runs - len(done)} runs of {item.runs} not finished (done: '
