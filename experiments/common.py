@@ -19,7 +19,7 @@ import shutil
 import signal
 import sys
 import time
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 from tffdp import config as config_lib
 from tffdp import plotting, runner, runtime
@@ -871,11 +871,12 @@ class Missing:
     runs: How many runs it still needs.
     like: The artefact of `benchmarks/costs.csv` (same paper) whose runs have the same
       per-run work: one missing run is costed as the mean of its runs, projected alone.
+      A tuple names candidates in order of preference: the first one costed is used.
   """
   what: str
   command: str
   runs: int
-  like: str
+  like: Union[str, tuple[str, ...]]
 
 
 def missing_items(paper: str, items: Sequence[Missing], path: str = COSTS_CSV) -> list[str]:
@@ -883,14 +884,15 @@ def missing_items(paper: str, items: Sequence[Missing], path: str = COSTS_CSV) -
   `items`, costed from `paper`'s rows of the cost table (`cost_section`); "not costed"
   where the table has no row for the item's `like` artefact."""
   rows = {r['artefact']: r for r in (read_rows(path) or []) if r.get('paper') == paper}
+  costed = lambda r: r and int(r['runs']) and r['projected_hours'] != 'nan'
   out = []
   for m in items:
-    row = rows.get(m.like)
-    per_run = (float(row['projected_hours']) / int(row['runs'])
-               if row and int(row['runs']) and row['projected_hours'] != 'nan' else None)
-    cost = (f'not costed (`{m.like}` is not in `benchmarks/costs.md`)' if per_run is None
+    likes = tuple(dict.fromkeys((m.like,) if isinstance(m.like, str) else m.like))
+    like = next((a for a in likes if costed(rows.get(a))), None)
+    per_run = like and float(rows[like]['projected_hours']) / int(rows[like]['runs'])
+    cost = (f'not costed (`{"` or `".join(likes)}` is not in `benchmarks/costs.md`)' if like is None
             else f'about {m.runs * per_run:.1f} h alone ({m.runs} x {per_run:.2f} h, the '
-                 f'mean run of `{m.like}` in `benchmarks/costs.md`)')
+                 f'mean run of `{like}` in `benchmarks/costs.md`)')
     out.append(f'- {m.what}: {cost}: `{m.command}`')
   return out
 

@@ -1349,7 +1349,8 @@ def test_a_dpfl_report_costs_what_is_not_rerun(tmp_path):
       f'`benchmarks/costs.md`): `python -m experiments.a_dpfl.table2 --datasets cifar10 {flags}`']
   # Without a cost table the items are listed, not costed.
   assert a_dpfl_report._not_rerun(str(tmp_path), (5, 0.1), str(tmp_path / 'none.csv'))[5] == (
-      '- Fig. 4b (CIFAR-10), DPFL: not costed (`fig4_cifar10` is not in '
+      '- Fig. 4b (CIFAR-10), DPFL: not costed (`fig4_cifar10_E5_lr0.1` or `fig4_cifar10` is '
+      'not in '
       f'`benchmarks/costs.md`): `python -m experiments.a_dpfl.fig4 --dataset cifar10 {flags}`')
   # Everything made: nothing to list.
   for slug in ('fedavg', 'dpfl'):

@@ -636,8 +636,7 @@ def _not_rerun(figs: str, setting: Setting, costs: str = COSTS_CSV) -> list[str]
   projected run of the same artefact with this setting, else of its E = 1 artefact, in
   the cost table `costs`)."""
   sfx, flags = _sfx(setting), _flags(setting)
-  costed = {r['artefact'] for r in _rows(costs) or [] if r.get('paper') == 'a_dpfl'}
-  like = lambda artefact: artefact + sfx if artefact + sfx in costed else artefact
+  like = lambda artefact: (artefact + sfx, artefact)
   fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
   missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
              if not os.path.exists(os.path.join(fig4b, slug, 'summary.json'))]
