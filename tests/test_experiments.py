@@ -1560,14 +1560,18 @@ def test_fidelity_counts_numbers_within_tolerance_and_names_uncaused_misses():
       fidelity.PaperNumber('b', 'accuracy', 90.0, 80.0, 89.9, 'kappa 30'),   # best within
       fidelity.PaperNumber('c', 'accuracy', 90.0, 80.0, cause='clip-only control 85%'),
       fidelity.PaperNumber('d', 'accuracy', 90.0, 80.0),                     # miss, no cause
-      fidelity.PaperNumber('e', 'budget', 4.0, None)]                        # not run
+      fidelity.PaperNumber('e', 'budget', 4.0, None),                        # not run
+      fidelity.PaperNumber('f', 'sigma', 1.2, 1.2345678)]                    # within
   claims = [fidelity.Claim('x', 'reproduced', ''), fidelity.Claim('y', 'tie', '')]
   assert fidelity.counts(numbers, claims) == dict(
-      numbers=5, default_within=1, best_within=2, claims=2, reproduced=1, uncaused=1)
+      numbers=6, default_within=2, best_within=3, claims=2, reproduced=1, uncaused=1)
   lines = fidelity.section(numbers, claims)
-  assert lines[0].startswith('**1 of 5 paper numbers within tolerance under tffdp\'s default '
-                             'reading, 2 under the best reading run; 1 of 2 claims')
-  assert '| d | 90 | 80 | no | - | - | no | no controlled cause yet |' in lines
+  assert lines[0].startswith('**2 of 6 paper numbers within tolerance under tffdp\'s default '
+                             'reading, 3 under the best reading run; 1 of 2 claims')
+  # Measured accuracies (percent) to 2 decimals, other kinds to 6 significant digits.
+  assert '| d | 90 | 80.00 | no | - | - | no | no controlled cause yet |' in lines
+  assert '| b | 90 | 80.00 | no | kappa 30 | 89.90 | yes |  |' in lines
+  assert '| f | 1.2 | 1.23457 | yes | - | - | yes |  |' in lines
   assert '| e | 4 | - | not run | - | - | not run |  |' in lines
   with pytest.raises(ValueError, match='verdict must be one of'):
     fidelity.Claim('z', 'maybe', '')

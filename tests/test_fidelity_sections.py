@@ -127,7 +127,7 @@ def test_adap_dp_fl_fidelity_cites_a_control_only_where_its_numbers_explain_the_
   assert lines[0].endswith('Misses without a controlled cause: 3.')
   rows = _section_rows(lines)
   sigma2 = rows['Fig. 4, Fashion-MNIST, constant sigma = 2']
-  assert sigma2[:6] == ['77.28', '71.18', 'no', 'no validation hold-out (controls)', '72.5', 'no']
+  assert sigma2[:6] == ['77.28', '71.18', 'no', 'no validation hold-out (controls)', '72.50', 'no']
   # Unclipped without noise (80%) clears the paper; clipped at C = 1 (75%) does not.
   assert sigma2[6].startswith('without noise, at the same clip C = 1, the setup reaches only '
                               '75.00% in 3628 rounds')
