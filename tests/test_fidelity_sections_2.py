@@ -141,3 +141,38 @@ def test_dp_fedags_attack_accuracy_interval_and_the_sampling_cause():
   low, high = dp_fedags_report.attack_accuracy_interval(dict(row, tpr='1', fpr='0',
                                                              accuracy='100'))
   assert high == 100 and 0 < 100 - low < 1
+
+
+def test_dp_fedags_noise_control_cause_reads_the_measured_noise_std(tmp_path):
+  from experiments import common  # pylint: disable=g-import-not-at-top
+  from experiments.dp_fedags import common as dc  # pylint: disable=g-import-not-at-top
+  from experiments.dp_fedags import report as dp_fedags_report  # pylint: disable=g-import-not-at-top
+  kappa = float(dc.DELTA_S_SCALE)
+  cell = ('mnist', 0.1, 'cpSGD')
+  # Two seeds measuring per-round stds 0.7 / 0.8 and 0.74 / 0.76: mean 0.75. A kappa-1 run
+  # of the same cell does not count.
+  for seed, stds, scale in ((0, (0.7, 0.8), kappa), (1, (0.74, 0.76), kappa), (2, (9, 9), 1.0)):
+    run = f'runs/dp_fedags/mnist_cpsgd_{seed}_{scale:g}'
+    common.write_table(str(tmp_path / 'runs' / os.path.basename(run) / 'metrics.csv'),
+                       [dict(round=i + 1, noise_std=v) for i, v in enumerate(stds)])
+    with open(tmp_path / 'table4.csv', 'a') as f:
+      if seed == 0:
+        f.write('dataset,delta_s_scale,seed,epsilon,method,mean_accuracy,run\n')
+      f.write(f'mnist,{scale},{seed},0.1,cpSGD,12.0,{run}\n')
+  assert dp_fedags_report._noise_std(str(tmp_path), cell) == pytest.approx(0.75)  # pylint: disable=protected-access
+
+  def calibration(std, acc):
+    common.write_table(str(tmp_path / 'calibration.csv'), [
+        dict(delta_s_scale=0.0, noise_std=0, mean_accuracy=90.3),
+        dict(delta_s_scale=50.0, noise_std=0.159, mean_accuracy=89.3),
+        dict(delta_s_scale=240.0, noise_std=std, mean_accuracy=acc)])
+    return dp_fedags_report._noise_control(str(tmp_path), cell, 85.53)  # pylint: disable=protected-access
+
+  cause = calibration(0.763, 11.5)
+  assert cause.startswith('the reconstructed DP-FedAvg run at the same noise std per '
+                          'coordinate reaches a mean of 11.50% (kappa 240, std 0.763; '
+                          'cpSGD\'s runs at epsilon 0.1 measure 0.75;')
+  assert calibration(0.9, 11.5) is None      # the std differs by more than 10%
+  assert calibration(0.763, 84.5) is None    # the control is within tolerance of the paper
+  assert calibration(0.763, 88.0) is None    # ... or above it: the noise does not explain
+  assert dp_fedags_report._noise_control(str(tmp_path), ('mnist', 0.2, 'cpSGD'), 85.0) is None  # pylint: disable=protected-access
