@@ -640,6 +640,38 @@ def pilot_lines(args) -> list[str]:
   return lines
 
 
+def remaining_line(args, tuned: dict, rows: list[dict]) -> str:
+  """The runs still to make (tuning trials of the pairs not tuned yet, main runs of every
+  pair) and their hours at the wall time per run recorded so far: each entry's median
+  over its finished runs, else its track's median (an untuned Adap DP-FL, which trains
+  every client every round, is priced low by its track's median)."""
+  walls, track_walls = {}, {}
+  for r in [*tuning_rows(tuned), *rows]:
+    w = _float(r['wall_seconds'])
+    if np.isfinite(w):
+      walls.setdefault(r['entry'], []).append(w)
+      track_walls.setdefault(r['track'], []).append(w)
+  made = {}
+  for r in rows:
+    made[(r['entry'], r['dataset'])] = made.get((r['entry'], r['dataset']), 0) + 1
+  tuning = main = 0
+  seconds = 0.0
+  for entry in entries_of(args.track):
+    per_run = walls.get(entry.name) or track_walls.get(entry.track)
+    for dataset in args.datasets:
+      n_tune = 0 if (entry.name, dataset) in tuned else len(grid(entry, args.quick))
+      n_main = ((1 if entry.knob in ('none', 'claimed') else len(args.epsilons))
+                * len(args.seeds) - made.get((entry.name, dataset), 0))
+      tuning, main = tuning + n_tune, main + n_main
+      seconds += (n_tune + n_main) * (float(np.median(per_run)) if per_run else float('nan'))
+  if not tuning + main:
+    return 'Nothing left to run.'
+  return (f'Still to run: {tuning} tuning and {main} main runs, about {seconds / 3600:.1f} h '
+          'at the wall time per run recorded so far (each entry\'s median over its finished '
+          'runs, else its track\'s; recorded beside other work, so more than alone; a pair\'s '
+          'trials count as left until all of them have finished).')
+
+
 def tuning_specs(args) -> list:
   """`(entry, dataset, epsilon, seed, trial)` of every tuning run: each trial at epsilon
   4 (none for the entries without a knob), seed 0."""
@@ -989,7 +1021,8 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict,
       state, '',
       '## Cost', '',
       *([f'- Pilot (`--stage pilot`, {PILOT_ROUNDS} rounds): {line}.'
-         for line in pilot_lines(args)] or ['- No pilot run yet (`--stage pilot`).']), '',
+         for line in pilot_lines(args)] or ['- No pilot run yet (`--stage pilot`).']),
+      f'- {remaining_line(args, tuned, rows)}', '',
       '## Protocol', '', *[f'- {line}' for line in (
           'Client-level track: ' + ', '.join(f'{k}={v}' for k, v in CLIENT.items()) +
           ' (uniform cohorts of 50 for the methods that take no other).',

@@ -173,6 +173,35 @@ def test_the_readme_projects_the_cost_from_the_pilot_runs(tmp_path):
       'round: its runs cost more)']
 
 
+def test_the_readme_prices_the_runs_left_at_the_recorded_wall_times():
+  args = argparse.Namespace(track=['client'], datasets=['mnist'], epsilons=[1.0, 4.0],
+                            seeds=[0, 1], quick=False)
+  client = [e for e in benchmark.ENTRIES if e.track == 'client']
+  dp, ceiling = (next(e for e in client if e.name == n) for n in ('dp_fedavg', 'fedavg'))
+  row = lambda e, w, eps='': dict(track='client', entry=e.name, dataset='mnist',
+                                  target_epsilon=eps, wall_seconds=w)
+  # dp_fedavg tuned (trials at 100 s, 300 s: median 200 s) with one main run of its 2 x 2
+  # made; the no-knob ceiling tuned, none of its 2 seeds made; the rest untuned, priced at
+  # the track's median (100, 150, 300, 500 s: 225 s).
+  tuned = {('dp_fedavg', 'mnist'): ((0.1, 1.0), [row(dp, 100), row(dp, 300)]),
+           ('fedavg', 'mnist'): ((0.1, 1.0), [row(ceiling, 150)])}
+  rows = [row(dp, 500, 4.0)]
+  others = [e for e in client if e.name not in ('dp_fedavg', 'fedavg')]
+  tuning = sum(len(benchmark.grid(e)) for e in others)
+  main = 3 + 2 + sum((1 if e.knob in ('none', 'claimed') else 2) * 2 for e in others)
+  hours = (3 * 300 + 2 * 150 + sum(
+      (len(benchmark.grid(e)) + (1 if e.knob in ('none', 'claimed') else 2) * 2) * 225
+      for e in others)) / 3600
+  # dp_fedavg's median is over its own three runs (100, 300, 500: 300 s).
+  assert benchmark.remaining_line(args, tuned, rows).startswith(
+      f'Still to run: {tuning} tuning and {main} main runs, about {hours:.1f} h at the wall '
+      'time per run recorded so far')
+  done = {(e.name, 'mnist'): ((0.1, 1.0), []) for e in client}
+  made = [row(e, 10, eps) for e in client for eps in (
+      [''] if e.knob in ('none', 'claimed') else [1.0, 4.0]) for _ in range(2)]
+  assert benchmark.remaining_line(args, done, made) == 'Nothing left to run.'
+
+
 def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   figs = tmp_path / 'figs'
   argv = ['--quick', '--datasets', 'mnist', '--epsilons', '4', '--seeds', '0',
