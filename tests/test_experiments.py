@@ -1854,8 +1854,16 @@ def test_a_dpfl_ceiling_quick_and_its_no_noise_control(tmp_path, data_dir, monke
     config = json.load(f)
   assert config['method'] == 'a_dpfl' and config['noise_multiplier'] == 0.0
   assert config['partition'] == 'iid'
+  # CIFAR-10: FedAvg on the IID split alone, MNIST's rows kept.
+  _run_quick(a_dpfl_ceiling, tmp_path, data_dir, monkeypatch, '--datasets', 'cifar10',
+             '--learning-rates', '0.1')
+  both = exp_common.read_rows(str(figs / 'ceiling.csv'))
+  assert both[:4] == rows + [uniform]
+  assert [(r['dataset'], r['method'], r['partition'], r['paper_private_iid'])
+          for r in both[4:]] == [('cifar10', 'FedAvg', 'iid', '70.4')]
+  exp_common.write_table(str(figs / 'ceiling.csv'), rows + [uniform])
   assert a_dpfl_report.main(['--figures-dir', str(figs)]) == 0
-  assert '| A-DPFL, no noise | iid | 5 | 0.1 |' in (figs / 'README.md').read_text()
+  assert '| MNIST | A-DPFL, no noise | iid | 5 | 0.1 |' in (figs / 'README.md').read_text()
   # The cause it gives the IID miss: the noise, or the clipping and selection before it.
   control = dict(rows[2], final_test_accuracy='98.0')
   exp_common.write_table(str(figs / 'ceiling.csv'), rows[:2] + [control])
