@@ -1802,12 +1802,22 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
   from experiments.adap_dp_fl import controls as adap_dp_fl_controls
   from experiments.adap_dp_fl import report as adap_dp_fl_report  # pylint: disable=g-multiple-import
   figs = _run_quick(adap_dp_fl_controls, tmp_path, data_dir, monkeypatch, '--datasets',
-                    'mnist')
+                    'mnist', '--no-stop', '4')
   rows = exp_common.read_rows(str(figs / 'controls.csv'))
   assert [r['curve'] for r in rows] == [
       'constant sigma = 3 (Fig. 4)', 'no noise, clipped (C = 1)', 'no noise, no clipping',
       'no validation hold-out', 'lr x 2 (0.004)', adap_dp_fl_controls.AUTHOR_CNN,
-      'no budget stop (4x the rounds)', adap_dp_fl_controls.FRESH_ADAM]
+      'no budget stop (4x the rounds)', adap_dp_fl_controls.FRESH_ADAM,
+      'no budget stop, sigma = 4 (4x the rounds)']
+  # sigma 4's control: 4x the rounds of the Fig. 4 sigma 4 run it made first.
+  with open(tmp_path / 'runs' / 'mnist_control_constant_sigma4_no_stop_seed0_quick' /
+            'config.json') as f:
+    config = json.load(f)
+  sigma4 = exp_common.read_rows(str(tmp_path / 'runs' / 'mnist_constant_sigma4_seed0_quick' /
+                                    'metrics.csv'))
+  assert config['rounds'] == 4 * int(sigma4[-1]['round']) == int(rows[-1]['rounds'])
+  assert config['noise_multiplier'] == 4.0 and config['epsilon_budget'] is None
+  rows = rows[:-1]
   no_stop, fresh = rows[-2], rows[-1]
   assert int(no_stop['rounds']) == 4 * int(rows[0]['rounds'])
   assert float(no_stop['epsilon_guaranteed']) > float(rows[0]['epsilon_guaranteed'])

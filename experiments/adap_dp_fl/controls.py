@@ -1,7 +1,7 @@
 """Adap DP-FL: controls of Fig. 4's constant-sigma gap (fidelity pass 2, item 3).
 
-    python -m experiments.adap_dp_fl.controls [--datasets fashion_mnist mnist] [--data-dir DIR]
-        [--runs-dir DIR] [--figures-dir DIR] [--quick]
+    python -m experiments.adap_dp_fl.controls [--datasets fashion_mnist mnist]
+        [--no-stop 3 decay] [--data-dir DIR] [--runs-dir DIR] [--figures-dir DIR] [--quick]
 
 Fig. 4's constant-sigma curves land 3.7-6.4 points below the paper on Fashion-MNIST while
 MNIST matches. Beside Fig. 4's constant sigma = sigma_min run (2 Fashion-MNIST, 3 MNIST;
@@ -26,9 +26,14 @@ reused), at the same setup otherwise, this runs:
   every round (`client_optimizer_state=reset`; the paper does not say whether they carry
   over, and with noisy gradients fresh moments take larger steps).
 
+`--no-stop` adds the `no budget stop` control for other Fig. 4 curves: each constant
+sigma given, and `decay` (the noise decay curve, its schedule going on past the budget),
+for `NO_STOP_FACTOR` times the rounds of that curve's Fig. 4 run (reused), compared with
+that curve's paper accuracy.
+
 Writes `controls.csv` (one row per curve: test accuracy at the stop, rounds, both
 epsilons, the first evaluated round within the fidelity tolerance of the paper's sigma_min
-accuracy and epsilon_guaranteed there; rows of datasets not run now are kept) and
+accuracy (for a `--no-stop` curve: its own paper accuracy) and epsilon_guaranteed there; rows of datasets not run now are kept) and
 `controls_<dataset>.png`.
 """
 
@@ -84,6 +89,37 @@ def curves(dataset: str, args, rounds: int) -> list:
   ]
 
 
+def no_stop_curves(dataset: str, args, command) -> list:
+  """`(label, config, run directory, paper accuracy)` of the `no budget stop` control of
+  each `--no-stop` curve (a constant sigma, or `decay`; `main` checks them),
+  `NO_STOP_FACTOR` times the rounds of that curve's Fig. 4 run (run or reused here
+  first)."""
+  paper = common.PAPER_RESULTS[dataset]
+  out = []
+  for curve in args.no_stop:
+    if curve == 'decay':
+      kw = dict(clipping='constant', noise_schedule='decay',
+                noise_multiplier=common.PAPER[dataset]['sigma_0'])
+      tag, label, value = 'decay', 'noise decay', paper['decay']
+    else:
+      sigma = float(curve)
+      kw = dict(clipping='constant', noise_schedule='constant', noise_multiplier=sigma)
+      tag, label, value = f'constant_sigma{sigma:g}', f'sigma = {sigma:g}', paper['constant'][sigma]
+    (rows, _), = common.run_all_or_reuse([common.config(dataset, args, tag, **kw)], command,
+                                         args)
+    out.append((f'{NO_STOP}, {label} ({NO_STOP_FACTOR}x the rounds)', *common.config(
+        dataset, args, f'control_{tag}_no_stop', rounds=NO_STOP_FACTOR * int(rows[-1]['round']),
+        epsilon_budget=None, **kw), value))
+  return out
+
+
+def _float_or_none(text: str):
+  try:
+    return float(text)
+  except ValueError:
+    return None
+
+
 def first_round_within(rows: list[dict], paper: float) -> tuple:
   """`(round, epsilon_guaranteed)` of the first evaluated round whose test accuracy is
   within the fidelity tolerance of the paper's `paper` (%) or above it; two empty
@@ -99,20 +135,30 @@ def first_round_within(rows: list[dict], paper: float) -> tuple:
 def main(argv=None) -> int:
   p = ArgumentParser(module='experiments.adap_dp_fl.controls', description=__doc__)
   common.add_common_flags(p)
+  p.add_argument('--no-stop', nargs='+', default=[], metavar='CURVE',
+                 help='Fig. 4 curves (a constant sigma, or decay) to run the no budget stop '
+                 'control at besides sigma_min')
   p.set_defaults(datasets=['fashion_mnist'])
   args = p.parse_args(argv)
   command = p.command(argv)
+  for dataset in args.datasets:
+    sigmas = common.PAPER_RESULTS[dataset]['constant']
+    bad = [c for c in args.no_stop if c != 'decay' and _float_or_none(c) not in sigmas]
+    if bad:
+      p.error(f'--no-stop takes decay or a Fig. 4 sigma of {dataset} '
+              f'({", ".join(f"{s:g}" for s in sigmas)}). Found {" ".join(bad)}.')
   table = []
   for dataset in args.datasets:
     # The sigma_min run first: its length sets the noise-free controls' rounds.
     first = curves(dataset, args, rounds=1)[0]
     (rows, _), = common.run_all_or_reuse([first[1:]], command, args)
-    plan = curves(dataset, args, rounds=int(rows[-1]['round']))
-    results = common.run_all_or_reuse([(cfg, out) for _, cfg, out in plan], command, args)
+    paper = common.PAPER_RESULTS[dataset]['constant'][sigma_min(dataset)]
+    extra = no_stop_curves(dataset, args, command)
+    plan = [(*c, paper) for c in curves(dataset, args, rounds=int(rows[-1]['round']))] + extra
+    results = common.run_all_or_reuse([(cfg, out) for _, cfg, out, _ in plan], command, args)
     runs = {}
-    for (label, _, out), (rows, _) in zip(plan, results):
+    for (label, _, out, paper), (rows, _) in zip(plan, results):
       runs[label] = rows
-      paper = common.PAPER_RESULTS[dataset]['constant'][sigma_min(dataset)]
       at, eps = first_round_within(rows, paper)
       table.append(dict(common.summary_row(dataset, label, rows, out,
                                            paper if 'Fig. 4' in label else None),

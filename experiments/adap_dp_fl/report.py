@@ -216,12 +216,15 @@ def _reading_name(curve: str) -> str:
   return curve
 
 
-def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: bool) -> str:
+def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: bool,
+                   no_stop: str = '') -> str:
   """The cause a control of `controls.csv` gives a miss of `paper` (%) whose default run
   made `rounds` rounds, or `fidelity.NO_CAUSE`: a noise-free control of at least as many
   rounds that ends below `paper` (without clipping: the setup itself; with C = 1: the
   clipping), or, for the sigma_min cell the controls accompany, the author's CNN code or
-  twice the learning rate reaching `paper`."""
+  twice the learning rate reaching `paper`; then the no-budget-stop control of the cell
+  (sigma_min's, or the `--no-stop` one labelled `no_stop`, e.g. `sigma = 3`): reaching
+  `paper` past the budget's round, or never within its rounds."""
   from experiments.adap_dp_fl import controls as adap_dp_fl_controls  # pylint: disable=g-import-not-at-top
   def row(prefix):
     return next((r for r in ctrl if r['curve'].startswith(prefix)), None)
@@ -241,12 +244,20 @@ def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: 
       acc = float(r['tffdp_test_accuracy'])
       if acc >= paper or fidelity.within('accuracy', paper, acc):
         return T.text(block, accuracy=acc, controls=CONTROLS, curve=r['curve'])
-  r = row(adap_dp_fl_controls.NO_STOP)
-  if sigma_min_cell and r and r.get('first_round_within_tolerance') not in (None, ''):
+  name = adap_dp_fl_controls.NO_STOP
+  r = (row(f'{name} (') if sigma_min_cell else row(f'{name}, {no_stop} (') if no_stop
+       else None)
+  command = CONTROLS if sigma_min_cell else (
+      f'{CONTROLS} --no-stop {no_stop.split(" = ")[-1] if "=" in no_stop else "decay"}')
+  if r and r.get('first_round_within_tolerance') not in (None, ''):
     at = int(float(r['first_round_within_tolerance']))
     if at > rounds:
-      return T.text('cause_no_stop', paper=paper, at=at, controls=CONTROLS, curve=r['curve'],
+      return T.text('cause_no_stop', paper=paper, at=at, controls=command, curve=r['curve'],
                     epsilon=float(r['epsilon_guaranteed_there']), rounds=rounds)
+  elif r and int(r['rounds']) > rounds:
+    return T.text('cause_no_stop_never', paper=paper, controls=command, curve=r['curve'],
+                  rounds=r['rounds'], accuracy=float(r['tffdp_test_accuracy']),
+                  epsilon=float(r['epsilon_guaranteed']))
   return fidelity.NO_CAUSE
 
 
@@ -277,7 +288,8 @@ def _fidelity_numbers(figs: str) -> list:
       numbers[4].append(fidelity.PaperNumber(
           f'Fig. 4, {label}, {what}', 'accuracy', value,
           float(r['tffdp_test_accuracy']) if r else None, best, reading,
-          _control_cause(ctrl, value, int(r['rounds']), is_min) if r else fidelity.NO_CAUSE))
+          _control_cause(ctrl, value, int(r['rounds']), is_min,
+                         curve.replace('constant ', '')) if r else fidelity.NO_CAUSE))
     f5 = [r for r in fig5 if r['dataset'] == d and not r['curve'].startswith('DP-FL')]
     default = next((r for r in f5 if r['curve'] == DEFAULT_CURVE['fig5']), None)
     others = {_reading_name(r['curve']): float(r['tffdp_test_accuracy'])
