@@ -124,7 +124,7 @@ def _mark(m: Optional[bool]) -> str:
   return 'not run' if m is None else 'yes' if m else 'no'
 
 
-def _value(v: Optional[float], kind: str = '') -> str:
+def format_value(v: Optional[float], kind: str = '') -> str:
   """`v` to 6 significant digits; a measured accuracy (percent) to 2 decimals."""
   return '-' if v is None else f'{v:.2f}' if kind == 'accuracy' else f'{v:.6g}'
 
@@ -153,9 +153,9 @@ def section(numbers: list[PaperNumber], claims: list[Claim]) -> list[str]:
             'within | cause of a miss |', '|---|---|---|---|---|---|---|---|']
     for n in numbers:
       miss = n.best_within is False
-      out.append(f'| {n.what} | {_value(n.paper)} | {_value(n.default, n.kind)} | '
+      out.append(f'| {n.what} | {format_value(n.paper)} | {format_value(n.default, n.kind)} | '
                  f'{_mark(n.default_within)} | {n.best_reading or "-"} | '
-                 f'{_value(n.best, n.kind)} | '
+                 f'{format_value(n.best, n.kind)} | '
                  f'{_mark(n.best_within)} | {n.cause if miss else ""} |')
   if claims:
     out += ['', '| claim | verdict | evidence |', '|---|---|---|']

@@ -176,3 +176,33 @@ def test_dp_fedags_noise_control_cause_reads_the_measured_noise_std(tmp_path):
   assert calibration(0.763, 84.5) is None    # the control is within tolerance of the paper
   assert calibration(0.763, 88.0) is None    # ... or above it: the noise does not explain
   assert dp_fedags_report._noise_control(str(tmp_path), ('mnist', 0.2, 'cpSGD'), 85.0) is None  # pylint: disable=protected-access
+
+
+def test_summary_counts_every_papers_verdicts_and_lists_the_uncaused_misses(tmp_path,
+                                                                             monkeypatch):
+  from experiments import fidelity  # pylint: disable=g-import-not-at-top
+  from experiments import summary  # pylint: disable=g-import-not-at-top
+  # Every report's fidelity items read an empty folder without error.
+  for paper in summary.PAPERS:
+    (tmp_path / paper).mkdir()
+    numbers, claims = summary.items(paper, str(tmp_path / paper))
+    assert all(n.default is None and n.best is None for n in numbers)
+    assert all(c.verdict == 'not run' for c in claims)
+  fake = {
+      'a_dpfl': ([fidelity.PaperNumber('x', 'accuracy', 90.0, 80.0, 85.123, 'kappa 3'),
+                  fidelity.PaperNumber('y', 'accuracy', 90.0, 80.0, cause='a control'),
+                  fidelity.PaperNumber('z', 'sigma', 2.0, 2.05)],
+                 [fidelity.Claim('c1', 'not reproduced', ''), fidelity.Claim('c2', 'tie', '')]),
+      'cosafed': ([fidelity.PaperNumber('w', 'budget', 4.0, None)],
+                  [fidelity.Claim('c3', 'reproduced', ''), fidelity.Claim('c4', 'not run', '')])}
+  monkeypatch.setattr(summary, 'items', lambda paper, figs: fake[paper])
+  text = summary.build(str(tmp_path), papers=('a_dpfl', 'cosafed'))
+  assert '| A-DPFL | 3 | 1 | 1 | 2 | 0 | 1 | 1 | 0 | 1 |' in text
+  assert '| cosAFed | 1 | 0 | 0 | 2 | 1 | 0 | 0 | 1 | 0 |' in text
+  assert '| **all** | 4 | 1 | 1 | 4 | 1 | 1 | 1 | 1 | 1 |' in text
+  # Only the miss without a cause is listed (y has one; w is not run), accuracies to 2
+  # decimals; the not-reproduced claim is listed.
+  misses = text.split('## Misses without a controlled cause')[1].split('##')[0]
+  assert misses.strip() == ('- A-DPFL: x: paper 90, default reading 80.00, best reading run '
+                            '85.12 (kappa 3)')
+  assert '- A-DPFL: c1' in text and 'c2' not in text

@@ -569,13 +569,17 @@ def _fidelity_claims(figs: str, settings: list[Setting], default: Setting) -> li
 def _fidelity(figs: str) -> list[str]:
   """Issue 42's table: every paper number attempted under tffdp's default reading and the
   best other reading run, and the paper's claims."""
-  settings = _settings_present(figs)
-  default = _default_setting(figs)
-  numbers = _fidelity_numbers(figs, settings, default)
-  claims = _fidelity_claims(figs, settings, default)
-  return [*fidelity.section(numbers, claims), '', T.text(
-      'fidelity_readings', default=_label(default), first=_label(FIRST),
+  return [*fidelity.section(*fidelity_items(figs)), '', T.text(
+      'fidelity_readings', default=_label(_default_setting(figs)), first=_label(FIRST),
       settled=SETTLED_POINTS, sigmas=', '.join(f'{s}' for s, _ in PAPER_FIG5_HOLDS[1:]))]
+
+
+def fidelity_items(figs: str) -> tuple[list[fidelity.PaperNumber], list[fidelity.Claim]]:
+  """Table 2's and Fig. 5's numbers under both readings, and the claims of Figs. 4, 6 and
+  Table 2."""
+  settings, default = _settings_present(figs), _default_setting(figs)
+  return (_fidelity_numbers(figs, settings, default),
+          _fidelity_claims(figs, settings, default))
 
 
 def _ceiling_section(figs) -> list[str]:

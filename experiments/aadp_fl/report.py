@@ -464,21 +464,35 @@ def _figure_claims(tables, spread, figs) -> list:
   return claims
 
 
+def _tables(figs) -> dict:
+  return {name: read_rows(os.path.join(figs, f'{name}.csv')) for name in COMMANDS}
+
+
+def fidelity_items(figs, tables=None) -> tuple[list[fidelity.PaperNumber],
+                                               list[fidelity.Claim]]:
+  """The paper's numbers (none in its text) and its claims, judged against the spread of
+  two runs of one configuration (`_same_schedule_pairs`). `tables`: the figures' CSVs
+  (read from `figs` when None)."""
+  tables = tables or _tables(figs)
+  pairs = _same_schedule_pairs(figs, tables['table2'] or [])
+  spread = max((max(a) - min(a) for _, a in pairs), default=None)
+  return [], _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread, figs)
+
+
 def _fidelity(figs, tables) -> list[str]:
   """Issue 42's table: the paper's numbers (none in its text) and its claims."""
   pairs = _same_schedule_pairs(figs, tables['table2'] or [])
   spread = max((max(a) - min(a) for _, a in pairs), default=None)
-  claims = _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread, figs)
   measured = ('; '.join(f'{common.LABEL[d]} AADP-FL at l = 1e-4 and l = 2e-4, the same '
                         f'budget every round: {_f(a[0])}% and {_f(a[1])}%' for d, a in pairs)
               if pairs else 'none')
-  return [*fidelity.section([], claims), '', T.text(
+  return [*fidelity.section(*fidelity_items(figs, tables)), '', T.text(
       'fidelity_readings', spread=f'{_f(spread, 3)} points ({measured})' if pairs else
       'and none is measured here, so each is a tie')]
 
 
 def build(figs: str) -> str:
-  tables = {name: read_rows(os.path.join(figs, f'{name}.csv')) for name in COMMANDS}
+  tables = _tables(figs)
   out = [*T.lines('intro'), '', *_fidelity(figs, tables), '',
          '## Pilot: the adaptive quantities', '', *_pilot(figs, tables['table2']), '',
          '## Pilot: the MNIST CNN panel (Fig. 6b)', '', *_cnn_pilot(figs), '']

@@ -368,8 +368,13 @@ def _fidelity_claims(figs: str) -> list:
 def _fidelity(figs: str) -> list[str]:
   """Issue 42's table: every paper number attempted under tffdp's default reading and the
   best other reading run, and the paper's claims."""
-  return [*fidelity.section(_fidelity_numbers(figs), _fidelity_claims(figs)), '',
+  return [*fidelity.section(*fidelity_items(figs)), '',
           T.text('fidelity_readings', controls=CONTROLS)]
+
+
+def fidelity_items(figs: str) -> tuple[list[fidelity.PaperNumber], list[fidelity.Claim]]:
+  """Figs. 4-6's numbers under both readings, and the claims of Figs. 3-5."""
+  return _fidelity_numbers(figs), _fidelity_claims(figs)
 
 
 def _control_line(rs: dict) -> str | None:

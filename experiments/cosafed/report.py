@@ -221,6 +221,12 @@ def _claims(runs) -> list[fidelity.Claim]:
 
 def _fidelity(figs) -> list[str]:
   """Issue 42's table: Table 3's sixteen numbers, both readings, the headline's claims."""
+  return [*fidelity.section(*fidelity_items(figs)), '',
+          *T.lines('fidelity_readings', sensitivity=cc.SENSITIVITY)]
+
+
+def fidelity_items(figs) -> tuple[list[fidelity.PaperNumber], list[fidelity.Claim]]:
+  """Table 3's sixteen numbers under both readings, and the headline's claims."""
   rows = read_rows(os.path.join(figs, 'table3.csv')) or []
   runs = read_rows(os.path.join(figs, 'table3_runs.csv')) or []
   calibration = read_rows(os.path.join(figs, 'calibration.csv')) or []
@@ -242,8 +248,7 @@ def _fidelity(figs) -> list[str]:
         numbers.append(fidelity.PaperNumber(
             what, kind, value, float(row[key]) if row else None, best, reading,
             _cause(group, method, kind, by, runs, seed_key, value)))
-  return [*fidelity.section(numbers, _claims(runs)), '',
-          *T.lines('fidelity_readings', sensitivity=cc.SENSITIVITY)]
+  return numbers, _claims(runs)
 
 
 def _figs(figs) -> list[str]:

@@ -378,6 +378,12 @@ def _noise_control(figs, cell, paper: float) -> Optional[str]:
 
 def _fidelity(figs) -> list[str]:
   """Issue 42's table: every paper number attempted, both readings, the claims."""
+  return [*fidelity.section(*fidelity_items(figs)), '', *T.lines('fidelity_readings')]
+
+
+def fidelity_items(figs) -> tuple[list[fidelity.PaperNumber], list[fidelity.Claim]]:
+  """Every paper number attempted (Tables II and IV) under both readings, and the
+  claims."""
   literal = {(r['dataset'], float(r['epsilon']), r['method']): float(r['mean_accuracy'])
              for r in _literal_rows(figs)}
   kappa, calibrated = _calibrated_spreads(figs)
@@ -444,7 +450,7 @@ def _fidelity(figs) -> list[str]:
       claims.append(fidelity.Claim(T.text('claim_rises', method=dc.METHOD_LABEL[key], gap=gap),
                                    fidelity.above(hi, lo),
                                    f'{reading}: {lo.text()} to {hi.text()}'))
-  return [*fidelity.section(numbers, claims), '', *T.lines('fidelity_readings')]
+  return numbers, claims
 
 
 def _mia_cause(rows: list[dict], row: dict, paper: float) -> str:
