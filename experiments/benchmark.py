@@ -627,14 +627,18 @@ def pilot_line(entry: Entry, metrics: list[dict], args) -> str:
 
 
 def pilot_lines(args) -> list[str]:
-  """`pilot_line` of each pilot run found in `--runs-dir` (`--stage pilot` made them)."""
+  """`pilot_line` of each pilot run found in `--runs-dir`, else its copy under
+  `<figures dir>/runs/` (`--stage pilot` made them)."""
   lines = []
   for entry in ENTRIES:
     if entry.name not in PILOT or entry.track not in args.track:
       continue
     spec = (entry, args.datasets[0], TUNING_EPSILON, 0, grid(entry, args.quick)[0])
-    out = os.path.join(args.runs_dir, run_name(*spec, args.quick) + '_pilot')
-    metrics = common.read_rows(os.path.join(out, 'metrics.csv'))
+    name = run_name(*spec, args.quick) + '_pilot'
+    folders = [args.runs_dir] + ([os.path.join(args.figures_dir, 'runs')]
+                                 if getattr(args, 'figures_dir', None) else [])
+    metrics = next((m for m in (common.read_rows(os.path.join(f, name, 'metrics.csv'))
+                                for f in folders) if m), None)
     if metrics and len(metrics) > 1:
       lines.append(pilot_line(entry, metrics, args))
   return lines

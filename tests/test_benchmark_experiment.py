@@ -167,10 +167,17 @@ def test_the_readme_projects_the_cost_from_the_pilot_runs(tmp_path):
   runs = sum(benchmark.TRIALS + (1 if e.knob in ('none', 'claimed') else 3) * 3 - 1
              for e in client)
   hours = runs * benchmark.CLIENT['rounds'] * 0.6 / 3600
-  assert benchmark.pilot_lines(args) == [
-      f'client track (dp_fedavg): median round 0.600 s; {runs} runs of 100 rounds would '
-      f'take about {hours:.1f} h alone at that rate (Adap DP-FL trains every client every '
-      'round: its runs cost more)']
+  line = (f'client track (dp_fedavg): median round 0.600 s; {runs} runs of 100 rounds would '
+          f'take about {hours:.1f} h alone at that rate (Adap DP-FL trains every client every '
+          'round: its runs cost more)')
+  assert benchmark.pilot_lines(args) == [line]
+  # On a fresh checkout the runs folder is empty: the copy under the figures is read.
+  os.rename(out, tmp_path / 'figs')
+  os.makedirs(tmp_path / 'figs_root' / 'runs')
+  os.rename(tmp_path / 'figs', tmp_path / 'figs_root' / 'runs' / out.name)
+  assert benchmark.pilot_lines(args) == []
+  args.figures_dir = str(tmp_path / 'figs_root')
+  assert benchmark.pilot_lines(args) == [line]
 
 
 def test_the_readme_prices_the_runs_left_at_the_recorded_wall_times():
