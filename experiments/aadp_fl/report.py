@@ -474,15 +474,19 @@ def fidelity_items(figs, tables=None) -> tuple[list[fidelity.PaperNumber],
   two runs of one configuration (`_same_schedule_pairs`). `tables`: the figures' CSVs
   (read from `figs` when None)."""
   tables = tables or _tables(figs)
-  pairs = _same_schedule_pairs(figs, tables['table2'] or [])
-  spread = max((max(a) - min(a) for _, a in pairs), default=None)
+  spread = _spread(_same_schedule_pairs(figs, tables['table2'] or []))
   return [], _table2_claims(tables['table2'], spread) + _figure_claims(tables, spread, figs)
+
+
+def _spread(pairs) -> float | None:
+  """The largest gap between two runs of one configuration (`_same_schedule_pairs`)."""
+  return max((max(a) - min(a) for _, a in pairs), default=None)
 
 
 def _fidelity(figs, tables) -> list[str]:
   """Issue 42's table: the paper's numbers (none in its text) and its claims."""
   pairs = _same_schedule_pairs(figs, tables['table2'] or [])
-  spread = max((max(a) - min(a) for _, a in pairs), default=None)
+  spread = _spread(pairs)
   measured = ('; '.join(f'{common.LABEL[d]} AADP-FL at l = 1e-4 and l = 2e-4, the same '
                         f'budget every round: {_f(a[0])}% and {_f(a[1])}%' for d, a in pairs)
               if pairs else 'none')

@@ -190,7 +190,7 @@ def _calibration(figs) -> list[str]:
                   seeds=', '.join(sorted({r.get('seed') or '0' for r in rows})),
                   literal_kappa=mean_n / (2 * dc.LEARNING_RATE['mnist']),
                   control=T.text('calibration_control') if any(
-                      float(r['delta_s_scale']) == 240.0 for r in rows) else ''), '',
+                      float(r['delta_s_scale']) == cal.CPSGD_CONTROL_SCALE for r in rows) else ''), '',
          *T.table('calibration_table', rows), '']
   by_kappa = {float(r['delta_s_scale']): float(r['mean_accuracy']) for r in rows}
   ref = next((r for r in read_rows(os.path.join(figs, 'reference.csv')) or []
