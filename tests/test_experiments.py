@@ -753,6 +753,43 @@ def test_a_dpfl_report_lists_finished_runs_of_a_setting_not_drawn_yet(tmp_path):
   assert '| fedavg | 0.9672 | 0.9672 | 50 | inf | inf | 1176.6 | `python -m x` |' in section
 
 
+def test_a_dpfl_fig5_hold_misses_take_the_seed_range_as_cause_only_when_it_holds_the_paper(
+    tmp_path):
+  from experiments import fidelity
+  from experiments.a_dpfl import report as a_dpfl_report
+
+  def sigma_csv(path, holds):
+    values = [s for s, n in holds for _ in range(n)]
+    path.write_text('round,noise_multiplier\n' + ''.join(
+        f'{i + 1},{s}\n' for i, s in enumerate(values)))
+
+  setting = (5, 0.1)  # the seed checks' local work: the default reading
+  sigma_csv(tmp_path / 'fig5_mnist_E5_lr0.1.csv',
+            [(1.0, 3), (0.7, 6), (0.49, 7), (0.343, 2), (0.24, 1)])
+
+  def causes():
+    return {n.what.split('holds at ')[1]: n.cause for n in a_dpfl_report._fidelity_numbers(
+        str(tmp_path), [setting], setting) if 'holds at' in n.what}
+
+  assert set(causes().values()) == {fidelity.NO_CAUSE}  # one seed: no cause
+  assert 'One seed' in a_dpfl_report.build(str(tmp_path))
+  rows = ['check,curve,seed,final_test_accuracy,rounds,wall_seconds,run']
+  for seed, first in ((1, 25), (2, 12)):
+    run = tmp_path / 'runs' / f'mnist_a_dpfl_noniid_E5_lr0.1_seed{seed}'
+    run.mkdir(parents=True)
+    sigma_csv(run / 'metrics.csv', [(1.0, first), (0.7, 4), (0.49, 8), (0.343, 1), (0.24, 1)])
+    rows.append(f'a_dpfl_fig6_mnist,k = 0.7,{seed},93.0,50,1.0,$RUNS_DIR/a_dpfl/{run.name}')
+  rows.append('a_dpfl_fig6_mnist,k = 0.9,1,90.0,50,1.0,$RUNS_DIR/a_dpfl/other')  # not Fig. 5's
+  (tmp_path / 'seed_checks.csv').write_text('\n'.join(rows) + '\n')
+  got = causes()
+  # 20 rounds at sigma 1 lies within seeds 3, 25, 12; 4 at 0.49 (7, 8, 8) and 7 at 0.34
+  # (2, 1, 1) do not.
+  assert 'seeds 0-2 are 3, 25, 12 rounds' in got['1.0'] and 'range 3-25' in got['1.0']
+  assert got['0.49'] == got['0.34'] == fidelity.NO_CAUSE
+  assert '1: 3, 25, 12; 0.7: 6, 4, 4; 0.49: 7, 8, 8; 0.34: 2, 1, 1' in a_dpfl_report.build(
+      str(tmp_path))
+
+
 def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   from experiments import restore_runs
   figs, runs = tmp_path / 'figs', tmp_path / 'runs'

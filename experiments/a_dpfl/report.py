@@ -23,7 +23,7 @@ from experiments.common import fmt as _f
 from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
-from experiments.common import COSTS_CSV, Missing, missing_items
+from experiments.common import COSTS_CSV, MIN_SEEDS, Missing, copied_metrics, missing_items
 from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl.fig6 import K_VALUES, REUSED_K
@@ -124,8 +124,11 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
   if rows is None:
     out += ['', 'Not regenerated yet.', '']
   else:
+    sigma = [float(r['noise_multiplier']) for r in rows]
     out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', *T.lines(
-        'fig5', paper=PAPER_FIG5, holds=_holds([r['noise_multiplier'] for r in rows])), '']
+        'fig5', paper=PAPER_FIG5, holds=_holds(sigma)),
+            *([_hold_seeds_line(_seed_holds(figs, sigma))]
+              if setting == seed_checks.A_DPFL_SETTING else []), '']
   out += _fig6_section(figs, setting)
   rows = _rows(os.path.join(figs, f'table2{sfx}.csv'))
   out.append(T.text('table2_title', tag=tag))
@@ -170,6 +173,38 @@ def _finished_so_far(folder: str) -> list[str]:
 def _holds(values) -> str:
   """`1 for 20, 0.7 for 4, ...`: how many consecutive rounds each sigma held."""
   return ', '.join(f'{_f(v, 3)} for {n}' for v, n in common.sigma_holds(values))
+
+
+# The seed check whose k = 0.7 curve is Fig. 5's default run at seeds 1 and 2.
+HOLD_SEEDS_CHECK, HOLD_SEEDS_CURVE = 'a_dpfl_fig6_mnist', 'k = 0.7'
+
+
+def _seed_holds(figs: str, seed0: list[float]) -> dict[int, list[tuple[float, int]]]:
+  """`{seed: [(sigma, rounds held)]}` of Fig. 5's default run (A-DPFL, k = 0.7, at the seed
+  checks' E and lr): seed 0 from `seed0` (its sigma per round), the others from the run
+  copies `seed_checks.csv` names for `HOLD_SEEDS_CHECK`'s k = 0.7 curve. The last hold
+  (cut by the round cap) is left out."""
+  out = {0: common.sigma_holds(seed0)[:-1]} if seed0 else {}
+  for r in _rows(os.path.join(figs, 'seed_checks.csv')) or []:
+    if (r['check'], r['curve']) != (HOLD_SEEDS_CHECK, HOLD_SEEDS_CURVE) or r['seed'] == '0':
+      continue
+    sigma = [float(m['noise_multiplier']) for m in copied_metrics(figs, r['run'])]
+    if sigma:
+      out[int(r['seed'])] = common.sigma_holds(sigma)[:-1]
+  return out
+
+
+def _hold_seeds_line(seeds: dict[int, list[tuple[float, int]]]) -> str:
+  """Fig. 5's line on the seeds of its default run: each hold's rounds per seed, or the
+  command that runs seeds 1 and 2."""
+  if len(seeds) < MIN_SEEDS:
+    return T.text('fig5_seeds_missing', check=HOLD_SEEDS_CHECK)
+  counts = '; '.join(
+      f'{sigma:g}: ' + ', '.join(str(seeds[s][i][1]) if i < len(seeds[s]) else '-'
+                                 for s in sorted(seeds))
+      for i, (sigma, _) in enumerate(PAPER_FIG5_HOLDS))
+  return T.text('fig5_seeds', seeds=', '.join(map(str, sorted(seeds))), counts=counts,
+                check=HOLD_SEEDS_CHECK)
 
 
 def _table2_run(figs: str, sfx: str, r: dict) -> str:
@@ -478,19 +513,29 @@ def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> l
       top = max(ceiling, key=lambda k: ceiling[k][0])
       if not fidelity.within('accuracy', 100 * paper, ceiling[top][0]):
         cause = T.text('cause_ceiling', accuracy=ceiling[top][0], rounds=rounds, reading=top,
-                       command=ceiling[top][1], runs=len(ceiling))
+                       command=ceiling[top][1],
+                       runs=f'{len(ceiling)} run' + ('s' if len(ceiling) > 1 else ''))
       elif split == 'IID' and dataset == 'mnist' and value is not None:
         cause = _control_cause(figs, 100 * paper, value) or cause
     numbers.append(fidelity.PaperNumber(
         f'Table 2, {"MNIST" if dataset == "mnist" else "CIFAR-10"}, {split}, A-DPFL final '
         'accuracy', 'accuracy', 100 * paper, value, best, reading, cause))
-  traces = {k: common.sigma_holds(v)[:-1] for k, v in _sigma_traces(figs, settings).items()}
+  sigma_traces = _sigma_traces(figs, settings)
+  traces = {k: common.sigma_holds(v)[:-1] for k, v in sigma_traces.items()}
+  seeds = (_seed_holds(figs, sigma_traces.get(_reading(default), []))
+           if default == seed_checks.A_DPFL_SETTING else {})
   for i, (sigma, held) in enumerate(PAPER_FIG5_HOLDS):
     holds = {k: (h[i][1] if i < len(h) else None) for k, h in traces.items()}
     value = holds.pop(_reading(default), None)
     best, reading = _closest(held, holds)
+    counts = [h[i][1] for _, h in sorted(seeds.items()) if i < len(h)]
+    cause = fidelity.NO_CAUSE
+    if len(counts) >= MIN_SEEDS and min(counts) <= held <= max(counts):
+      cause = T.text('cause_hold_seeds', counts=', '.join(map(str, counts)), low=min(counts),
+                     high=max(counts), check=HOLD_SEEDS_CHECK)
     numbers.append(fidelity.PaperNumber(
-        f'Fig. 5, MNIST, rounds sigma holds at {sigma}', 'rounds', held, value, best, reading))
+        f'Fig. 5, MNIST, rounds sigma holds at {sigma}', 'rounds', held, value, best, reading,
+        cause))
   return numbers
 
 
