@@ -768,6 +768,12 @@ def superseded(root: str, config: dict, finished: dict) -> bool:
              for c in finished.get(run_key(config.get('out') or root) or '', []))
 
 
+def parked_section(figs: str) -> list[str]:
+  """`## Interrupted runs` and `parked_runs_section`'s lines, or `[]` when none is parked."""
+  parked = parked_runs_section(figs)
+  return ['## Interrupted runs', '', *parked] if parked else []
+
+
 def parked_runs_section(figs: str) -> list[str]:
   """Markdown lines: the interrupted runs parked with their checkpoints under
   `figs/interrupted/` (`experiments.park_runs`), with the rounds each has done and its

@@ -15,7 +15,7 @@ import os
 from experiments.adap_dp_fl import common
 from experiments import fidelity
 from experiments import seed_checks
-from experiments.common import cost_section, report_main
+from experiments.common import cost_section, parked_section, report_main
 from experiments.common import read_rows as _rows
 from experiments.common import copied_run_file
 from experiments.report_template import Template
@@ -473,7 +473,8 @@ def build(figs: str) -> str:
   out += [*_fig6(figs), *_controls(figs), *_what_changed(figs),
           '## What regenerating it costs', '', *cost_section('adap_dp_fl'),
           *T.lines('notes'), *_clipping_notes(figs)]
-  return '\n'.join(out) + '\n'
+  parked = parked_section(figs)
+  return '\n'.join(out + ([''] + parked if parked else [])) + '\n'
 
 
 def main(argv=None) -> int:

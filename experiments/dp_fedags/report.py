@@ -556,8 +556,10 @@ def build(figs: str) -> str:
       table4=_table4(figs) + _cpsgd_true_sensitivity(figs), calibration=_calibration(figs),
       calibrated=_table4_calibrated(figs), fig3=_fig3_images(figs), mia=_mia(figs),
       cost=common.cost_section('dp_fedags'), untrained=untrained_rounds_section(figs))
+  parked = common.parked_section(figs)
   return T.text('page', {k: '\n'.join(v) for k, v in sections.items()},
-                laplace=_laplace_sampler(figs)) + '\n'
+                laplace=_laplace_sampler(figs)) + '\n' + (
+                    '\n' + '\n'.join(parked) + '\n' if parked else '')
 
 
 def _laplace_draws(config: dict, rows: list[dict]) -> int:
