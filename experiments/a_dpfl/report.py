@@ -24,7 +24,7 @@ from experiments.common import finished_runs_table
 from experiments.common import finished_summaries
 from experiments.common import report_main
 from experiments.common import COSTS_CSV, MIN_SEEDS, Missing, copied_metrics, missing_items
-from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
+from experiments.common import cost_section, parked_section, untrained_rounds_section
 from experiments.common import read_rows as _rows
 from experiments.a_dpfl.fig6 import K_VALUES, REUSED_K
 from experiments.a_dpfl.local_epochs import EPOCHS
@@ -690,9 +690,7 @@ def build(figs: str) -> str:
   rerun = [e for e in settings if e != FIRST]
   if rerun:
     out += _not_rerun(figs, max(rerun))
-  parked = parked_runs_section(figs)
-  if parked:
-    out += ['## Interrupted runs', '', *parked]
+  out += parked_section(figs)
   out += ['## What regenerating it costs', '', *cost_section('a_dpfl')]
   out += ['## Rounds that trained nothing', '', *untrained_rounds_section(figs), '']
   out += [*T.lines('notes'), *_cl_fl_noise_note(figs), *T.lines('wall_note'), '']

@@ -24,7 +24,7 @@ from experiments.aadp_fl import table2 as aadp_fl_table2
 from experiments import fidelity
 from experiments import seed_checks
 from experiments.common import finished_runs_table, finished_summaries, fmt, md_table, read_rows, report_main
-from experiments.common import cost_section, parked_runs_section, untrained_rounds_section
+from experiments.common import cost_section, parked_section, untrained_rounds_section
 from experiments.common import copied_metrics, copied_run_file
 from experiments.common import COSTS_CSV, Missing, missing_items
 from experiments.common import dash as _f
@@ -544,9 +544,9 @@ def build(figs: str) -> str:
   out += ['## Not run or not built', '']
   out += _not_run(tables, figs)
   out += _unlisted_runs(figs, tables)
-  parked = parked_runs_section(figs)
+  parked = parked_section(figs)
   if parked:
-    out += ['', '## Interrupted runs', '', *parked]
+    out += ['', *parked]
   return '\n'.join(out) + '\n'
 
 
