@@ -1,6 +1,7 @@
 """Checkpoints are data: what they hold round-trips exactly, nothing else is written or
 read, and a pickled checkpoint runs no code unless the user says it may."""
 
+import json
 import os
 import pickle
 import subprocess
@@ -42,6 +43,27 @@ def test_nested_data_round_trips_with_types_and_dtypes(tmp_path):
   assert back['pair'] == (1, 'a', None) and back['flag'] is False
   assert back['names'] == [b'dp_accounting.dp_event', b'\x00\xff']
   assert back['config'] == obj['config']
+
+
+def test_a_long_history_is_stored_compressed_and_files_of_the_old_layout_still_load(
+    tmp_path):
+  # 20,000 rounds of metrics rows: the JSON part of a long Adap DP-FL checkpoint.
+  rows = [{'round': r, 'test_accuracy': 0.5 + r * 1e-6, 'noise_multiplier': 1.1,
+           'epsilon_guaranteed': r * 1e-4} for r in range(20000)]
+  obj = {'rows': rows, 'weights': [np.ones((3, 3), np.float32)]}
+  data = checkpoints.dumps(obj)
+  text = json.dumps({'format': 'tffdp-checkpoint-1', 'value': {'rows': rows}})
+  assert len(data) < len(text) / 4  # the JSON alone, at one byte a character
+  assert _roundtrip(obj, tmp_path)['rows'] == rows
+  # The layout before 2026-12-07: the JSON as a unicode array under `structure`.
+  legacy = tmp_path / 'legacy.npz'
+  np.savez(legacy, structure=np.array(json.dumps(
+      {'format': 'tffdp-checkpoint-1', 'value': {'rows': rows[:3], 'w': {'__array__': 0,
+                                                                        'scalar': False}}})),
+           a0=np.arange(4, dtype=np.float32))
+  back = checkpoints.load(str(legacy))
+  assert back['rows'] == rows[:3]
+  np.testing.assert_array_equal(back['w'], np.arange(4, dtype=np.float32))
 
 
 class _NotData:
