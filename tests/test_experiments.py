@@ -1,5 +1,6 @@
 """Smoke runs of every experiment entry point at toy size (--quick)."""
 
+import argparse
 import contextlib
 import csv
 import dataclasses
@@ -1839,13 +1840,33 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
   from experiments.adap_dp_fl import controls as adap_dp_fl_controls
   from experiments.adap_dp_fl import report as adap_dp_fl_report  # pylint: disable=g-multiple-import
   figs = _run_quick(adap_dp_fl_controls, tmp_path, data_dir, monkeypatch, '--datasets',
-                    'mnist', '--no-stop', '4')
+                    'mnist', '--no-stop', '4', 'fig5_unclipped')
   rows = exp_common.read_rows(str(figs / 'controls.csv'))
   assert [r['curve'] for r in rows] == [
       'constant sigma = 3 (Fig. 4)', 'no noise, clipped (C = 1)', 'no noise, no clipping',
       'no validation hold-out', 'lr x 2 (0.004)', adap_dp_fl_controls.AUTHOR_CNN,
       'no budget stop (4x the rounds)', adap_dp_fl_controls.FRESH_ADAM,
-      'no budget stop, sigma = 4 (4x the rounds)']
+      'no budget stop, sigma = 4 (4x the rounds)',
+      "no budget stop, Fig. 5's Adap DP-FL, unclipped norms (4x the rounds)"]
+  # Fig. 5's unclipped reading: its control continues the configuration of Fig. 5's run
+  # (the one `fig5` makes, so a published Fig. 5 run is reused) past the budget.
+  from experiments.adap_dp_fl import fig5 as adap_dp_fl_fig5  # pylint: disable=g-import-not-at-top
+  args = argparse.Namespace(data_dir=data_dir, seed=0, quick=True,
+                            runs_dir=str(tmp_path / 'runs'))
+  (fig5_config, fig5_out), = [c[1:3] for c in adap_dp_fl_fig5.curves('mnist', args)
+                              if 'unclipped' in c[0]]
+  with open(os.path.join(fig5_out, 'config.json')) as f:
+    made = json.load(f)
+  assert fig5_config.method_options.items() <= made['method_options'].items()
+  with open(tmp_path / 'runs' / 'mnist_control_adap_dp_fl_unclipped_no_stop_seed0_quick' /
+            'config.json') as f:
+    control = json.load(f)
+  assert control['method_options'] == dict(made['method_options'])
+  assert control['method_options']['clip_statistic'] == 'unclipped'
+  assert control['epsilon_budget'] is None and made['epsilon_budget'] is not None
+  fig5_rows = exp_common.read_rows(os.path.join(fig5_out, 'metrics.csv'))
+  assert control['rounds'] == 4 * int(fig5_rows[-1]['round'])
+  rows = rows[:-1]
   # sigma 4's control: 4x the rounds of the Fig. 4 sigma 4 run it made first.
   with open(tmp_path / 'runs' / 'mnist_control_constant_sigma4_no_stop_seed0_quick' /
             'config.json') as f:
@@ -1861,10 +1882,12 @@ def test_adap_dp_fl_controls_quick(tmp_path, data_dir, monkeypatch):
   with open(tmp_path / 'runs' / 'mnist_control_sigma3_fresh_adam_seed0_quick' /
             'config.json') as f:
     assert json.load(f)['method_options']['client_optimizer_state'] == 'reset'
-  row = lambda r, acc, eps=1.0: dict(round=r, test_accuracy=acc, epsilon_guaranteed=eps)
+  row = lambda r, acc, eps=1.0: dict(round=r, test_accuracy=acc, epsilon_guaranteed=eps,
+                                     epsilon_claimed=eps / 2)
   assert adap_dp_fl_controls.first_round_within(
-      [row(50, ''), row(100, 0.5), row(150, 0.686, 2.5), row(200, 0.8)], 70.0) == (150, 2.5)
-  assert adap_dp_fl_controls.first_round_within([row(50, 0.684)], 70.0) == ('', '')
+      [row(50, ''), row(100, 0.5), row(150, 0.686, 2.5), row(200, 0.8)], 70.0) == (
+          150, 2.5, 1.25)
+  assert adap_dp_fl_controls.first_round_within([row(50, 0.684)], 70.0) == ('', '', '')
   # The cause the report gives a miss the budget stop explains.
   cause = adap_dp_fl_report._control_cause(  # pylint: disable=protected-access
       [dict(no_stop, first_round_within_tolerance='9000', epsilon_guaranteed_there='3.1')],

@@ -173,6 +173,40 @@ def test_adap_dp_fl_no_stop_controls_of_other_curves_give_their_cells_a_cause():
   assert cause(ctrl, 78.48, 26284, False, 'noise decay') == 'no controlled cause yet'
 
 
+def test_adap_dp_fl_fig5_miss_takes_the_no_stop_control_of_its_closest_reading(tmp_path):
+  from experiments.adap_dp_fl import report as adap_dp_fl_report  # pylint: disable=g-import-not-at-top
+  run = lambda name, curve, rounds, acc: dict(
+      dataset='fashion_mnist', curve=curve, rounds=rounds, tffdp_test_accuracy=acc,
+      run=f'$RUNS_DIR/adap_dp_fl/fashion_mnist_{name}_seed0')
+  default = run('adap_dp_fl', 'Adap DP-FL, budget on epsilon_guaranteed', 7661, 9.14)
+  fig5 = [default, run('adap_dp_fl_unclipped_paper_count', 'adaptive clipping, unclipped',
+                       6454, 72.24)]
+  copy = tmp_path / 'runs' / 'fashion_mnist_adap_dp_fl_seed0'
+  copy.mkdir(parents=True)
+  (copy / 'metrics_evaluated.csv').write_text('round,clip_norm\n7650,0.00012\n')
+  no_stop = lambda at, there='inf', claimed='', rounds=25816: dict(
+      curve="no budget stop, Fig. 5's Adap DP-FL, unclipped norms (4x the rounds)",
+      rounds=rounds, tffdp_test_accuracy=79.1, epsilon_guaranteed='inf',
+      first_round_within_tolerance=at, epsilon_guaranteed_there=there,
+      epsilon_claimed_there=claimed)
+  cause = adap_dp_fl_report._fig5_cause  # pylint: disable=protected-access
+  # Within the tolerance at round 20000, past the reading's 6454 rounds: the budget cause,
+  # with the epsilon on the paper's count there and the default run's collapse.
+  text = cause(str(tmp_path), [no_stop(20000, claimed='3.7')], 79.56, default, fig5)
+  assert text.startswith('the budget stops the run while it still learns') and (
+      'at round 20000, where its epsilon_guaranteed is inf and its epsilon on the paper\'s '
+      'count 3.7 (`python -m experiments.adap_dp_fl.controls --no-stop fig5_unclipped`') in (
+          text) and 'ends it at round 6454' in text and text.endswith(
+              'a final mean C of 0.00012')
+  # Within it before the budget's round, or no such control: no cause.
+  assert cause(str(tmp_path), [no_stop(5000, claimed='1.5')], 79.56, default, fig5) == (
+      'no controlled cause yet')
+  assert cause(str(tmp_path), [], 79.56, default, fig5) == 'no controlled cause yet'
+  # Never within it in 4x the rounds: out of reach at this noise.
+  assert cause(str(tmp_path), [no_stop('')], 79.56, default, fig5).startswith(
+      "the paper's 79.56% is out of reach of this setup at this noise")
+
+
 def test_a_dpfl_ceiling_within_tolerance_of_the_paper_is_not_a_cause(tmp_path):
   from experiments.a_dpfl import report as a_dpfl_report  # pylint: disable=g-import-not-at-top
   _a_dpfl_folder(tmp_path, ceiling=True)

@@ -1,7 +1,8 @@
 """Adap DP-FL: controls of Fig. 4's constant-sigma gap (fidelity pass 2, item 3).
 
     python -m experiments.adap_dp_fl.controls [--datasets fashion_mnist mnist]
-        [--no-stop 3 decay] [--data-dir DIR] [--runs-dir DIR] [--figures-dir DIR] [--quick]
+        [--no-stop 3 decay fig5_unclipped] [--data-dir DIR] [--runs-dir DIR]
+        [--figures-dir DIR] [--quick]
 
 Fig. 4's constant-sigma curves land 3.7-6.4 points below the paper on Fashion-MNIST while
 MNIST matches. Beside Fig. 4's constant sigma = sigma_min run (2 Fashion-MNIST, 3 MNIST;
@@ -26,14 +27,17 @@ reused), at the same setup otherwise, this runs:
   every round (`client_optimizer_state=reset`; the paper does not say whether they carry
   over, and with noisy gradients fresh moments take larger steps).
 
-`--no-stop` adds the `no budget stop` control for other Fig. 4 curves: each constant
-sigma given, and `decay` (the noise decay curve, its schedule going on past the budget),
-for `NO_STOP_FACTOR` times the rounds of that curve's Fig. 4 run (reused), compared with
-that curve's paper accuracy.
+`--no-stop` adds the `no budget stop` control for other curves: each Fig. 4 constant
+sigma given, `decay` (Fig. 4's noise decay curve, its schedule going on past the
+budget) and `fig5_unclipped` (Fig. 5's Adap DP-FL with the noisy mean of the unclipped
+norms, the budget on the paper's count: the reading of Fig. 5 closest to the paper),
+for `NO_STOP_FACTOR` times the rounds of that curve's run (reused), compared with that
+curve's paper accuracy.
 
 Writes `controls.csv` (one row per curve: test accuracy at the stop, rounds, both
 epsilons, the first evaluated round within the fidelity tolerance of the paper's sigma_min
-accuracy (for a `--no-stop` curve: its own paper accuracy) and epsilon_guaranteed there; rows of datasets not run now are kept) and
+accuracy (for a `--no-stop` curve: its own paper accuracy) and both epsilons there;
+rows of datasets not run now are kept) and
 `controls_<dataset>.png`.
 """
 
@@ -51,6 +55,10 @@ AUTHOR_CNN = "the author's CNN code (pad 2, PyTorch init)"
 NO_STOP_FACTOR = 4  # the no-budget-stop control's length, in sigma_min runs
 NO_STOP = 'no budget stop'
 FRESH_ADAM = 'fresh Adam moments each round'
+# `--no-stop` curves besides Fig. 4's: Fig. 5's run of that reading (its `fig5` config tag).
+FIG5_NO_STOP = {'fig5_unclipped': ('adap_dp_fl_unclipped_paper_count',
+                                   "Fig. 5's Adap DP-FL, unclipped norms",
+                                   dict(clip_statistic='unclipped', clip_norm_query='free'))}
 
 
 def sigma_min(dataset: str) -> float:
@@ -91,13 +99,18 @@ def curves(dataset: str, args, rounds: int) -> list:
 
 def no_stop_curves(dataset: str, args, command) -> list:
   """`(label, config, run directory, paper accuracy)` of the `no budget stop` control of
-  each `--no-stop` curve (a constant sigma, or `decay`; `main` checks them),
-  `NO_STOP_FACTOR` times the rounds of that curve's Fig. 4 run (run or reused here
-  first)."""
+  each `--no-stop` curve (a constant sigma, `decay` or a `FIG5_NO_STOP` name; `main`
+  checks them), `NO_STOP_FACTOR` times the rounds of that curve's Fig. 4 (or Fig. 5) run
+  (run or reused here first)."""
   paper = common.PAPER_RESULTS[dataset]
   out = []
   for curve in args.no_stop:
-    if curve == 'decay':
+    if curve in FIG5_NO_STOP:  # the same configuration as `fig5.curves`' run
+      tag, label, options = FIG5_NO_STOP[curve]
+      kw = dict(clipping='adaptive', noise_schedule='decay',
+                noise_multiplier=common.PAPER[dataset]['sigma_0'], **options)
+      value = paper['adap_dp_fl']
+    elif curve == 'decay':
       kw = dict(clipping='constant', noise_schedule='decay',
                 noise_multiplier=common.PAPER[dataset]['sigma_0'])
       tag, label, value = 'decay', 'noise decay', paper['decay']
@@ -107,8 +120,10 @@ def no_stop_curves(dataset: str, args, command) -> list:
       tag, label, value = f'constant_sigma{sigma:g}', f'sigma = {sigma:g}', paper['constant'][sigma]
     (rows, _), = common.run_all_or_reuse([common.config(dataset, args, tag, **kw)], command,
                                          args)
+    control_tag = tag.replace('_paper_count', '')
     out.append((f'{NO_STOP}, {label} ({NO_STOP_FACTOR}x the rounds)', *common.config(
-        dataset, args, f'control_{tag}_no_stop', rounds=NO_STOP_FACTOR * int(rows[-1]['round']),
+        dataset, args, f'control_{control_tag}_no_stop',
+        rounds=NO_STOP_FACTOR * int(rows[-1]['round']),
         epsilon_budget=None, **kw), value))
   return out
 
@@ -121,31 +136,34 @@ def _float_or_none(text: str):
 
 
 def first_round_within(rows: list[dict], paper: float) -> tuple:
-  """`(round, epsilon_guaranteed)` of the first evaluated round whose test accuracy is
-  within the fidelity tolerance of the paper's `paper` (%) or above it; two empty
-  strings if none."""
+  """`(round, epsilon_guaranteed, epsilon_claimed)` of the first evaluated round whose
+  test accuracy is within the fidelity tolerance of the paper's `paper` (%) or above it;
+  three empty strings if none."""
   for r in rows:
     acc = r.get('test_accuracy')
     if acc not in (None, '') and (100 * float(acc) >= paper or
                                   fidelity.within('accuracy', paper, 100 * float(acc))):
-      return int(r['round']), round(float(r['epsilon_guaranteed']), 4)
-  return ('', '')
+      return (int(r['round']), round(float(r['epsilon_guaranteed']), 4),
+              round(float(r['epsilon_claimed']), 4))
+  return ('', '', '')
 
 
 def main(argv=None) -> int:
   p = ArgumentParser(module='experiments.adap_dp_fl.controls', description=__doc__)
   common.add_common_flags(p)
   p.add_argument('--no-stop', nargs='+', default=[], metavar='CURVE',
-                 help='Fig. 4 curves (a constant sigma, or decay) to run the no budget stop '
-                 'control at besides sigma_min')
+                 help='curves to run the no budget stop control at besides sigma_min: a '
+                 'Fig. 4 constant sigma, decay (Fig. 4), or '
+                 + ', '.join(FIG5_NO_STOP) + ' (Fig. 5)')
   p.set_defaults(datasets=['fashion_mnist'])
   args = p.parse_args(argv)
   command = p.command(argv)
   for dataset in args.datasets:
     sigmas = common.PAPER_RESULTS[dataset]['constant']
-    bad = [c for c in args.no_stop if c != 'decay' and _float_or_none(c) not in sigmas]
+    bad = [c for c in args.no_stop if c not in ('decay', *FIG5_NO_STOP)
+           and _float_or_none(c) not in sigmas]
     if bad:
-      p.error(f'--no-stop takes decay or a Fig. 4 sigma of {dataset} '
+      p.error(f'--no-stop takes decay, {", ".join(FIG5_NO_STOP)} or a Fig. 4 sigma of {dataset} '
               f'({", ".join(f"{s:g}" for s in sigmas)}). Found {" ".join(bad)}.')
   table = []
   for dataset in args.datasets:
@@ -159,10 +177,11 @@ def main(argv=None) -> int:
     runs = {}
     for (label, _, out, paper), (rows, _) in zip(plan, results):
       runs[label] = rows
-      at, eps = first_round_within(rows, paper)
+      at, eps, claimed = first_round_within(rows, paper)
       table.append(dict(common.summary_row(dataset, label, rows, out,
                                            paper if 'Fig. 4' in label else None),
-                        first_round_within_tolerance=at, epsilon_guaranteed_there=eps))
+                        first_round_within_tolerance=at, epsilon_guaranteed_there=eps,
+                        epsilon_claimed_there=claimed))
     plotting.save(plotting.plot_curves(
         runs, 'test_accuracy', 'test accuracy',
         f'Adap DP-FL Fig. 4 controls: {common.LABEL[dataset]}'),

@@ -217,14 +217,15 @@ def _reading_name(curve: str) -> str:
 
 
 def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: bool,
-                   no_stop: str = '') -> str:
+                   no_stop: str = '', no_stop_arg: str = '') -> str:
   """The cause a control of `controls.csv` gives a miss of `paper` (%) whose default run
   made `rounds` rounds, or `fidelity.NO_CAUSE`: a noise-free control of at least as many
   rounds that ends below `paper` (without clipping: the setup itself; with C = 1: the
   clipping), or, for the sigma_min cell the controls accompany, the author's CNN code or
   twice the learning rate reaching `paper`; then the no-budget-stop control of the cell
-  (sigma_min's, or the `--no-stop` one labelled `no_stop`, e.g. `sigma = 3`): reaching
-  `paper` past the budget's round, or never within its rounds."""
+  (sigma_min's, or the `--no-stop` one labelled `no_stop`, e.g. `sigma = 3`, run by
+  `--no-stop no_stop_arg`, by default the sigma or `decay`): reaching `paper` past the
+  budget's round, or never within its rounds."""
   from experiments.adap_dp_fl import controls as adap_dp_fl_controls  # pylint: disable=g-import-not-at-top
   def row(prefix):
     return next((r for r in ctrl if r['curve'].startswith(prefix)), None)
@@ -247,13 +248,17 @@ def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: 
   name = adap_dp_fl_controls.NO_STOP
   r = (row(f'{name} (') if sigma_min_cell else row(f'{name}, {no_stop} (') if no_stop
        else None)
-  command = CONTROLS if sigma_min_cell else (
-      f'{CONTROLS} --no-stop {no_stop.split(" = ")[-1] if "=" in no_stop else "decay"}')
+  no_stop_arg = no_stop_arg or (no_stop.split(' = ')[-1] if '=' in no_stop else 'decay')
+  command = CONTROLS if sigma_min_cell else f'{CONTROLS} --no-stop {no_stop_arg}'
   if r and r.get('first_round_within_tolerance') not in (None, ''):
     at = int(float(r['first_round_within_tolerance']))
+    guaranteed, claimed = (float(r.get(k) or 'nan') for k in ('epsilon_guaranteed_there',
+                                                             'epsilon_claimed_there'))
     if at > rounds:
       return T.text('cause_no_stop', paper=paper, at=at, controls=command, curve=r['curve'],
-                    epsilon=float(r['epsilon_guaranteed_there']), rounds=rounds)
+                    epsilon=guaranteed, rounds=rounds,
+                    claimed=T.text('no_stop_claimed', claimed=claimed)
+                    if not math.isnan(claimed) and claimed != guaranteed else '')
   elif r and int(r['rounds']) > rounds:
     return T.text('cause_no_stop_never', paper=paper, controls=command, curve=r['curve'],
                   rounds=r['rounds'], accuracy=float(r['tffdp_test_accuracy']),
@@ -299,8 +304,7 @@ def _fidelity_numbers(figs: str) -> list:
     numbers[5].append(fidelity.PaperNumber(
         f'Fig. 5, {label}, Adap DP-FL', 'accuracy', paper['adap_dp_fl'],
         float(default['tffdp_test_accuracy']) if default else None, best,
-        found[0][1] if found else '',
-        _control_cause(ctrl, paper['adap_dp_fl'], int(default['rounds']), False)
+        found[0][1] if found else '', _fig5_cause(figs, ctrl, paper['adap_dp_fl'], default, f5)
         if default else fidelity.NO_CAUSE))
     decay = next((r for r in fig6 if r['dataset'] == d and r['run'].startswith('noise decay')),
                  None)
@@ -309,6 +313,32 @@ def _fidelity_numbers(figs: str) -> list:
         f'{common.CONSTANT_CLIP:g})', 'sigma', paper['final_sigma'],
         float(decay['tffdp_final_sigma']) if decay else None))
   return [n for fig in sorted(numbers) for n in numbers[fig]]
+
+
+def _fig5_cause(figs: str, ctrl: list[dict], paper: float, default: dict,
+                fig5: list[dict]) -> str:
+  """The cause of a miss of Fig. 5's Adap DP-FL number: a noise-free control (as Fig. 4's
+  cells), else the no-budget-stop control of a reading in
+  `controls.FIG5_NO_STOP` (`--no-stop fig5_unclipped`) against that reading's own run,
+  with the default run's final mean threshold beside it."""
+  from experiments.adap_dp_fl import controls as ctl  # pylint: disable=g-import-not-at-top
+  cause = _control_cause(ctrl, paper, int(default['rounds']), False)
+  for arg, (tag, label, _) in ctl.FIG5_NO_STOP.items():
+    if cause != fidelity.NO_CAUSE:
+      break
+    run = next((r for r in fig5 if os.path.basename(r.get('run', '')).startswith(
+        f'{default["dataset"]}_{tag}_seed')), None)
+    if run is None:
+      continue
+    cause = _control_cause(ctrl, paper, int(run['rounds']), False, label, arg)
+    if cause != fidelity.NO_CAUSE:
+      evaluated = _rows(os.path.join(figs, 'runs', os.path.basename(default.get('run', '')),
+                                     'metrics_evaluated.csv')) or []
+      clip = evaluated[-1].get('clip_norm') if evaluated else None
+      if clip not in (None, ''):
+        cause += T.text('cause_fig5_default', accuracy=float(default['tffdp_test_accuracy']),
+                        clip_norm=float(clip))
+  return cause
 
 
 def _fidelity_claims(figs: str) -> list:
