@@ -45,8 +45,8 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 PROBES = os.path.join(HERE, 'probes.csv')
 PROBE_COLUMNS = ('key', 'run', 'method', 'dataset', 'model', 'probe_rounds',
                  'setup_seconds', 'train_seconds', 'eval_seconds', 'expected_cohort',
-                 'floor_round_seconds', 'floor_eval_seconds', 'measured', 'machine',
-                 'error')
+                 'floor_round_seconds', 'floor_eval_seconds', 'floor_server_seconds',
+                 'measured', 'machine', 'error')
 # Settings that do not change what a round computes (privacy levels, seeds, lengths,
 # where things are written); `q_user` scales the cohort (`expected_cohort`) instead.
 FREE_FIELDS = frozenset({
@@ -168,6 +168,31 @@ def read_probes(path: str = PROBES) -> dict[str, dict]:
   return {r['key']: r for r in rows}
 
 
+def rekeyed(probes: dict[str, dict], runs: dict[str, tuple[dict, dict]]) -> dict[str, dict]:
+  """`probes` keyed by the current `probe_key` of the run each row probed.
+
+  A probe row records the run whose configuration it measured (`run`). Its key is that
+  configuration's digest when it was measured; a later change of what `probe_key` reads
+  (a new `RunConfig` field, a regrouped configuration) changes every digest while the
+  work of a round stays the same. Re-keying from the run's published `config.json` keeps
+  the measurements. A row whose run is not in `runs`, or whose method, dataset or model
+  differ from that run's (it was rerun otherwise since), keeps its key; where two rows
+  meet on one key, the first is kept.
+
+  Args:
+    probes: `{key: probe row}` (`read_probes`).
+    runs: `{run_key: (config, summary)}` of the published runs (`published_runs`).
+  """
+  out = {}
+  for key, row in probes.items():
+    config = (runs.get(row.get('run')) or (None,))[0]
+    if config is not None and all(str(config.get(f) or '') == (row.get(f) or '')
+                                  for f in ('method', 'dataset', 'model')):
+      key = probe_key(config)
+    out.setdefault(key, dict(row, key=key))
+  return out
+
+
 def _write_probes(path: str, rows) -> None:
   with open(path, 'w', newline='') as f:
     w = csv.DictWriter(f, fieldnames=PROBE_COLUMNS)
@@ -236,12 +261,13 @@ def probe(config: dict, data_dir: str, cache: str, rounds: int) -> dict:
 
 
 def _projection(config: dict, summary: dict, row: dict, per_round: str, per_eval: str,
-                setup: float = 0.0) -> float:
-  """`setup` + the run's completed rounds x `row[per_round]` scaled from the probe's
-  expected cohort to the run's + its evaluated rounds x `row[per_eval]`."""
+                setup: float = 0.0, per_round_server: float = 0.0) -> float:
+  """`setup` + the run's completed rounds x (`row[per_round]` scaled from the probe's
+  expected cohort to the run's, + `per_round_server`, which no cohort scales) + its
+  evaluated rounds x `row[per_eval]`."""
   rounds = int(summary.get('rounds_completed') or config['rounds'])
   scale = expected_cohort(config) / max(float(row['expected_cohort']), 1e-12)
-  return (setup + rounds * float(row[per_round]) * scale +
+  return (setup + rounds * (float(row[per_round]) * scale + per_round_server) +
           evaluated_rounds(rounds, int(config.get('eval_every') or 1)) * float(row[per_eval]))
 
 
@@ -253,11 +279,14 @@ def projected_seconds(config: dict, summary: dict, row: dict) -> float:
 
 def floor_projected_seconds(config: dict, summary: dict, row: dict) -> float:
   """A run's projected time at the plain-TF floor (`floor_seconds`) from its probe `row`:
-  its completed rounds at the floor round, scaled to its expected cohort, plus its
-  evaluations at the floor evaluation; NaN where the row has no floor."""
-  if row.get('floor_round_seconds') in (None, ''):
+  its completed rounds at the floor round, scaled to its expected cohort, plus the
+  method's own server-side forward passes of each round (`floor_server_seconds`), plus
+  its evaluations at the floor evaluation; NaN where the row has no floor."""
+  if row.get('floor_round_seconds') in (None, '') or row.get('floor_server_seconds') in (
+      None, ''):
     return float('nan')
-  return _projection(config, summary, row, 'floor_round_seconds', 'floor_eval_seconds')
+  return _projection(config, summary, row, 'floor_round_seconds', 'floor_eval_seconds',
+                     per_round_server=float(row['floor_server_seconds']))
 
 
 def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
@@ -284,11 +313,25 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
     log(f'[papers] {where}: plain-TF floor of {row["run"]}')
     try:
       probed = runs.get(row['run'], (config,))[0]
-      floor_round, floor_eval = floor_seconds(probed, summary.get('dp_unit', ''), data_dir)
-      row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval))
+      floor_round, floor_eval, floor_server = floor_seconds(
+          probed, summary.get('dp_unit', ''), data_dir)
+      row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval),
+                 floor_server_seconds=str(floor_server))
     except Exception as e:  # pylint: disable=broad-except
-      row.update(floor_round_seconds='nan', floor_eval_seconds='nan')
+      row.update(floor_round_seconds='nan', floor_eval_seconds='nan',
+                 floor_server_seconds='nan')
       log(f'[papers] no floor for {row["run"]}: {type(e).__name__}: {e}')
+    _write_probes(probes_path, probes.values())
+  elif not row.get('error') and row.get('floor_server_seconds') in (None, ''):
+    # A floor measured before the server term existed (probes.csv of 2026-11-27).
+    probed = runs.get(row['run'], (config,))[0]
+    if server_forward_examples(probed):
+      log(f'[papers] {where}: plain-TF server forward passes of {row["run"]}')
+    try:
+      row['floor_server_seconds'] = str(server_floor_seconds(probed, data_dir))
+    except Exception as e:  # pylint: disable=broad-except
+      row['floor_server_seconds'] = 'nan'
+      log(f'[papers] no server floor for {row["run"]}: {type(e).__name__}: {e}')
     _write_probes(probes_path, probes.values())
   return row
 
@@ -300,6 +343,12 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
   probes = {} if fresh else read_probes(probes_path)
   if fresh and os.path.exists(probes_path):
     os.remove(probes_path)
+  if probes:
+    every_run = {k: v for paper in papers
+                 for k, v in published_runs(os.path.join(figures_dir, paper)).items()}
+    probes = rekeyed(probes, every_run)
+    if set(probes) != set(read_probes(probes_path)):
+      _write_probes(probes_path, probes.values())
   out, used = [], set()
   with tempfile.TemporaryDirectory() as cache:
     for paper in papers:
@@ -363,8 +412,10 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       'sum the runs\' own `wall_seconds`, most made two or three at a time, so they '
       'overstate the time alone. The plain-TF floor is the same runs\' local steps '
       '(expected cohort x mean steps of a client) at the time of one plain-TensorFlow '
-      'step of the model at their batch (a DP-SGD step for sample-level runs) plus '
-      'forward passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
+      'step of the model at their batch (a DP-SGD step for sample-level runs), plus the '
+      'forward passes over the validation split the method itself makes every round '
+      '(A-DPFL Alg. 4, Adap DP-FL\'s noise decay, cosAFed Alg. 1 line 12), plus forward '
+      'passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
       'the ratio is projected over floor. An artefact table counts every run it names; '
       'a paper\'s total counts each run once.', '',
   ]
@@ -480,18 +531,73 @@ def local_steps(config: dict, sizes: np.ndarray) -> tuple[np.ndarray, int]:
   return int(config.get('local_epochs') or 1) * -(-sizes // batch), batch
 
 
-def floor_seconds(config: dict, dp_unit: str, data_dir: str) -> tuple[float, float]:
-  """The plain-TF floor of one round of `config` and of one evaluation.
+# Methods whose round itself scores every new global model on the server's validation
+# split (a forward pass over it), and where their paper asks for it.
+SERVER_VALIDATION_EVERY_ROUND = {
+    'a_dpfl': "A-DPFL Alg. 4: the new model's validation accuracy decides the noise decay",
+    'adap_dp_fl': "Adap DP-FL Sec. IV-B: the new model's validation loss decides the noise "
+                  'decay (noise_schedule=decay only)',
+    **{m: 'cosAFed Alg. 1 line 12: the server records the new model\'s validation accuracy '
+          'and loss, which the scores (formulas 2-5) read'
+       for m in ('cosafed', 'lapfed', 'adpfl', 'cosfed')},
+}
+
+
+def server_forward_examples(config: dict) -> int:
+  """Examples the method's own round forward-passes at the server, beyond training and
+  the run's evaluations: its validation split for `SERVER_VALIDATION_EVERY_ROUND`
+  methods (Adap DP-FL only with noise decay), else 0.
+
+  Args:
+    config: A `config.json`.
+  """
+  method = config['method']
+  if method not in SERVER_VALIDATION_EVERY_ROUND:
+    return 0
+  options = config.get('method_options') or {}
+  if method == 'adap_dp_fl' and options.get('noise_schedule', 'decay') != 'decay':
+    return 0
+  return int(config.get('num_validation') or 0)
+
+
+def _forward_seconds(model: str, ds, examples: int) -> float:
+  """Seconds of plain-TF forward passes of `model` over `examples` examples of the
+  dataset `ds`, at batch 1,000."""
+  if not examples:
+    return 0.0
+  return examples / 1000 * step_seconds(model, ds.input_shape, 1000, 'forward',
+                                        ds.num_classes)
+
+
+def server_floor_seconds(config: dict, data_dir: str) -> float:
+  """The plain-TF floor of the method's own server-side forward passes in one round
+  (`server_forward_examples`), in seconds; 0.0 (nothing loaded or measured) for methods
+  without them."""
+  examples = server_forward_examples(config)
+  if not examples:
+    return 0.0
+  from tffdp import runner  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.from_dict(dict(config, data_dir=data_dir))
+  return _forward_seconds(cfg.model, runner.partitioned(cfg)[0], examples)
+
+
+def floor_seconds(config: dict, dp_unit: str,
+                  data_dir: str) -> tuple[float, float, float]:
+  """The plain-TF floor of one round of `config`, of one evaluation, and of the method's
+  own server-side work of one round.
 
   A round: its expected cohort times the mean local steps of a client of its partition
   (`local_steps`) times one plain-TF step of the model at that batch
   (`step_seconds`), a DP-SGD step where the run is sample-level DP (`dp_unit`), a
   non-private one otherwise. No aggregation, noise on the update or accounting is
-  counted. An evaluation: the forward pass over the test set, and the validation split
-  where the run evaluates it, at batch 1,000.
+  counted. The server's work: the forward passes the method's round makes over the
+  server's validation split (`server_forward_examples`: A-DPFL, Adap DP-FL with noise
+  decay, the cosAFed family), at batch 1,000; no cohort scales it. An evaluation: the
+  forward pass over the test set, and the validation split where the run evaluates it,
+  at batch 1,000.
 
   Returns:
-    `(round seconds, evaluation seconds)`.
+    `(round seconds, evaluation seconds, server seconds per round)`.
   """
   from tffdp import runner  # pylint: disable=g-import-not-at-top
   cfg = config_lib.from_dict(dict(config, data_dir=data_dir))
@@ -502,6 +608,5 @@ def floor_seconds(config: dict, dp_unit: str, data_dir: str) -> tuple[float, flo
   round_seconds = (expected_cohort(config) * float(np.mean(steps)) *
                    step_seconds(cfg.model, ds.input_shape, batch, kind, ds.num_classes))
   evaluated = len(ds.y_test) + (cfg.num_validation if cfg.eval_validation else 0)
-  eval_seconds = (evaluated / 1000 *
-                  step_seconds(cfg.model, ds.input_shape, 1000, 'forward', ds.num_classes))
-  return round_seconds, eval_seconds
+  return (round_seconds, _forward_seconds(cfg.model, ds, evaluated),
+          _forward_seconds(cfg.model, ds, server_forward_examples(config)))

@@ -112,6 +112,8 @@ def test_cost_rows_from_recorded_probes_count_a_shared_run_once(tmp_path):
   assert total['runs'] == 2 and total['projected_hours'] == pytest.approx(run_a + run_b)
   # The floor: 20 and 40 rounds at 0.5 s, 4 and 8 evaluations at 1 s, no set-up.
   assert total['floor_hours'] == pytest.approx((20 * 0.5 + 4 + 40 * 0.5 + 8) / 3600)
+  # The probe predates the server term: FedAvg's is 0, recorded without measuring.
+  assert costs.read_probes(probes)[costs.probe_key(a)]['floor_server_seconds'] == '0.0'
   md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
   assert '| toy | fig2 | 1 (1 not published) |' in md
 
@@ -133,6 +135,7 @@ def test_a_real_probe_and_a_failed_one(tmp_path):
   assert not ok['error'] and float(ok['train_seconds']) > 0
   assert float(ok['eval_seconds']) > 0  # the last probe round evaluates
   assert float(ok['floor_round_seconds']) > 0 and float(ok['floor_eval_seconds']) > 0
+  assert float(ok['floor_server_seconds']) == 0  # FedAvg scores no model at the server
   assert recorded[costs.probe_key(_config(model='no_such_model'))]['error']
   assert math.isnan(rows[0]['projected_hours'])
   md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
@@ -162,6 +165,50 @@ def test_local_steps_per_method():
   adap = _config(method='adap_dp_fl', method_options={'lot_size': 78.0})
   steps, batch = costs.local_steps(adap, sizes)
   assert batch == 78 and list(steps) == [1, 1, 1]  # one Poisson lot a round
+
+
+def test_the_floor_counts_a_methods_own_server_forward_passes_once_a_round():
+  assert costs.server_forward_examples(_config()) == 0  # FedAvg
+  for method in ('a_dpfl', 'cosafed', 'lapfed', 'adpfl', 'cosfed'):
+    assert costs.server_forward_examples(dict(_config(), method=method)) == 500
+  adap = lambda schedule, n=500: dict(_config(num_validation=n), method='adap_dp_fl',
+                                      method_options={'noise_schedule': schedule})
+  assert costs.server_forward_examples(adap('decay')) == 500
+  assert costs.server_forward_examples(adap('constant')) == 0  # no validation loss read
+  assert costs.server_forward_examples(adap('decay', 0)) == 0  # no validation split
+  # 20 rounds: the clients' floor scaled from the probe's 2 clients to 6, the server's
+  # 0.25 s not; 4 evaluations at 1 s.
+  config = _config(clients_per_round=6)
+  row = dict(expected_cohort=2, floor_round_seconds=0.5, floor_eval_seconds=1.0,
+             floor_server_seconds=0.25)
+  assert costs.floor_projected_seconds(config, {'rounds_completed': 20}, row) == (
+      pytest.approx(20 * (0.5 * 3 + 0.25) + 4 * 1.0))
+  assert math.isnan(costs.floor_projected_seconds(
+      config, {}, dict(row, floor_server_seconds='')))
+
+
+def test_probes_are_rekeyed_from_their_runs_when_the_key_changes(tmp_path):
+  # A probe measured under an older key (another RunConfig layout) is found again from the
+  # run it probed, so the table does not probe that work a second time.
+  figs = tmp_path / 'figures' / 'toy'
+  a = _publish(str(figs), 'a', _config(seed=0), 100.0)
+  _table(figs / 'fig1.csv', ['runs/toy/a'])
+  probes = str(tmp_path / 'probes.csv')
+  row = dict(run='toy/a', method='fedavg', dataset='synthetic', model='logistic_regression',
+             setup_seconds=10, train_seconds=1.0, eval_seconds=2.0, expected_cohort=2,
+             floor_round_seconds=0.5, floor_eval_seconds=1.0, floor_server_seconds=0.0)
+  costs._append_probe(probes, dict(row, key='0ld0ld0ld0ld'))
+  costs._append_probe(probes, dict(row, key='0therrun0000', run='toy/gone'))
+  rows = costs.cost_rows(['toy'], 'unused', str(tmp_path / 'figures'), probes_path=probes,
+                         log=lambda s: pytest.fail(f'probed: {s}'))
+  assert rows[0]['projected_hours'] == pytest.approx((10 + 20 * 1.0 + 4 * 2.0) / 3600)
+  # The file now holds the row under its run's key; the row of a run not published keeps
+  # its own.
+  assert sorted(costs.read_probes(probes)) == sorted([costs.probe_key(a), '0therrun0000'])
+  # A row whose run was since rerun as another model keeps its key (not its probe).
+  moved = costs.rekeyed({'k': dict(row, key='k', model='mlp')},
+                        {'toy/a': (a, {})})
+  assert list(moved) == ['k']
 
 
 def test_probes_of_an_older_layout_are_rewritten_not_misaligned(tmp_path):
