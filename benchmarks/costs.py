@@ -309,10 +309,10 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
     _append_probe(probes_path, row)
     probes[pkey] = {k: str(v) for k, v in row.items()}
   row = probes[pkey]
+  probed = runs.get(row['run'], (config,))[0]  # the configuration the probe measured
   if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
     log(f'[papers] {where}: plain-TF floor of {row["run"]}')
     try:
-      probed = runs.get(row['run'], (config,))[0]
       floor_round, floor_eval, floor_server = floor_seconds(
           probed, summary.get('dp_unit', ''), data_dir)
       row.update(floor_round_seconds=str(floor_round), floor_eval_seconds=str(floor_eval),
@@ -324,7 +324,6 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
     _write_probes(probes_path, probes.values())
   elif not row.get('error') and row.get('floor_server_seconds') in (None, ''):
     # A floor measured before the server term existed (probes.csv of 2026-11-27).
-    probed = runs.get(row['run'], (config,))[0]
     if server_forward_examples(probed):
       log(f'[papers] {where}: plain-TF server forward passes of {row["run"]}')
     try:
@@ -343,17 +342,17 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
   probes = {} if fresh else read_probes(probes_path)
   if fresh and os.path.exists(probes_path):
     os.remove(probes_path)
+  published = {paper: published_runs(os.path.join(figures_dir, paper)) for paper in papers}
   if probes:
-    every_run = {k: v for paper in papers
-                 for k, v in published_runs(os.path.join(figures_dir, paper)).items()}
-    probes = rekeyed(probes, every_run)
-    if set(probes) != set(read_probes(probes_path)):
+    measured = set(probes)
+    probes = rekeyed(probes, {k: v for runs in published.values() for k, v in runs.items()})
+    if set(probes) != measured:
       _write_probes(probes_path, probes.values())
   out, used = [], set()
   with tempfile.TemporaryDirectory() as cache:
     for paper in papers:
       figs = os.path.join(figures_dir, paper)
-      runs = published_runs(figs)
+      runs = published[paper]
       costs = {}  # run key -> (recorded, projected alone, at the floor) seconds
       for artefact, names in artefact_runs(figs).items():
         keys = [common.run_key(n) for n in names]

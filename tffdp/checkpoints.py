@@ -8,7 +8,7 @@ JSON document (UTF-8, zlib-compressed, as a uint8 array) of the nested container
 hold them. The JSON carries every Python number of the checkpoint (a long run's
 per-round history), so it is compressed: stored as a unicode array, as files written
 before 2026-12-07 have it in their entry `structure` (still read), it took 4 bytes a
-character (75 MB for an Adap DP-FL run of 25,000 rounds). What JSON
+character. What JSON
 cannot tell apart is tagged: `{"__array__": i, "scalar": bool}` (a NumPy array or
 scalar), `{"__bytes__": base64}`, `{"__tuple__": [...]}`,
 `{"__items__": [[key, value], ...]}` (a dict with keys other than strings),

@@ -55,8 +55,10 @@ AUTHOR_CNN = "the author's CNN code (pad 2, PyTorch init)"
 NO_STOP_FACTOR = 4  # the no-budget-stop control's length, in sigma_min runs
 NO_STOP = 'no budget stop'
 FRESH_ADAM = 'fresh Adam moments each round'
-# `--no-stop` curves besides Fig. 4's: Fig. 5's run of that reading (its `fig5` config tag).
+# `--no-stop` curves besides Fig. 4's: (the `fig5` config tag of the Fig. 5 run of that
+# reading, the control's own tag, its label, the reading's options).
 FIG5_NO_STOP = {'fig5_unclipped': ('adap_dp_fl_unclipped_paper_count',
+                                   'adap_dp_fl_unclipped',
                                    "Fig. 5's Adap DP-FL, unclipped norms",
                                    dict(clip_statistic='unclipped', clip_norm_query='free'))}
 
@@ -106,7 +108,7 @@ def no_stop_curves(dataset: str, args, command) -> list:
   out = []
   for curve in args.no_stop:
     if curve in FIG5_NO_STOP:  # the same configuration as `fig5.curves`' run
-      tag, label, options = FIG5_NO_STOP[curve]
+      tag, control_tag, label, options = FIG5_NO_STOP[curve]
       kw = dict(clipping='adaptive', noise_schedule='decay',
                 noise_multiplier=common.PAPER[dataset]['sigma_0'], **options)
       value = paper['adap_dp_fl']
@@ -114,13 +116,14 @@ def no_stop_curves(dataset: str, args, command) -> list:
       kw = dict(clipping='constant', noise_schedule='decay',
                 noise_multiplier=common.PAPER[dataset]['sigma_0'])
       tag, label, value = 'decay', 'noise decay', paper['decay']
+      control_tag = tag
     else:
       sigma = float(curve)
       kw = dict(clipping='constant', noise_schedule='constant', noise_multiplier=sigma)
       tag, label, value = f'constant_sigma{sigma:g}', f'sigma = {sigma:g}', paper['constant'][sigma]
+      control_tag = tag
     (rows, _), = common.run_all_or_reuse([common.config(dataset, args, tag, **kw)], command,
                                          args)
-    control_tag = tag.replace('_paper_count', '')
     out.append((f'{NO_STOP}, {label} ({NO_STOP_FACTOR}x the rounds)', *common.config(
         dataset, args, f'control_{control_tag}_no_stop',
         rounds=NO_STOP_FACTOR * int(rows[-1]['round']),

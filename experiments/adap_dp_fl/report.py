@@ -217,15 +217,14 @@ def _reading_name(curve: str) -> str:
 
 
 def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: bool,
-                   no_stop: str = '', no_stop_arg: str = '') -> str:
+                   no_stop: str = '') -> str:
   """The cause a control of `controls.csv` gives a miss of `paper` (%) whose default run
   made `rounds` rounds, or `fidelity.NO_CAUSE`: a noise-free control of at least as many
   rounds that ends below `paper` (without clipping: the setup itself; with C = 1: the
   clipping), or, for the sigma_min cell the controls accompany, the author's CNN code or
   twice the learning rate reaching `paper`; then the no-budget-stop control of the cell
-  (sigma_min's, or the `--no-stop` one labelled `no_stop`, e.g. `sigma = 3`, run by
-  `--no-stop no_stop_arg`, by default the sigma or `decay`): reaching `paper` past the
-  budget's round, or never within its rounds."""
+  (sigma_min's, or the `--no-stop` one labelled `no_stop`, e.g. `sigma = 3`):
+  `_no_stop_cause`."""
   from experiments.adap_dp_fl import controls as adap_dp_fl_controls  # pylint: disable=g-import-not-at-top
   def row(prefix):
     return next((r for r in ctrl if r['curve'].startswith(prefix)), None)
@@ -248,8 +247,16 @@ def _control_cause(ctrl: list[dict], paper: float, rounds: int, sigma_min_cell: 
   name = adap_dp_fl_controls.NO_STOP
   r = (row(f'{name} (') if sigma_min_cell else row(f'{name}, {no_stop} (') if no_stop
        else None)
-  no_stop_arg = no_stop_arg or (no_stop.split(' = ')[-1] if '=' in no_stop else 'decay')
-  command = CONTROLS if sigma_min_cell else f'{CONTROLS} --no-stop {no_stop_arg}'
+  no_stop_arg = no_stop.split(' = ')[-1] if '=' in no_stop else 'decay'
+  return _no_stop_cause(r, paper, rounds,
+                        CONTROLS if sigma_min_cell else f'{CONTROLS} --no-stop {no_stop_arg}')
+
+
+def _no_stop_cause(r: dict | None, paper: float, rounds: int, command: str) -> str:
+  """The cause the no-budget-stop control row `r` of `controls.csv` (run by `command`)
+  gives a miss of `paper` (%) whose run the budget stopped after `rounds` rounds:
+  reaching `paper` past that round, or never within its own rounds; else
+  `fidelity.NO_CAUSE`."""
   if r and r.get('first_round_within_tolerance') not in (None, ''):
     at = int(float(r['first_round_within_tolerance']))
     guaranteed, claimed = (float(r.get(k) or 'nan') for k in ('epsilon_guaranteed_there',
@@ -323,14 +330,14 @@ def _fig5_cause(figs: str, ctrl: list[dict], paper: float, default: dict,
   with the default run's final mean threshold beside it."""
   from experiments.adap_dp_fl import controls as ctl  # pylint: disable=g-import-not-at-top
   cause = _control_cause(ctrl, paper, int(default['rounds']), False)
-  for arg, (tag, label, _) in ctl.FIG5_NO_STOP.items():
-    if cause != fidelity.NO_CAUSE:
-      break
+  for arg, (tag, _, label, _) in ctl.FIG5_NO_STOP.items():
     run = next((r for r in fig5 if os.path.basename(r.get('run', '')).startswith(
         f'{default["dataset"]}_{tag}_seed')), None)
-    if run is None:
+    if cause != fidelity.NO_CAUSE or run is None:
       continue
-    cause = _control_cause(ctrl, paper, int(run['rounds']), False, label, arg)
+    control = next((r for r in ctrl if r['curve'].startswith(f'{ctl.NO_STOP}, {label} (')),
+                   None)
+    cause = _no_stop_cause(control, paper, int(run['rounds']), f'{CONTROLS} --no-stop {arg}')
     if cause != fidelity.NO_CAUSE:
       evaluated = _rows(os.path.join(figs, 'runs', os.path.basename(default.get('run', '')),
                                      'metrics_evaluated.csv')) or []
