@@ -17,7 +17,8 @@ real data. A run's projection is then
 
 and an artefact's the sum over its runs (a run shared by two artefacts counts in both;
 a paper's total counts it once). Probes are written to `benchmarks/probes.csv` as they
-finish, so an interrupted table resumes where it stopped (`--fresh` measures again);
+finish, so an interrupted table resumes where it stopped (`--fresh` measures the
+probes of `--papers` again);
 the table goes to `benchmarks/costs.md` and `benchmarks/costs.csv`. Measure with the
 machine otherwise idle: the projection is the time alone.
 """
@@ -338,10 +339,12 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
 def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
               fresh: bool = False, probes_path: str = PROBES, log=print) -> list[dict]:
   """One row per paper artefact (and a total per paper): runs, recorded and projected
-  hours; probes missing from `probes_path` are measured (and appended) first."""
-  probes = {} if fresh else read_probes(probes_path)
-  if fresh and os.path.exists(probes_path):
-    os.remove(probes_path)
+  hours; probes missing from `probes_path` are measured (and appended) first, and with
+  `fresh` those of `papers` (the probe rows whose `run` is one of their runs) too."""
+  probes = read_probes(probes_path)
+  if fresh:  # these papers' probes measured again; the other papers' kept
+    probes = {k: r for k, r in probes.items() if r['run'].split('/')[0] not in papers}
+    _write_probes(probes_path, probes.values())
   published = {paper: published_runs(os.path.join(figures_dir, paper)) for paper in papers}
   if probes:
     measured = set(probes)

@@ -1,7 +1,8 @@
 """Speed benchmarks: prints measured ratios (not a test; targets are in the README).
 
     python -m benchmarks.run [--repeats 5]
-        [--only tff|client|per_client|dpsgd|conv|adap|workers|kth|aggregate|figures|confinement|papers]
+        [--only tff|client|per_client|dpsgd|conv|adap|workers|kth|eval|aggregate|figures|
+                confinement|papers|jobs]
         [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
         [--probe-rounds 3] [--fresh]
 
@@ -54,6 +55,10 @@
    recorded; written to `benchmarks/costs.md` and `benchmarks/costs.csv`.
 9. (`--only jobs --data-dir DIR`, minutes) How much `--jobs N` slows each run: copies of
    published runs (`costs.JOBS_CASES`) timed alone and 2 and 3 at once.
+10. (`--only eval`) The runner's own work each evaluated round: `evaluation.Evaluator`
+   on 10,000 examples against the cached `tf.data` pipeline it replaced, for logistic
+   regression, the MLP and the 26k CNN; and reading the model weights from the process
+   state in Python against the process's `get_model_weights` TFF call.
 Synthetic uint8 images (speed does not depend on pixel values) except 3's runner, 7 and 8.
 """
 
@@ -878,6 +883,68 @@ def bench_kth_smallest(repeats, n=1_663_370):
   return t_bisect, t_sort
 
 
+EVAL_MODELS = ('logistic_regression', 'mlp', 'adap_dp_fl_cnn')
+WEIGHTS_METHODS = ('fedavg', 'dp_fedavg', 'a_dpfl', 'cosafed')
+
+
+def bench_evaluation(repeats, cache, n=10_000, models_=EVAL_MODELS,
+                     methods=WEIGHTS_METHODS):
+  """The runner's own work each evaluated round, beside the round's TFF call.
+
+  1. `evaluation.Evaluator` on `n` MNIST-shaped examples (batches of 1,000) against the
+     cached `tf.data` pipeline of the same batches iterated in one `tf.function` (its
+     implementation before 2026-12-07).
+  2. Reading the global model's weights from the process state: `Method.model_weights`
+     (Python, `common.state_model_weights`) against the process's `get_model_weights`
+     (a TFF computation), for methods of the three state layouts on synthetic data.
+  """
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tffdp import evaluation  # pylint: disable=g-import-not-at-top
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (n, 28, 28, 1), dtype=np.uint8)
+  y = rng.integers(0, 10, n).astype(np.int32)
+  out = {}
+  for name in models_:
+    builder = functools.partial(models.build_keras_model, name, (28, 28, 1), 10)
+    ev = evaluation.Evaluator(builder, {'test': (x, y)})
+    model = ev.model
+    ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(1000).cache()
+
+    @tf.function
+    def by_dataset(ds, model=model):
+      loss_sum, correct = tf.constant(0.0), tf.constant(0, tf.int64)
+      for xb, yb in ds:
+        logits = model(tf.cast(xb, tf.float32) / 255.0, training=False)
+        loss_sum += tf.reduce_sum(tf.keras.losses.sparse_categorical_crossentropy(
+            yb, logits, from_logits=True))
+        correct += tf.reduce_sum(tf.cast(
+            tf.equal(tf.argmax(logits, -1, output_type=tf.int32), yb), tf.int64))
+      return loss_sum, correct
+    weights = collections.namedtuple('W', 'trainable non_trainable')(
+        [w.numpy() for w in model.trainable_weights],
+        [w.numpy() for w in model.non_trainable_weights])
+    ev(weights)
+    by_dataset(ds)
+    t_new = timeit(lambda: ev(weights), repeats)
+    t_old = timeit(lambda: by_dataset(ds)[0].numpy(), repeats)
+    out[name] = (t_new, t_old)
+    print(f'[eval] {name}, {n:,} examples: Evaluator {1e3 * t_new:.1f} ms, cached tf.data '
+          f'pipeline {1e3 * t_old:.1f} ms ({t_old / t_new:.1f}x)', flush=True)
+  for method in methods:
+    cfg = config_lib.RunConfig(method=method, dataset='synthetic', rounds=2, clients=20,
+                               clients_per_round=5, model='logistic_regression',
+                               num_validation=100, out=os.path.join(cache, method),
+                               client_cache_dir=os.path.join(cache, 'clients'))
+    m = runner.build_experiment(cfg, log=lambda s: None).method
+    state = m.initialize()
+    t_python = timeit(lambda: m.model_weights(state), repeats)
+    t_tff = timeit(lambda: m.process.get_model_weights(state), repeats)
+    out[method] = (t_python, t_tff)
+    print(f'[eval] {method}: model weights read in Python {1e3 * t_python:.3f} ms, by '
+          f'get_model_weights (TFF) {1e3 * t_tff:.1f} ms', flush=True)
+  return out
+
+
 AGGREGATION_CASES = (('MLP, MNIST (Fig. 3)', 'mlp', (28, 28, 1)),
                      ('AlexNet-style, MNIST (Fig. 3)', 'alexnet_cnn', (28, 28, 1)),
                      ('AlexNet-style, CIFAR-10 (Fig. 7a)', 'alexnet_cnn', (32, 32, 3)))
@@ -1012,7 +1079,7 @@ def main(argv=None) -> int:
                               formatter_class=argparse.RawDescriptionHelpFormatter)
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'client', 'per_client', 'dpsgd', 'conv', 'adap', 'workers',
-                                      'kth', 'aggregate', 'figures', 'confinement', 'papers',
+                                      'kth', 'eval', 'aggregate', 'figures', 'confinement', 'papers',
                                       'jobs'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
@@ -1026,8 +1093,9 @@ def main(argv=None) -> int:
                  help='with --only papers or jobs: rounds per probe (>= 2; round 1 '
                  'traces)')
   p.add_argument('--fresh', action='store_true',
-                 help='with --only papers: measure every probe again (default: reuse '
-                 'benchmarks/probes.csv and measure only what it lacks)')
+                 help='with --only papers: measure the probes of --papers again, keeping '
+                 'the other papers\' (default: reuse benchmarks/probes.csv and measure '
+                 'only what it lacks)')
   p.add_argument('--figures-dir', default='figures',
                  help='with --only papers or jobs: the published figures to cost')
   args = p.parse_args(argv)
@@ -1045,6 +1113,9 @@ def main(argv=None) -> int:
     bench_conv_grads(args.repeats)
   if args.only in (None, 'kth'):
     bench_kth_smallest(args.repeats)
+  if args.only in (None, 'eval'):
+    with tempfile.TemporaryDirectory() as cache:
+      bench_evaluation(args.repeats, cache)
   if args.only in (None, 'aggregate'):
     bench_aadp_fl_aggregation(args.repeats)
   if args.only in (None, 'tff'):

@@ -459,3 +459,39 @@ def test_a_shared_builder_takes_only_its_method_s_hyperparameter_class():
     registry.hparams_of('dp_fedavg_ags', dp_fedags.SNLCHparams(), dp_fedags.HPARAMS)
   with pytest.raises(ValueError, match='p_fixed must be in'):
     cosafed.ADPFLUploadHparams(p_fixed=1.5)
+
+
+@pytest.mark.parametrize('method', ['fedavg', 'a_dpfl', 'cosafed'])
+def test_model_weights_read_in_python_equal_the_process_s(tmp_path, method, monkeypatch):
+  """The three state layouts (`LearningAlgorithmState`, `wrapped_learning_process`,
+  cosAFed's own): the weights read without a TFF call equal `get_model_weights`, and the
+  runner's check catches an accessor that reads the wrong part of the state."""
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import common  # pylint: disable=g-import-not-at-top
+  cfg = config_lib.RunConfig(method=method, dataset='synthetic', rounds=2, clients=20,
+                             clients_per_round=5, model='logistic_regression',
+                             num_validation=100, out=str(tmp_path / 'out'),
+                             client_cache_dir=str(tmp_path / 'clients'))
+  m = runner.build_experiment(cfg, log=lambda s: None).method
+  state = m.initialize()
+  common.check_model_weights(m, state)
+  expected = m.process.get_model_weights(state)
+  read = m.model_weights
+  if isinstance(read, functools.partial):  # the default: no TFF call to fall back on
+    read = functools.partial(read.func, None)
+  got = read(state)
+  assert type(got) is type(expected)
+  for a, b in zip(tf.nest.flatten(got), tf.nest.flatten(expected)):
+    np.testing.assert_array_equal(a, b)
+  wrong = tff.learning.models.ModelWeights(
+      [np.zeros_like(w) for w in expected.trainable], list(expected.non_trainable))
+  monkeypatch.setattr(m, 'model_weights', lambda s: wrong)
+  with pytest.raises(ValueError, match='differs from the process'):
+    common.check_model_weights(m, state)
+
+
+def test_state_model_weights_of_an_unknown_layout_needs_an_accessor():
+  from tffdp.algorithms import common  # pylint: disable=g-import-not-at-top
+  with pytest.raises(TypeError, match='give the method a model_weights accessor'):
+    common.state_model_weights(None, {'model': 1})
+  assert common.state_model_weights(lambda s: s['model'], {'model': 1}) == 1

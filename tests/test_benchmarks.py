@@ -135,3 +135,10 @@ def test_conv_benchmark_smoke(monkeypatch, capsys):
   assert all(v > 0 for v in totals.values())
   out = capsys.readouterr().out
   assert 'depthwise* ' in out and 'extract_patches* ' in out  # the picked path per layer
+
+
+def test_evaluation_benchmark_times_both_paths(tmp_path):
+  out = run.bench_evaluation(1, str(tmp_path), n=1200, models_=('logistic_regression',),
+                             methods=('fedavg',))
+  assert set(out) == {'logistic_regression', 'fedavg'}
+  assert all(t > 0 for pair in out.values() for t in pair)

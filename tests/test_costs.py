@@ -145,6 +145,25 @@ def test_a_real_probe_and_a_failed_one(tmp_path):
                   log=lambda s: pytest.fail(f'probed again: {s}'))
 
 
+def test_fresh_probes_the_named_papers_again_and_keeps_the_other_papers_probes(tmp_path):
+  figs = tmp_path / 'figures' / 'toy'
+  bad = _publish(str(figs), 'bad', _config(model='no_such_model'), 50.0)  # fails fast
+  _table(figs / 'fig.csv', ['runs/toy/bad'])
+  probes = str(tmp_path / 'probes.csv')
+  measured = dict(setup_seconds=1, train_seconds=1.0, eval_seconds=1.0, expected_cohort=2,
+                  floor_round_seconds=0.5, floor_eval_seconds=1.0)
+  costs._append_probe(probes, dict(measured, key=costs.probe_key(bad), run='toy/bad'))
+  costs._append_probe(probes, dict(measured, key='other0', run='other/x'))
+  logs = []
+  costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'), fresh=True,
+                  probes_path=probes, log=logs.append)
+  assert [line.split(': ', 1)[1] for line in logs] == ['probing toy/bad (1 probes so far)']
+  recorded = costs.read_probes(probes)
+  assert set(recorded) == {costs.probe_key(bad), 'other0'}
+  assert recorded[costs.probe_key(bad)]['error']
+  assert recorded['other0']['train_seconds'] == '1.0'
+
+
 def test_packed_copies_each_report_their_round(tmp_path):
   seconds = costs.packed_round_seconds(_config(rounds=4), str(tmp_path), jobs=2, rounds=2)
   assert len(seconds) == 2 and min(seconds) > 0

@@ -633,6 +633,7 @@ class Runner:
                        f'Found epsilon_budget={config.epsilon_budget!r}.')
     self.last_metrics = None
     self.state = method.initialize()
+    common_lib.check_model_weights(method, self.state)
     self.per_client_budget = (method.accounting.budget_rule == 'per_client'
                               and config.epsilon_budget is not None)
     # The ledger the budget stops on: the method's choice per client, else guaranteed.

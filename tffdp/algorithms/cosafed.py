@@ -614,6 +614,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling='uniform', round_computation=round_fn,
       run_round=functools.partial(laplace_upload_round, round_fn, insertion),
+      model_weights=lambda state: state['model'],  # (as `_model_weights_accessors`)
       accounting=common.Accounting(
           common.no_releases, common.no_releases, releases_from_round=ledgers.releases,
           ledger='laplace', check_round=ledgers.check_round,
