@@ -2,7 +2,7 @@
 
     python -m benchmarks.run [--repeats 5]
         [--only tff|client|per_client|dpsgd|conv|adap|workers|kth|eval|aggregate|figures|
-                confinement|papers|jobs]
+                confinement|papers|jobs|slices]
         [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
         [--probe-rounds 3] [--fresh]
 
@@ -59,6 +59,8 @@
    on 10,000 examples against the cached `tf.data` pipeline it replaced, for logistic
    regression, the MLP and the 26k CNN; and reading the model weights from the process
    state in Python against the process's `get_model_weights` TFF call.
+11. (`--only slices --data-dir DIR`, a minute) Published runs (`SLICE_CASES`: cosAFed's
+   Equal split, N = 3) probed as recorded and in cohort slices of one client.
 Synthetic uint8 images (speed does not depend on pixel values) except 3's runner, 7 and 8.
 """
 
@@ -945,6 +947,29 @@ def bench_evaluation(repeats, cache, n=10_000, models_=EVAL_MODELS,
   return out
 
 
+SLICE_CASES = ('cosafed/equal_cosafed_N3_eps100_seed0',)
+
+
+def bench_slices_on_published(data_dir, figures_dir, rounds, runs=SLICE_CASES):
+  """A published run's round as recorded (one TFF client per client, each client's
+  batches a `tf.data` pipeline) against the same configuration in cohort slices of one
+  client (`--clients-per-slice 1`, batches read by index tensors): the median round
+  without evaluation of a `rounds`-round probe of each (`costs.probe`)."""
+  out = {}
+  for run in runs:
+    config = costs.find_published(run, figures_dir)
+    times = []
+    for clients_per_slice in (None, 1):
+      with tempfile.TemporaryDirectory() as cache:
+        times.append(costs.probe(dict(config, clients_per_slice=clients_per_slice),
+                                 data_dir, cache, rounds)['train_seconds'])
+    out[run] = tuple(times)
+    print(f'[slices] {run}: round {1e3 * times[0]:.1f} ms as recorded, '
+          f'{1e3 * times[1]:.1f} ms in slices of one client ({times[0] / times[1]:.2f}x)',
+          flush=True)
+  return out
+
+
 AGGREGATION_CASES = (('MLP, MNIST (Fig. 3)', 'mlp', (28, 28, 1)),
                      ('AlexNet-style, MNIST (Fig. 3)', 'alexnet_cnn', (28, 28, 1)),
                      ('AlexNet-style, CIFAR-10 (Fig. 7a)', 'alexnet_cnn', (32, 32, 3)))
@@ -1080,7 +1105,7 @@ def main(argv=None) -> int:
   p.add_argument('--repeats', type=int, default=5)
   p.add_argument('--only', choices=('tff', 'client', 'per_client', 'dpsgd', 'conv', 'adap', 'workers',
                                       'kth', 'eval', 'aggregate', 'figures', 'confinement', 'papers',
-                                      'jobs'))
+                                      'jobs', 'slices'))
   p.add_argument('--data-dir', help='real MNIST (and CIFAR-10 for --figures fig7a) for '
                  'the Adap DP-FL runner and figure benchmarks (the others use synthetic '
                  'data)')
@@ -1157,6 +1182,10 @@ def main(argv=None) -> int:
     if not args.data_dir:
       p.error('--only jobs needs --data-dir (real MNIST)')
     bench_jobs(args.data_dir, args.figures_dir, args.probe_rounds)
+  if args.only == 'slices':  # a minute: only when asked for
+    if not args.data_dir:
+      p.error('--only slices needs --data-dir (the published runs\' datasets)')
+    bench_slices_on_published(args.data_dir, args.figures_dir, max(args.probe_rounds, 10))
   if args.only == 'papers':  # an hour or more: only when asked for
     if not args.data_dir:
       p.error('--only papers needs --data-dir (the papers\' datasets)')

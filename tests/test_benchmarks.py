@@ -142,3 +142,13 @@ def test_evaluation_benchmark_times_both_paths(tmp_path):
                              methods=('fedavg',))
   assert set(out) == {'logistic_regression', 'fedavg'}
   assert all(t > 0 for pair in out.values() for t in pair)
+
+
+def test_slices_benchmark_probes_the_published_config_both_ways(monkeypatch):
+  probed = []
+  monkeypatch.setattr(run.costs, 'find_published', lambda r, figs: {'method': 'lapfed'})
+  monkeypatch.setattr(run.costs, 'probe', lambda config, data_dir, cache, rounds: (
+      probed.append((config['clients_per_slice'], rounds)) or
+      {'train_seconds': 0.2 if config['clients_per_slice'] is None else 0.1}))
+  out = run.bench_slices_on_published('data', 'figures', 10, runs=('cosafed/x',))
+  assert probed == [(None, 10), (1, 10)] and out == {'cosafed/x': (0.2, 0.1)}

@@ -4,6 +4,7 @@ the Laplace ledger against dp_accounting, budget counts of scripted runs."""
 
 import collections
 import csv
+import dataclasses
 import functools
 
 import dp_accounting
@@ -183,6 +184,47 @@ def test_zero_noise_round_matches_a_numpy_keras_reference(tiny, full_batch_delta
   assert float(history['recent_accuracy'][-1]) == pytest.approx(
       float(metrics['server']['validation_accuracy']))
   assert np.all(metrics['client_epsilons'] == np.inf)
+
+
+@pytest.mark.parametrize('method', ['cosafed', 'cosfed'])
+def test_cohort_slices_of_one_client_give_the_same_rounds(tiny, method):
+  """Without noise, two rounds whose batches straddle epochs: the same models, signals and
+  epsilon' with each client's batches read by index tensors (slices of one client) as
+  from its `tf.data` pipeline."""
+  data, *_, validation = tiny
+  hp = cosafed.HPARAMS[method](epsilon=np.inf)
+  build = functools.partial(cosafed.build_cosafed, BUILDER, data, validation, method=method,
+                            rounds=4, cohort_size=3, batch_size=5, local_epochs=2, hp=hp,
+                            learning_rate=0.3)
+  runs = []
+  for clients_per_slice in (None, 1):
+    m = build(clients_per_slice=clients_per_slice)
+    assert m.clients_per_slice == clients_per_slice
+    state, out = m.initialize(), []
+    for r, cohort in enumerate([np.array([0, 1, 3]), np.array([1, 2, 3])]):
+      state, metrics = m.run_round(state, cohort, r, 7)
+      out.append((m.model_weights(state).trainable, metrics['client_epsilons'],
+                  metrics['signals'], metrics['client_work']['train']))
+    runs.append(out)
+  for per_client, sliced in zip(*runs):
+    for a, b in zip(tf.nest.flatten(per_client), tf.nest.flatten(sliced)):
+      np.testing.assert_allclose(np.asarray(b), np.asarray(a), rtol=1e-5, atol=1e-6)
+
+
+def test_cohort_slices_hold_one_client_and_run_through_the_runner(tiny, tmp_path):
+  data, *_, validation = tiny
+  with pytest.raises(ValueError, match='clients_per_slice must be unset or 1'):
+    cosafed.build_cosafed(BUILDER, data, validation, method='lapfed', rounds=2,
+                          cohort_size=2, clients_per_slice=2)
+  config = config_lib.RunConfig.create(
+      method='lapfed', dataset='synthetic', rounds=3, clients=4, clients_per_round=2,
+      model='logistic_regression', partition='iid', learning_rate=0.05, batch_size=16,
+      out=str(tmp_path / 'run'), epsilon=100.0, clients_per_slice=1)
+  summary = runner.run(config, log=lambda s: None)
+  assert summary['epsilon_claimed_mean'] * 4 == pytest.approx(3 * 2 * 100.0)
+  with pytest.raises(ValueError, match='clients_per_slice must be unset or 1'):
+    runner.run(dataclasses.replace(config, clients_per_slice=2, out=str(tmp_path / 'b')),
+               log=lambda s: None)
 
 
 def test_adpfl_budget_count_of_a_scripted_run_equals_the_hand_count(tmp_path):

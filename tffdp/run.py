@@ -181,7 +181,8 @@ def make_parser(prog: str = 'python -m tffdp.run') -> argparse.ArgumentParser:
                  help='clients per TFF client computation (cohort slices; same results, '
                  'less TFF overhead). fedavg, dpfl, a_dpfl, dp_fedavg: default one per '
                  'client (dp_fedavg clips each update inside its slice); aadp_fl, '
-                 'ddgauss, dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd: 1 only; '
+                 'ddgauss, dp_fedags, dp_fedsnlc, dp_fedavg_ags, cpsgd, cosafed, lapfed, '
+                 'adpfl, cosfed: 1 only; '
                  'adap_dp_fl: default all clients in one slice')
   execution.add_argument('--workers', metavar='HOST:PORT[,HOST:PORT...]',
                  help='run each round\'s cohort on these TFF workers (`python -m '

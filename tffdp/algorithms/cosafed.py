@@ -334,10 +334,17 @@ def _model_weights_accessors(state_type, weights_type):
   return get_model_weights, set_model_weights
 
 
-def _round_on_client_ids(body, data: FederatedData, batching, insertion, state_type):
+def _round_on_client_ids(body, data: FederatedData, batching, insertion, state_type,
+                         slice_type=None):
   """`round_fn(state, client_ids@CLIENTS, client_seeds@CLIENTS[, canary@CLIENTS])`:
   `body` on the clients' data built from their ids and seeds (in an audit, each client's
-  canary index too: `canaries.Insertion.split`)."""
+  canary index too: `canaries.Insertion.split`); with `slice_type` (cohort slices of one
+  client), `round_fn(state, slices@CLIENTS)` (`common.cohort_slices`): `body` itself."""
+  if slice_type is not None:
+    @tff.federated_computation(state_type, tff.FederatedType(slice_type, tff.CLIENTS))
+    def slice_round_fn(state, slices):
+      return body(state, slices)
+    return slice_round_fn
   client_data_comp = data.client_data_computation(batching)
   ids_type = tff.FederatedType(np.str_, tff.CLIENTS)
   seeds_type = tff.FederatedType(tff.TensorType(np.int64, [2]), tff.CLIENTS)
@@ -360,24 +367,34 @@ def build_laplace_upload_process(
     keras_builder, data: FederatedData, validation, *, rule: Callable[[BudgetInputs], tf.Tensor],
     rounds: int, cohort_size: int, epsilon: float, sensitivity: float,
     l1_clip: Optional[float], scale_by_cosine: bool, learning_rate: float, batching,
-    epsilon_floor: Optional[float], score_acc: str, cosfed_cosine: str, seed: int):
+    epsilon_floor: Optional[float], score_acc: str, cosfed_cosine: str, seed: int,
+    clients_per_slice: Optional[int] = None):
   """The round of Alg. 1 with a budget `rule`: `(process, round_fn)`.
 
   `process` is a `tff.learning.templates.LearningProcess` (`next(state, client
   datasets)`); `round_fn(state, client_ids@CLIENTS, client_seeds@CLIENTS) -> <state,
   metrics, epsilon'@CLIENTS>` is the same round on client ids, also returning each
-  client's `epsilon'` (the ledger's events) in cohort order.
+  client's `epsilon'` (the ledger's events) in cohort order. With `clients_per_slice=1`
+  each TFF client value is a cohort slice of one client whose batches are read by index
+  tensors (`baselines.client_work`; no `tf.data` pipeline per client), and both take
+  `(state, slices@CLIENTS)` (`common.cohort_slices`): each upload is still one client's.
 
   Raises:
-    ValueError: On invalid arguments.
+    ValueError: On invalid arguments, `clients_per_slice` other than None or 1, or
+      cohort slices in an audit build.
   """
   _check_arguments(epsilon, sensitivity, epsilon_floor, cosfed_cosine)
+  common.check_one_client_per_slice('the Laplace-upload methods', clients_per_slice)
+  if clients_per_slice and canaries.active() is not None:
+    raise ValueError('canaries (--audit-canaries) do not run in cohort slices; drop '
+                     '--clients-per-slice')
   data.add_server_split('validation', *validation)
   init_weights = common.initial_weights_computation(keras_builder, seed)
   weights_type = init_weights.type_signature.result
   # In an audit build, canary clients' update is `norm * u_j` (`canaries.with_canaries`).
   client_work = canaries.wrap_client_work(dp_sgd_client_work(
-      keras_builder, data, learning_rate=learning_rate, dp_sgd='none', batching=batching))
+      keras_builder, data, learning_rate=learning_rate, dp_sgd='none', batching=batching,
+      clients_per_slice=clients_per_slice))
   insertion = canaries.active()
   aggregator, update_type = _laplace_aggregator(weights_type.trainable, sensitivity,
                                                 l1_clip, scale_by_cosine)
@@ -427,7 +444,8 @@ def build_laplace_upload_process(
     new_state, metrics, _ = body(state, client_data)
     return tff.learning.templates.LearningProcessOutput(new_state, metrics)
 
-  round_fn = _round_on_client_ids(body, data, batching, insertion, state_type)
+  round_fn = _round_on_client_ids(body, data, batching, insertion, state_type,
+                                  client_data_type if clients_per_slice else None)
   process = tff.learning.templates.LearningProcess(
       init_fn, next_fn, *_model_weights_accessors(state_type, weights_type))
   return process, round_fn
@@ -436,12 +454,17 @@ def build_laplace_upload_process(
 BUDGET_RULES = ('cosafed', 'lapfed', 'adpfl', 'cosfed')
 
 
-def laplace_upload_round(round_fn, insertion, state, cohort, round_num, run_seed):
+def laplace_upload_round(round_fn, insertion, state, cohort, round_num, run_seed,
+                         clients_per_slice=None):
   """`Method.run_round` of a Laplace-upload method: `round_fn` on the cohort's ids and
-  seeds (in an audit, canary ids `N + j` run on client 0's data), the clients' `epsilon'`
-  added to the metrics as `client_epsilons` (float64 `[len(cohort)]`, cohort order)."""
+  seeds (in an audit, canary ids `N + j` run on client 0's data; with
+  `clients_per_slice=1`, as cohort slices of one client), the clients' `epsilon'` added
+  to the metrics as `client_epsilons` (float64 `[len(cohort)]`, cohort order)."""
   seeds = common.client_seeds(run_seed, round_num, cohort)
-  if insertion is None:
+  if clients_per_slice:
+    state, metrics, eps = round_fn(state, common.cohort_slices(cohort, seeds,
+                                                               clients_per_slice))
+  elif insertion is None:
     state, metrics, eps = round_fn(state, [str(c) for c in cohort], seeds)
   else:  # an audit: canary ids `N + j` run on client 0's data
     ids, index = insertion.split(cohort)
@@ -560,7 +583,8 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
                   rounds: int, cohort_size: int,
                   hp: Optional['LaplaceUploadHparams'] = None, learning_rate: float = 0.01,
                   batch_size: int = 10, local_epochs: int = 1,
-                  delta: float = 1e-5, seed: int = 0) -> common.Method:
+                  delta: float = 1e-5, seed: int = 0,
+                  clients_per_slice: Optional[int] = None) -> common.Method:
   """Builds cosAFed or one of its reconstructed baselines (see the module docstring).
 
   Args:
@@ -581,12 +605,16 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     learning_rate, batch_size, local_epochs: Local SGD (not given in the paper).
     delta: delta of the guaranteed ledger's RDP and PLD bounds.
     seed: Model-initialisation seed.
+    clients_per_slice: None (each client's batches a `tf.data` pipeline, as the committed
+      runs) or 1 (cohort slices of one client, batches read by index tensors: the same
+      batches and, without noise, the same model to float32 rounding; faster,
+      `benchmarks.run --only per_client`).
 
   Returns:
     A `common.Method` with `ledger='laplace'` and `releases_from_round`.
 
   Raises:
-    ValueError: On invalid arguments.
+    ValueError: On invalid arguments, or `clients_per_slice` other than None or 1.
     TypeError: If `hp` is not an instance of `HPARAMS[method]`.
   """
   hp = registry.hparams_of(method, hp, HPARAMS)
@@ -605,7 +633,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       epsilon=epsilon, sensitivity=sensitivity, l1_clip=l1_clip,
       scale_by_cosine=(method == 'cosafed'), learning_rate=learning_rate,
       batching=batching, epsilon_floor=epsilon_floor, score_acc=score_acc,
-      cosfed_cosine=cosfed_cosine, seed=seed)
+      cosfed_cosine=cosfed_cosine, seed=seed, clients_per_slice=clients_per_slice)
   privacy.check_delta(delta)
 
   insertion = canaries.active()
@@ -613,7 +641,9 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
   return common.Method(
       name=method, process=process, batching=batching, dp_unit=privacy.CLIENT_LEVEL,
       cohort_sampling='uniform', round_computation=round_fn,
-      run_round=functools.partial(laplace_upload_round, round_fn, insertion),
+      run_round=functools.partial(laplace_upload_round, round_fn, insertion,
+                                  clients_per_slice=clients_per_slice),
+      clients_per_slice=clients_per_slice,
       model_weights=lambda state: state['model'],  # (as `_model_weights_accessors`)
       accounting=common.Accounting(
           common.no_releases, common.no_releases, releases_from_round=ledgers.releases,
@@ -668,10 +698,8 @@ class LaplaceUploadHparams(registry.MethodHparams):
     if config.cohort_sampling != 'uniform':
       raise ValueError('cohort_sampling must be uniform (N of M clients, Alg. 1). Found '
                        f'cohort_sampling={config.cohort_sampling!r}.')
-    if config.clients_per_slice:
-      raise ValueError('clients_per_slice must be unset for the Laplace-upload methods '
-                       '(each client\'s upload is perturbed). Found clients_per_slice='
-                       f'{config.clients_per_slice!r}.')
+    # Each client's upload is perturbed: a slice holds one client.
+    common.check_one_client_per_slice('the Laplace-upload methods', config.clients_per_slice)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -713,7 +741,8 @@ def _builder(name: str):
     return build_cosafed(
         ctx.keras_builder, ctx.data, ctx.validation, method=name, rounds=c.rounds,
         cohort_size=c.clients_per_round, hp=hp, learning_rate=c.learning_rate,
-        batch_size=c.batch_size, local_epochs=c.local_epochs, delta=c.delta, seed=c.seed)
+        batch_size=c.batch_size, local_epochs=c.local_epochs, delta=c.delta, seed=c.seed,
+        clients_per_slice=c.clients_per_slice)
   return build
 
 
