@@ -51,10 +51,16 @@ def test_new_weights_are_loaded_each_call():
   assert ev(_Weights(b))['test_loss'] == pytest.approx(_reference(b, x, y)[0], rel=1e-5)
 
 
-@pytest.mark.parametrize('kw,match', [(dict(batch_size=0), 'batch_size must be positive'),
-                                      (dict(empty=True), "'test' is empty")])
-def test_invalid_inputs_raise(kw, match):
-  n = 0 if kw.pop('empty', False) else 5
-  x = np.zeros((n, 28, 28, 1), np.uint8)
-  with pytest.raises(ValueError, match=match):
-    evaluation.Evaluator(_builder, {'test': (x, np.zeros(n, int))}, **kw)
+def test_a_non_positive_batch_size_raises():
+  x = np.zeros((5, 28, 28, 1), np.uint8)
+  with pytest.raises(ValueError, match='batch_size must be positive'):
+    evaluation.Evaluator(_builder, {'test': (x, np.zeros(5, int))}, batch_size=0)
+
+
+def test_an_empty_set_gives_nan():  # a run without a validation split (num_validation 0)
+  x = np.zeros((5, 28, 28, 1), np.uint8)
+  ev = evaluation.Evaluator(_builder, {'test': (x, np.zeros(5, int)),
+                                      'validation': (x[:0], np.zeros(0, int))})
+  out = ev(_Weights(_builder()))
+  assert np.isnan(out['validation_loss']) and np.isnan(out['validation_accuracy'])
+  assert np.isfinite(out['test_loss']) and out['test_accuracy'] >= 0

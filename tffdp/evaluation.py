@@ -27,7 +27,7 @@ class Evaluator:
     batch_size: Evaluation batch size.
 
   Raises:
-    ValueError: If `batch_size` is not positive or a set is empty.
+    ValueError: If `batch_size` is not positive.
   """
 
   def __init__(self, keras_builder, datasets: dict, batch_size: int = 1000):
@@ -37,8 +37,6 @@ class Evaluator:
     self._data = {}
     for name, (x, y) in datasets.items():
       x, y = np.asarray(x), np.asarray(y, np.int32)
-      if not len(y):
-        raise ValueError(f'the evaluation set {name!r} is empty')
       full = len(y) // batch_size * batch_size
       self._data[name] = (  # ([batches, batch_size, ...], [rest, ...]), likewise y
           tf.constant(x[:full].reshape(-1, batch_size, *x.shape[1:])),
@@ -76,7 +74,8 @@ class Evaluator:
     self._evaluate = evaluate
 
   def __call__(self, weights, names=None) -> dict:
-    """Returns `{f'{name}_loss', f'{name}_accuracy'}` (floats) for each named set.
+    """Returns `{f'{name}_loss', f'{name}_accuracy'}` (floats; NaN for an empty set, e.g.
+    a run without a validation split) for each named set.
 
     Args:
       weights: `tff.learning.models.ModelWeights` (or any object with `trainable` and
