@@ -15,9 +15,8 @@ class Evaluator:
 
   Each set is held as constant tensors cut into batches of `batch_size` (and one last
   smaller batch), which one `tf.function` loops over in order. Iterating a cached
-  `tf.data` pipeline of the same batches inside the function took 3-6x longer on the
-  small models (10,000 MNIST examples: 35-43 ms vs 6-7 ms for logistic regression,
-  67 vs 23 ms for the MLP, 92 vs 46 ms for the 26k CNN, measured 2026-12-07); the
+  `tf.data` pipeline of the same batches inside the function took 2.6-4.8x longer on
+  the small models (`python -m benchmarks.run --only eval`; benchmarks/README.md); the
   batches and their order are unchanged, the losses can differ from it at float32
   rounding (another kernel for a batch of static shape).
 

@@ -320,11 +320,17 @@ def _server_update_computation(keras_builder, data: FederatedData, weights_type,
   return server_fn
 
 
+def _model_of(state):
+  """The global model's weights in the process's server state (in Python too:
+  `Method.model_weights`)."""
+  return state['model']
+
+
 def _model_weights_accessors(state_type, weights_type):
   """`get_model_weights` and `set_model_weights` of the process's server state."""
   @tff.tensorflow.computation(state_type.member)
   def get_model_weights(state):
-    return state['model']
+    return _model_of(state)
 
   @tff.tensorflow.computation(state_type.member, weights_type)
   def set_model_weights(state, weights):
@@ -385,9 +391,7 @@ def build_laplace_upload_process(
   """
   _check_arguments(epsilon, sensitivity, epsilon_floor, cosfed_cosine)
   common.check_one_client_per_slice('the Laplace-upload methods', clients_per_slice)
-  if clients_per_slice and canaries.active() is not None:
-    raise ValueError('canaries (--audit-canaries) do not run in cohort slices; drop '
-                     '--clients-per-slice')
+  common.check_no_canaries_in_slices(clients_per_slice)
   data.add_server_split('validation', *validation)
   init_weights = common.initial_weights_computation(keras_builder, seed)
   weights_type = init_weights.type_signature.result
@@ -608,7 +612,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
     clients_per_slice: None (each client's batches a `tf.data` pipeline, as the committed
       runs) or 1 (cohort slices of one client, batches read by index tensors: the same
       batches and, without noise, the same model to float32 rounding; faster,
-      `benchmarks.run --only per_client`).
+      `benchmarks.run --only slices`).
 
   Returns:
     A `common.Method` with `ledger='laplace'` and `releases_from_round`.
@@ -644,7 +648,7 @@ def build_cosafed(keras_builder, data: FederatedData, validation, *, method: str
       run_round=functools.partial(laplace_upload_round, round_fn, insertion,
                                   clients_per_slice=clients_per_slice),
       clients_per_slice=clients_per_slice,
-      model_weights=lambda state: state['model'],  # (as `_model_weights_accessors`)
+      model_weights=_model_of,
       accounting=common.Accounting(
           common.no_releases, common.no_releases, releases_from_round=ledgers.releases,
           ledger='laplace', check_round=ledgers.check_round,
