@@ -1,7 +1,7 @@
 """What regenerating each paper's artefacts costs on this machine, projected from probes.
 
     python -m benchmarks.run --only papers --data-dir DIR [--papers a_dpfl ...]
-        [--probe-rounds 3] [--fresh]
+        [--probe-rounds 3] [--fresh] [--slices]
 
 Every artefact table under `figures/<paper>/` (a CSV with a `run` or `run_dir` column)
 names the runs behind it; each run's published `config.json` and `summary.json` give its
@@ -21,6 +21,11 @@ finish, so an interrupted table resumes where it stopped (`--fresh` measures the
 probes of `--papers` again);
 the table goes to `benchmarks/costs.md` and `benchmarks/costs.csv`. Measure with the
 machine otherwise idle: the projection is the time alone.
+
+With `--slices`, each run is probed a second time as an experiment module's
+`--clients-per-slice 1` runs it afresh (`in_slices_of_one`: cohort slices of one client,
+batches read by index tensors, where the method runs the same round so); the table's
+last two columns project that.
 """
 
 from __future__ import annotations
@@ -44,7 +49,8 @@ from tffdp import config as config_lib
 PAPERS = ('a_dpfl', 'aadp_fl', 'adap_dp_fl', 'cosafed', 'dp_fedags')
 HERE = os.path.dirname(os.path.abspath(__file__))
 PROBES = os.path.join(HERE, 'probes.csv')
-PROBE_COLUMNS = ('key', 'run', 'method', 'dataset', 'model', 'probe_rounds',
+PROBE_COLUMNS = ('key', 'run', 'method', 'dataset', 'model', 'clients_per_slice',
+                 'probe_rounds',
                  'setup_seconds', 'train_seconds', 'eval_seconds', 'expected_cohort',
                  'floor_round_seconds', 'floor_eval_seconds', 'floor_server_seconds',
                  'measured', 'machine', 'error')
@@ -189,9 +195,30 @@ def rekeyed(probes: dict[str, dict], runs: dict[str, tuple[dict, dict]]) -> dict
     config = (runs.get(row.get('run')) or (None,))[0]
     if config is not None and all(str(config.get(f) or '') == (row.get(f) or '')
                                   for f in ('method', 'dataset', 'model')):
-      key = probe_key(config)
+      key = probe_key(probed_config(config, row))
     out.setdefault(key, dict(row, key=key))
   return out
+
+
+def probed_config(config: dict, row: dict) -> dict:
+  """The configuration probe `row` measured for the published `config`: `config` itself,
+  or, for a row that records `clients_per_slice`, `config` in those slices (a probe of
+  `--clients-per-slice 1`, `in_slices_of_one`)."""
+  per_slice = row.get('clients_per_slice')
+  return dict(config, clients_per_slice=int(per_slice)) if per_slice not in (None, '') \
+      else config
+
+
+def in_slices_of_one(config: dict) -> Optional[dict]:
+  """A published `config` as an experiment module's `--clients-per-slice 1` runs it
+  afresh (`experiments.common.in_slices_of_one`): in cohort slices of one client where
+  its method runs the same round so; None where the run would be the same as published
+  (another method, an audit, slices it sets itself)."""
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  if config.get('clients_per_slice') is not None or config.get('audit_canaries') or \
+      not registry.get(config['method']).slices_of_one:
+    return None
+  return dict(config, clients_per_slice=1)
 
 
 def _write_probes(path: str, rows) -> None:
@@ -291,18 +318,35 @@ def floor_projected_seconds(config: dict, summary: dict, row: dict) -> float:
 
 
 def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
-            data_dir: str, cache: str, probe_rounds: int, log) -> dict:
+            data_dir: str, cache: str, probe_rounds: int, log,
+            sliced: bool = False, floor_of: Optional[dict] = None) -> Optional[dict]:
   """The probe row of the run `key` of `runs` (`published_runs`): from `probes`, else
   measured and appended to `probes_path`; with its plain-TF floor (of the probed run's
-  configuration, whose cohort the row records), computed if missing."""
+  configuration, whose cohort the row records), computed if missing.
+
+  With `sliced`, the row of the run as `--clients-per-slice 1` runs it
+  (`in_slices_of_one`), measured only where `probe_rounds` is not None; its floor (the
+  same local steps) is taken from the row `floor_of` where given. None where that run
+  would be the one published, or is not measured."""
   config, summary = runs[key]
+  if sliced:
+    config = in_slices_of_one(config)
+    if config is None:
+      return None
   pkey = probe_key(config)
+  if pkey not in probes and probe_rounds is None:
+    return None
   if pkey not in probes:
-    log(f'[papers] {where}: probing {key} ({len(probes)} probes so far)')
+    log(f'[papers] {where}: probing {key}' + (' in slices of one client' if sliced else '') +
+        f' ({len(probes)} probes so far)')
     row = dict(key=pkey, run=key, method=config['method'], dataset=config['dataset'],
-               model=config.get('model'), probe_rounds=probe_rounds,
-               measured=time.strftime('%Y-%m-%d'),
+               model=config.get('model'),
+               clients_per_slice=config.get('clients_per_slice') if sliced else '',
+               probe_rounds=probe_rounds, measured=time.strftime('%Y-%m-%d'),
                machine=f'{platform.machine()}, {os.cpu_count()} CPUs')
+    if floor_of and floor_of.get('floor_server_seconds') not in (None, ''):
+      row.update({k: floor_of[k] for k in ('floor_round_seconds', 'floor_eval_seconds',
+                                           'floor_server_seconds')})
     try:
       row.update(probe(config, data_dir, cache, probe_rounds))
     except Exception as e:  # pylint: disable=broad-except
@@ -310,7 +354,8 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
     _append_probe(probes_path, row)
     probes[pkey] = {k: str(v) for k, v in row.items()}
   row = probes[pkey]
-  probed = runs.get(row['run'], (config,))[0]  # the configuration the probe measured
+  # The configuration the probe measured.
+  probed = probed_config(runs.get(row['run'], (config,))[0], row)
   if not row.get('error') and row.get('floor_round_seconds') in (None, ''):
     log(f'[papers] {where}: plain-TF floor of {row["run"]}')
     try:
@@ -337,10 +382,16 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
 
 
 def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
-              fresh: bool = False, probes_path: str = PROBES, log=print) -> list[dict]:
+              fresh: bool = False, probes_path: str = PROBES, log=print,
+              slices: bool = False) -> list[dict]:
   """One row per paper artefact (and a total per paper): runs, recorded and projected
   hours; probes missing from `probes_path` are measured (and appended) first, and with
-  `fresh` those of `papers` (the probe rows whose `run` is one of their runs) too."""
+  `fresh` those of `papers` (the probe rows whose `run` is one of their runs) too.
+
+  `sliced_hours` projects the runs as an experiment module's `--clients-per-slice 1`
+  runs them afresh (`in_slices_of_one`; a run it leaves as published at its own
+  projection): from the probes of that configuration in `probes_path`, measured first
+  where missing if `slices`; NaN where one is missing."""
   probes = read_probes(probes_path)
   if fresh:  # these papers' probes measured again; the other papers' kept
     probes = {k: r for k, r in probes.items() if r['run'].split('/')[0] not in papers}
@@ -366,10 +417,20 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
                           cache, probe_rounds, log)
             used.add(row['key'])
             failed = bool(row.get('error'))
-            costs[key] = (float(summary.get('wall_seconds') or 0.0),
-                          math.nan if failed else projected_seconds(config, summary, row),
+            alone = math.nan if failed else projected_seconds(config, summary, row)
+            sliced = alone
+            if in_slices_of_one(config) is not None:
+              srow = _probed(runs, key, f'{paper}/{artefact}', probes, probes_path,
+                             data_dir, cache, probe_rounds if slices else None, log,
+                             sliced=True, floor_of=row)
+              sliced = (math.nan if srow is None or srow.get('error') else
+                        projected_seconds(config, summary, srow))
+              if srow is not None:
+                used.add(srow['key'])
+            costs[key] = (float(summary.get('wall_seconds') or 0.0), alone,
                           math.nan if failed else floor_projected_seconds(config, summary,
-                                                                          row))
+                                                                          row),
+                          sliced)
         found = [costs[k] for k in keys if k in runs]
         out.append(_hours_row(paper, artefact, found, len(keys) - len(found)))
       out.append(_hours_row(paper, '(all, each run once)', list(costs.values()), ''))
@@ -384,7 +445,8 @@ def _hours_row(paper: str, artefact: str, costs: list, missing) -> dict:
   """A table row: the runs' recorded, projected and floor seconds summed, in hours."""
   total = lambda i: sum(c[i] for c in costs) / 3600
   return dict(paper=paper, artefact=artefact, runs=len(costs), missing_runs=missing,
-              recorded_hours=total(0), projected_hours=total(1), floor_hours=total(2))
+              recorded_hours=total(0), projected_hours=total(1), floor_hours=total(2),
+              sliced_hours=total(3))
 
 
 def _hours(v) -> str:
@@ -419,15 +481,20 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       '(A-DPFL Alg. 4, Adap DP-FL\'s noise decay, cosAFed Alg. 1 line 12), plus forward '
       'passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
       'the ratio is projected over floor. An artefact table counts every run it names; '
-      'a paper\'s total counts each run once.', '',
+      'a paper\'s total counts each run once. The last two columns project the same '
+      'runs as an experiment module runs them afresh with `--clients-per-slice 1` (cohort '
+      'slices of one client where the method runs the same round so, its batches read by '
+      'index tensors: `experiments.common.in_slices_of_one`; the other runs as '
+      'published), from probes of that configuration (`--only papers --slices` measures '
+      'the missing ones; "not measured" where one is missing).', '',
   ]
 
   def hours(key):
     return lambda r: (f'**{_hours(r[key])}**' if r['artefact'].startswith('(')
                       else _hours(r[key]))
 
-  def ratio(r):
-    value = r['projected_hours'] / r['floor_hours'] if r['floor_hours'] else float('nan')
+  def ratio(r, key='projected_hours'):
+    value = r[key] / r['floor_hours'] if r['floor_hours'] else float('nan')
     return '-' if value != value else f'{value:.2f}x'
 
   lines += common.md_table(rows, [
@@ -435,7 +502,9 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       ('runs', lambda r: f'{r["runs"]}' + (f' ({r["missing_runs"]} not published)'
                                            if r['missing_runs'] else '')),
       ('recorded h', hours('recorded_hours')), ('projected h alone', hours('projected_hours')),
-      ('at the plain-TF floor h', hours('floor_hours')), ('ratio', ratio)])
+      ('at the plain-TF floor h', hours('floor_hours')), ('ratio', ratio),
+      ('with `--clients-per-slice 1` h', hours('sliced_hours')),
+      ('its ratio', lambda r: ratio(r, 'sliced_hours'))])
   if errors:
     lines += ['', 'Probes that failed (their runs are "not measured"):', '']
     lines += [f'- `{p["run"]}`: {p["error"]}' for p in errors]

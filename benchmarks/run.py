@@ -4,7 +4,7 @@
         [--only tff|client|per_client|dpsgd|conv|adap|workers|kth|eval|aggregate|figures|
                 confinement|papers|jobs|slices]
         [--data-dir DIR] [--figures fig3 fig6 fig7a] [--papers a_dpfl ...]
-        [--probe-rounds 3] [--fresh]
+        [--probe-rounds 3] [--fresh] [--slices]
 
 1. TFF round time vs the same client work as one plain TensorFlow function (the floor):
    (a) 10 clients x one 78-example lot, Adap DP-FL's CNN (26,010 parameters);
@@ -52,7 +52,8 @@
 8. (`--only papers --data-dir DIR`, an hour or more; resumable) The cost table: for
    every paper artefact, the projected hours alone on this machine from short probes of
    its runs' real configurations (`benchmarks/costs.py`), beside the hours its runs
-   recorded; written to `benchmarks/costs.md` and `benchmarks/costs.csv`.
+   recorded; written to `benchmarks/costs.md` and `benchmarks/costs.csv`. With
+   `--slices`, also the runs as the experiment modules' `--clients-per-slice 1` runs them.
 9. (`--only jobs --data-dir DIR`, minutes) How much `--jobs N` slows each run: copies of
    published runs (`costs.JOBS_CASES`) timed alone and 2 and 3 at once.
 10. (`--only eval`) The runner's own work each evaluated round: `evaluation.Evaluator`
@@ -1121,6 +1122,10 @@ def main(argv=None) -> int:
                  help='with --only papers: measure the probes of --papers again, keeping '
                  'the other papers\' (default: reuse benchmarks/probes.csv and measure '
                  'only what it lacks)')
+  p.add_argument('--slices', action='store_true',
+                 help='with --only papers: also probe the runs as --clients-per-slice 1 '
+                 'runs them (cohort slices of one client where the method allows it), for '
+                 'the table\'s last two columns (default: only the probes.csv has)')
   p.add_argument('--figures-dir', default='figures',
                  help='with --only papers or jobs: the published figures to cost')
   args = p.parse_args(argv)
@@ -1190,7 +1195,7 @@ def main(argv=None) -> int:
     if not args.data_dir:
       p.error('--only papers needs --data-dir (the papers\' datasets)')
     rows = costs.cost_rows(args.papers, args.data_dir, args.figures_dir, args.probe_rounds,
-                           fresh=args.fresh)
+                           fresh=args.fresh, slices=args.slices)
     print(costs.write_table(rows), flush=True)
   return code
 

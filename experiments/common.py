@@ -200,6 +200,9 @@ def _empty(folder: str) -> None:
 # How many runs `run_all` runs at once unless told: the command's `--jobs`
 # (`ArgumentParser` sets it when it parses the command line).
 JOBS = 1
+# The command's `--clients-per-slice` (None or 1): `run_all` runs the runs that can in
+# cohort slices of one client (`in_slices_of_one`).
+CLIENTS_PER_SLICE: Optional[int] = None
 
 
 def _positive_int(text: str) -> int:
@@ -210,9 +213,11 @@ def _positive_int(text: str) -> int:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-  """`argparse.ArgumentParser` with `--jobs N`, for every module that runs experiments.
+  """`argparse.ArgumentParser` with `--jobs N` and `--clients-per-slice 1`, for every
+  module that runs experiments.
 
-  `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs`. Given `module`
+  `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs` and
+  `CLIENTS_PER_SLICE` (`in_slices_of_one`) from `--clients-per-slice`. Given `module`
   (e.g. `experiments.cosafed.table3`), the parser's `prog` is `python -m <module>`, its
   description keeps its line breaks, and `command(argv)` gives the command line a run's
   `config.json` records.
@@ -230,6 +235,16 @@ class ArgumentParser(argparse.ArgumentParser):
              'already uses both, and two at once slowed each run 1.6-2.3x, for 0.9-1.2x '
              'the throughput: python -m benchmarks.run --only jobs, benchmarks/README.md; '
              'finished runs are reused and interrupted ones resume either way)')
+    self.add_argument(
+        '--clients-per-slice', type=int, choices=(1,), default=None,
+        help='1: run each new run whose method allows it (fedavg, dpfl, dp_fedavg, '
+             'a_dpfl, adap_dp_fl, aadp_fl, ddgauss, the cosAFed and DP-FedAGS families) in '
+             'cohort slices of one client, each client\'s batches read by index tensors '
+             'instead of a tf.data pipeline: the same DP events and, without noise, the '
+             'same model to float32 rounding, in less time (benchmarks/README.md). Runs '
+             'that set their own slices keep them; runs already in the runs folder '
+             'are reused or resume as they were made. Default: one TFF client per client, '
+             'as the published runs')
 
   def command(self, argv: Optional[Sequence[str]] = None) -> list[str]:
     """`['python', '-m', module, *argv]`, `argv` being `sys.argv[1:]` when None.
@@ -242,10 +257,41 @@ class ArgumentParser(argparse.ArgumentParser):
     return ['python', '-m', self.module] + list(argv if argv is not None else sys.argv[1:])
 
   def parse_args(self, args=None, namespace=None):  # pylint: disable=signature-differs
-    global JOBS
+    global JOBS, CLIENTS_PER_SLICE
     parsed = super().parse_args(args, namespace)
-    JOBS = parsed.jobs
+    JOBS, CLIENTS_PER_SLICE = parsed.jobs, parsed.clients_per_slice
     return parsed
+
+
+def in_slices_of_one(cfg: config_lib.RunConfig, out: str) -> config_lib.RunConfig:
+  """`cfg` with `clients_per_slice=1` where the run can take it, else `cfg` itself.
+
+  It can where its method runs the same round in slices of one client
+  (`registry.MethodSpec.slices_of_one`), `cfg` leaves `clients_per_slice` unset and
+  inserts no audit canaries (which ride in each client's own `tf.data` pipeline), and
+  `out` holds no run of the same configuration made one TFF client per client: such a
+  run, finished, is reused as it was made, and, interrupted, resumes so (its checkpoint
+  could not resume in slices).
+
+  Args:
+    cfg: A run's configuration.
+    out: Its run directory.
+
+  Returns:
+    A `RunConfig`.
+  """
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  if cfg.clients_per_slice is not None or cfg.audit_canaries or \
+      not registry.get(cfg.method).slices_of_one:
+    return cfg
+  config_json = os.path.join(out, 'config.json')
+  if os.path.exists(config_json):
+    old = read_json(config_json)
+    asked = dataclasses.asdict(dataclasses.replace(cfg, out=out).resolved())
+    if old.get('clients_per_slice') is None and not config_lib.differing_fields(
+        old, asked, ignore=REUSE_IGNORES + config_lib.EVALUATION_FIELDS):
+      return cfg
+  return dataclasses.replace(cfg, clients_per_slice=1)
 
 
 def _print_as(name: str, line: str) -> None:
@@ -280,6 +326,9 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
   command two or three times, each in its own process, runs its configurations side by
   side, and every copy of the command ends with all the rows.
 
+  With the command's `--clients-per-slice 1` (`CLIENTS_PER_SLICE`), each configuration
+  goes through `in_slices_of_one` first.
+
   With `jobs` > 1 the runs go to a pool of `jobs` processes (spawned, a fresh one per
   run with its own TFF context), which print their progress lines prefixed with `[<run directory name>]`;
   publishing and `on_done` happen here, as each run ends.
@@ -309,6 +358,8 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
   """
   run_fn = run_fn or run_cached
   jobs = JOBS if jobs is None else jobs
+  if CLIENTS_PER_SLICE == 1:  # the command's --clients-per-slice 1
+    items = [(in_slices_of_one(cfg, out), out) for cfg, out in items]
   if publish_as is not None and (publish_to is None or len(publish_as) != len(items)):
     raise ValueError(f'publish_as needs publish_to and one name per item ({len(items)}); '
                      f'got publish_to={publish_to!r} and {len(publish_as)} name(s)')

@@ -200,3 +200,25 @@ def test_paper_order_guarantee_is_inf_and_resume_is_exact(tmp_path, monkeypatch)
   for ra, rb in zip(a, b):
     for col in ('test_accuracy', 'noise_multiplier', 'epsilon_claimed', 'epsilon_guaranteed'):
       assert float(ra[col]) == pytest.approx(float(rb[col]), rel=1e-5, abs=1e-6)
+
+
+def test_slices_of_one_client_run_the_same_rounds(tiny):
+  """`clients_per_slice=1` (`MethodSpec.slices_of_one`): with noise, two rounds of A-DPFL
+  bit-identical to one TFF client per client (the same float32 operations and seeded
+  noise), sigma and the validation accuracy of Alg. 4 included."""
+  data, val = tiny
+  kw = dict(clients_per_round=2, noise_multiplier=1.0, learning_rate=0.5, batch_size=4,
+            hp=a_dpfl.ADPFLHparams(adjust_every=1))
+  plain = a_dpfl.build_a_dpfl(BUILDER, data, val, **kw)
+  sliced = a_dpfl.build_a_dpfl(BUILDER, data, val, clients_per_slice=1, **kw)
+  state_plain, _ = rounds(plain, data, 2)
+  round_fn = runner.build_round_computation(sliced, data)
+  state = sliced.process.initialize()
+  cohort = np.array([0, 1])
+  for r in range(2):
+    state = round_fn(state, runner.slice_inputs(
+        cohort, [np.array([r, c], np.int64) for c in cohort], 1)).state
+  for a, b in zip(plain.process.get_model_weights(state_plain).trainable,
+                  sliced.process.get_model_weights(state).trainable):
+    np.testing.assert_array_equal(a, b)
+  assert sigma(state_plain) == sigma(state)

@@ -216,7 +216,7 @@ def test_cohort_slices_give_the_same_round(tmp_path, clients_per_slice):
     np.testing.assert_array_equal(rows[np.argsort(rows[:, 0])], sorted(expected))
 
 
-@pytest.mark.parametrize('clients_per_slice', [2, 3])
+@pytest.mark.parametrize('clients_per_slice', [1, 2, 3])
 def test_dp_fedavg_in_cohort_slices_gives_the_same_round(tmp_path, clients_per_slice):
   """Client-level DP-FedAvg, 3 clients, noise and an active clip: per-client TFF clients
   (TFF's DP aggregator clips each update) vs slices (each update clipped in its slice,

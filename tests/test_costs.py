@@ -143,6 +143,49 @@ def test_a_real_probe_and_a_failed_one(tmp_path):
   # A second call reuses both probes.
   costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'), probes_path=probes,
                   log=lambda s: pytest.fail(f'probed again: {s}'))
+  assert math.isnan(rows[0]['sliced_hours'])   # no probe in slices of one yet
+  # `slices`: each run probed again as `--clients-per-slice 1` runs it, its floor copied.
+  logs.clear()
+  rows = costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'),
+                         probe_rounds=2, probes_path=probes, log=logs.append, slices=True)
+  assert [line.split(': ', 1)[1] for line in logs] == [
+      'probing toy/ok in slices of one client (2 probes so far)',
+      'probing toy/bad in slices of one client (3 probes so far)']
+  recorded = costs.read_probes(probes)
+  sliced = recorded[costs.probe_key(_config(rounds=6, clients_per_slice=1))]
+  assert sliced['clients_per_slice'] == '1' and float(sliced['train_seconds']) > 0
+  assert sliced['floor_round_seconds'] == ok['floor_round_seconds']
+  assert len(recorded) == 4 and math.isnan(rows[0]['sliced_hours'])  # the bad run's
+  # Kept by the next call, whose re-keying tells the two probes of `ok` apart.
+  costs.cost_rows(['toy'], str(tmp_path), str(tmp_path / 'figures'), probes_path=probes,
+                  log=lambda s: pytest.fail(f'probed again: {s}'), slices=True)
+  assert len(costs.read_probes(probes)) == 4
+
+
+def test_the_sliced_column_projects_the_runs_as_clients_per_slice_one_runs_them(tmp_path):
+  figs = tmp_path / 'figures' / 'toy'
+  a = _publish(str(figs), 'a', _config(), 100.0)   # FedAvg: runs in slices of one
+  s = _publish(str(figs), 's', _config(method='dp_scaffold'), 100.0)  # does not
+  _table(figs / 'fig.csv', ['runs/toy/a', 'runs/toy/s'])
+  probes = str(tmp_path / 'probes.csv')
+  floor = dict(floor_round_seconds=0.5, floor_eval_seconds=1.0, floor_server_seconds=0.0)
+  for config, run, train, per_slice in ((a, 'toy/a', 1.0, ''), (s, 'toy/s', 3.0, ''),
+                                        (dict(a, clients_per_slice=1), 'toy/a', 0.25, 1)):
+    costs._append_probe(probes, dict(floor, key=costs.probe_key(config), run=run,
+                                     clients_per_slice=per_slice, setup_seconds=10,
+                                     train_seconds=train, eval_seconds=2.0,
+                                     expected_cohort=2))
+  assert costs.in_slices_of_one(s) is None
+  assert costs.in_slices_of_one(dict(a, clients_per_slice=10)) is None
+  assert costs.in_slices_of_one(dict(a, audit_canaries=8)) is None
+  rows = costs.cost_rows(['toy'], 'unused', str(tmp_path / 'figures'), probes_path=probes,
+                         log=lambda line: pytest.fail(f'probed: {line}'))
+  total = rows[-1]
+  assert total['projected_hours'] == pytest.approx((10 + 20 + 8 + 10 + 60 + 8) / 3600)
+  # `a` at its probe in slices of one, `s` as published.
+  assert total['sliced_hours'] == pytest.approx((10 + 5 + 8 + 10 + 60 + 8) / 3600)
+  md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
+  assert '| toy | fig | 2 | 0.06 | 0.03 | 0.01 | 4.14x | 0.03 | 3.61x |' in md  # floor 2 x 14 s
 
 
 def test_fresh_probes_the_named_papers_again_and_keeps_the_other_papers_probes(tmp_path):

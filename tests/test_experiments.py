@@ -1713,6 +1713,52 @@ def test_jobs_runs_the_items_in_a_pool_with_the_same_rows(tmp_path, capfd):
     common.run_all([], ['x'], jobs=0)
 
 
+def test_clients_per_slice_runs_new_runs_in_slices_of_one(tmp_path, monkeypatch):
+  from experiments import common
+  from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
+  monkeypatch.setattr(common, 'JOBS', 1)
+  monkeypatch.setattr(common, 'CLIENTS_PER_SLICE', None)   # restored after the test
+  p = common.ArgumentParser(prog='x')
+  assert p.parse_args([]).clients_per_slice is None and common.CLIENTS_PER_SLICE is None
+  with pytest.raises(SystemExit):
+    p.parse_args(['--clients-per-slice', '2'])   # a per-client aggregator needs slices of 1
+  base = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
+                              clients_per_round=2, partition='iid', rounds=2,
+                              model='logistic_regression', num_validation=500)
+  per_client = common.run_all([(base, str(tmp_path / 'per_client'))], ['x'],
+                              log=lambda s: None)[0]
+  assert p.parse_args(['--clients-per-slice', '1']).clients_per_slice == 1
+  assert common.CLIENTS_PER_SLICE == 1
+  sliced = common.run_all([(base, str(tmp_path / 'sliced'))], ['x'], log=lambda s: None)[0]
+  assert common.read_json(str(tmp_path / 'sliced' / 'config.json'))['clients_per_slice'] == 1
+  for a, b in zip(per_client, sliced):   # the same rounds, to float32 rounding
+    assert a['round'] == b['round']
+    np.testing.assert_allclose(a['train_loss'], b['train_loss'], rtol=1e-5)
+    np.testing.assert_allclose(a['test_accuracy'], b['test_accuracy'], atol=1e-4)
+  # The run already made one TFF client per client is reused as it was made.
+  lines = []
+  common.run_all([(base, str(tmp_path / 'per_client'))], ['x'], log=lines.append)
+  assert lines == [f'== reusing {tmp_path / "per_client"}']
+  assert common.read_json(
+      str(tmp_path / 'per_client' / 'config.json'))['clients_per_slice'] is None
+  # Which configurations take it: not a method without slices of one, not an audit, not
+  # a run that sets its own slices; a run of another configuration in `out` does not
+  # keep it per client.
+  seen = []
+  run_fn = lambda cfg, out, command, log: seen.append(cfg.clients_per_slice) or []
+  common.run_all([(dataclasses.replace(base, method='dp_scaffold'), str(tmp_path / 'a')),
+                  (dataclasses.replace(base, audit_canaries=8), str(tmp_path / 'b')),
+                  (dataclasses.replace(base, clients_per_slice=2), str(tmp_path / 'c')),
+                  (dataclasses.replace(base, method='aadp_fl'), str(tmp_path / 'd')),
+                  (dataclasses.replace(base, seed=5), str(tmp_path / 'per_client'))],
+                 ['x'], run_fn=run_fn)
+  assert seen == [None, None, 2, 1, 1]
+  assert p.parse_args([]).clients_per_slice is None and common.CLIENTS_PER_SLICE is None
+  seen.clear()
+  common.run_all([(base, str(tmp_path / 'e'))], ['x'], run_fn=run_fn)
+  assert seen == [None]
+
+
 def test_seed_checks_quick_and_their_verdicts(tmp_path, data_dir, capsys):
   from experiments import common as exp_common, seed_checks  # pylint: disable=g-multiple-import
   runs, figs = tmp_path / 'runs', tmp_path / 'figs'

@@ -350,4 +350,5 @@ METHODS = (registry.MethodSpec(
     'a_dpfl', _build, ADPFLHparams,
     'A-DPFL (spec a_dpfl.md): Wasserstein top-K selection, DP-SGD clients, sigma decay',
     shared_meanings=dict(clip_norm='per-example clipping norm C',
-                         noise_multiplier='initial sigma_0')),)
+                         noise_multiplier='initial sigma_0'),
+    slices_of_one=True),)

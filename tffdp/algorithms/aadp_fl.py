@@ -583,4 +583,5 @@ METHODS = (registry.MethodSpec(
                          learning_rate='local SGD learning rate (Sec. 6: 0.01)',
                          batch_size='B: local batch, sampling rate B/d_i, noise divisor',
                          noise_multiplier='unused: sigma_i is calibrated from the budget',
-                         clients_per_round='unused: each client joins with q_user')),)
+                         clients_per_round='unused: each client joins with q_user'),
+    slices_of_one=True),)

@@ -895,4 +895,5 @@ METHODS = (registry.MethodSpec(
     'adap_dp_fl', _build, AdapDPFLHparams,
     'Adap DP-FL (spec adap_dp_fl.md): adaptive clipping, noise decay, stateful clients',
     shared_meanings=dict(clip_norm='the constant threshold C (clipping=constant)',
-                         noise_multiplier='initial sigma_0')),)
+                         noise_multiplier='initial sigma_0'),
+    slices_of_one=True),)

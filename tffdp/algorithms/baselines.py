@@ -306,15 +306,18 @@ METHODS = (
                         'FedAvg (McMahan et al. 2017), non-private',
                         shared_meanings=dict(noise_multiplier='unused: FedAvg adds no noise',
                                              clip_norm='unused: FedAvg clips nothing (an audit '
-                                             'takes it as the canaries\' norm)')),
+                                             'takes it as the canaries\' norm)'),
+                        slices_of_one=True),
     registry.MethodSpec('dpfl', _build_dpfl, registry.NoOptions,
                         'DPFL: FedAvg with DP-SGD clients (fixed sigma)',
                         shared_meanings=dict(clip_norm='per-example clipping norm C',
-                                             noise_multiplier='DP-SGD sigma')),
+                                             noise_multiplier='DP-SGD sigma'),
+                        slices_of_one=True),
     registry.MethodSpec('dp_fedavg', _build_dp_fedavg, DPFedAvgHparams,
                         'client-level DP-FedAvg / CL-FL (McMahan et al. 2018; Geyer et al. '
                         '2017)',
                         shared_meanings=dict(clip_norm='per-update clipping norm S',
                                              noise_multiplier='server sigma (noise std '
-                                             'sigma S on the sum)')),
+                                             'sigma S on the sum)'),
+                        slices_of_one=True),
 )

@@ -762,14 +762,14 @@ HPARAMS = dict(cosafed=CosAFedHparams, lapfed=LaplaceUploadHparams,
 METHODS = (
     registry.MethodSpec('cosafed', _builder('cosafed'), CosAFedHparams,
                         'cosAFed (spec cosafed.md): cosine-scaled Laplace uploads, budget '
-                        'adjusted by formulas 1-6', shared_meanings=_SHARED),
+                        'adjusted by formulas 1-6', shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec('lapfed', _builder('lapfed'), LaplaceUploadHparams,
                         'LAPFed (reconstructed, baselines.md): Laplace uploads with a '
-                        'constant budget', shared_meanings=_SHARED),
+                        'constant budget', shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec('adpfl', _builder('adpfl'), ADPFLUploadHparams,
                         'ADPFL (Tang 2023, reconstructed, baselines.md; not A-DPFL): '
-                        'score-gated fixed coefficient', shared_meanings=_SHARED),
+                        'score-gated fixed coefficient', shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec('cosfed', _builder('cosfed'), CosFedHparams,
                         'cosFed (Zhang 2022, reconstructed, baselines.md): budget '
-                        'epsilon (2 - cosine of the global models)', shared_meanings=_SHARED),
+                        'epsilon (2 - cosine of the global models)', shared_meanings=_SHARED, slices_of_one=True),
 )

@@ -337,4 +337,5 @@ METHODS = (registry.MethodSpec(
     shared_meanings=dict(clip_norm='per-update L2 clip S',
                          noise_multiplier='central sigma (shares sum to std sigma S)',
                          clients_per_round='n: expected cohort, the number of noise '
-                         'shares')),)
+                         'shares'),
+    slices_of_one=True),)

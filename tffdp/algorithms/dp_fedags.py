@@ -1054,19 +1054,19 @@ METHODS = (
         'dp_fedags', _builder('dp_fedags'), DPFedAGSHparams,
         'DP-FedAGS (spec dp_fedags.md): sparse-vector selection of significant coordinates, '
         'Gaussian/Laplace noise on them, loss-weighted aggregation (eq. 37)',
-        shared_meanings=_SHARED),
+        shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec(
         'dp_fedsnlc', _builder('dp_fedsnlc'), SNLCHparams,
         'DP-FedSNLC (reconstructed, baselines.md): eq. 2 Gaussian noise on the top '
-        'omega of |g\'| chosen without noise, weights n_k / n', shared_meanings=_SHARED),
+        'omega of |g\'| chosen without noise, weights n_k / n', shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec(
         'dp_fedavg_ags', _builder('dp_fedavg_ags'), BaselineHparams,
         'DP-FedAvg as DP-FedAGS\'s paper runs it (reconstructed): clipped gradient sum '
         'plus eq. 2 Gaussian noise on every coordinate, weights n_k / n',
-        shared_meanings=_SHARED),
+        shared_meanings=_SHARED, slices_of_one=True),
     registry.MethodSpec(
         'cpsgd', _builder('cpsgd'), CPSGDHparams,
         'cpSGD (Agarwal et al. 2018) as DP-FedAGS compares against it: k-level stochastic '
         'quantisation of the clipped gradient sum plus Binomial noise, m from their '
-        'Theorem 1, weights n_k / n', shared_meanings=_SHARED),
+        'Theorem 1, weights n_k / n', shared_meanings=_SHARED, slices_of_one=True),
 )

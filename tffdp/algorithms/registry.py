@@ -155,12 +155,20 @@ class MethodSpec:
       (`unused_reason`); `python -m tffdp.run` refuses such a `--noise-multiplier` or
       `--clip-norm` (`tffdp.run.UNUSED_CHECKED`; `--clip-norm` is taken in an audit, as
       the canaries' default norm).
+    slices_of_one: Whether the method runs its round in cohort slices of one client
+      (`RunConfig.clients_per_slice = 1`: each TFF client value still one client's,
+      its batches read by index tensors instead of a `tf.data` pipeline) with the same
+      values as one TFF client per client: the same DP events, and without noise the
+      same model to float32 rounding (each family's tests check it). The experiment
+      modules' `--clients-per-slice 1` runs these methods so
+      (`experiments.common.in_slices_of_one`).
   """
   name: str
   build: Callable[[BuildContext, MethodHparams], Any]
   hparams: type = NoOptions
   title: str = ''
   shared_meanings: dict = dataclasses.field(default_factory=dict)
+  slices_of_one: bool = False
 
   def unused_reason(self, setting: str) -> Optional[str]:
     """Why this method does not read the shared `setting` (its `shared_meanings` entry,
