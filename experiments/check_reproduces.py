@@ -22,6 +22,13 @@ changed them. (A-DPFL's benchmark run `fashion_mnist_a_dpfl_eps4_lr0.05_c1_seed0
 committed at d8cf6d9, made at 1fd6bed on another machine, gives round 2's training loss
 2.786407 on the machine of 2026-12-06 at 1fd6bed and at cc3e2ef, against its committed
 2.785980.)
+
+A run of noise no seed fixes (its method notes say `not bit-reproducible`, or it predates
+the commit that seeded its method's noise, `SEEDED_SINCE`: DP-FedAvg before 19f5d4a) is
+compared on what a rerun can reproduce: both epsilons, the cohort sizes and round 1's
+training loss. (A-DPFL's `fig4_mnist_E5_lr0.1/cl_fl_sigma4`, DP-FedAvg made at 6094747,
+reran at 6094747 on 2026-12-07 to a round-1 test accuracy of 0.2595 against its committed
+0.2556, and at 24d36bd and later to 0.2460.)
 """
 
 from __future__ import annotations
@@ -61,6 +68,14 @@ RESULT_CHANGES = (
 )
 # The commit from which `summary.json` records the code of each segment of a run.
 SEGMENTS_COMMIT = 'f6676e0'
+# Commits before which a method drew its noise from an RNG no seed fixes: a run of it made
+# before one is compared as a run of unseeded noise (`UNSEEDED_COLUMNS`), even by the code
+# that made it. `(commit, methods, what)`.
+SEEDED_SINCE = (
+    ('19f5d4a', ('dp_fedavg',),
+     "DP-FedAvg's noise drawn by TFF's Gaussian sum query from TF's unseeded RNG (seeded "
+     'from the run seed since: baselines.seeded_gaussian_fixed)'),
+)
 
 
 def _git_is_ancestor(commit: str, of: str) -> Optional[bool]:
@@ -138,6 +153,28 @@ def provenance(summary: Optional[dict], current: str,
     else:
       lines.append(f'whether the run includes {commit} is unknown: {what}')
   return lines
+
+
+def unseeded_before(recorded: dict, summary: Optional[dict],
+                    is_ancestor: Callable[[str, str], Optional[bool]] = _git_is_ancestor
+                    ) -> list[str]:
+  """Why a run drew unseeded noise by the code that made it (`SEEDED_SINCE`): one line per
+  commit its method's noise was seeded by that the run predates (or may: its code
+  unknown); empty for a run of seeded noise.
+
+  Args:
+    recorded: The run's `config.json`.
+    summary: Its `summary.json` (None for a run without one).
+    is_ancestor: `(commit, of) -> bool or None`, as for `includes`.
+  """
+  out = []
+  for commit, methods, what in SEEDED_SINCE:
+    if recorded.get('method') in methods:
+      found = includes(summary, commit, is_ancestor)
+      if found is not True:
+        out.append(f'the run {"predates" if found is False else "may predate"} {commit}: '
+                   f'{what}')
+  return out
 
 
 def _rows(run_dir: str) -> list[dict]:
@@ -228,8 +265,11 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
     rerun = _rows(cfg.out)
     rerun_config = common.read_json(os.path.join(cfg.out, 'config.json'))
   compared = [r for r in committed if int(r['round']) <= rounds]
+  summary_path = os.path.join(run_dir, 'summary.json')
+  summary = common.read_json(summary_path) if os.path.exists(summary_path) else None
+  before_seeding = unseeded_before(recorded, summary)
   # This checkout's notes count too: a run recorded before its method said so.
-  unseeded = unseeded_noise(recorded) or unseeded_noise(rerun_config)
+  unseeded = unseeded_noise(recorded) or unseeded_noise(rerun_config) or bool(before_seeding)
   follow = epsilons_follow_noise(recorded) or epsilons_follow_noise(rerun_config)
   diffs = compare(compared, rerun, rtol, atol, unseeded, first_round_epsilons=follow)
   status = 'differs' if diffs else 'reproduces'
@@ -239,14 +279,11 @@ def check(run_dir: str, rounds: int, data_dir, rtol: float, atol: float, log=pri
           '; unseeded noise: the epsilons, cohort sizes and round-1 training loss')
   log(f'{run_dir}: {status} over rounds 1-{rounds} ({len(compared)} committed rows '
       f'compared{what})')
+  for line in before_seeding:
+    log(f'  {line}')
   for d in diffs[:20]:
     log(f'  {d}')
   if diffs:
-    summary_path = os.path.join(run_dir, 'summary.json')
-    summary = None
-    if os.path.exists(summary_path):
-      with open(summary_path) as f:
-        summary = json.load(f)
     for line in provenance(summary, runner.code_version()):
       log(f'  {line}')
   return not diffs

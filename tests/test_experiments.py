@@ -453,6 +453,17 @@ def test_check_reproduces_names_the_result_changes_a_run_predates(monkeypatch):
   assert cr.includes(seg('0.1.0+bbbbbbb'), change, anc) is True
   assert cr.includes(seg('0.1.0+aaaaaaa', '0.1.0+bbbbbbb'), change, anc) is False
   assert cr.includes(seg('0.1.0+bbbbbbb', '0.1.0'), change, anc) is None
+  # DP-FedAvg's noise was seeded by a later commit: its older runs compare as unseeded.
+  seeded, methods, _ = cr.SEEDED_SINCE[0]
+  assert methods == ('dp_fedavg',)
+  history.update({('aaaaaaa', seeded): False, ('bbbbbbb', seeded): True})
+  old, new = seg('0.1.0+aaaaaaa'), seg('0.1.0+bbbbbbb')
+  assert cr.unseeded_before({'method': 'dp_fedavg'}, old, anc)[0].startswith(
+      f'the run predates {seeded}: DP-FedAvg\'s noise')
+  assert cr.unseeded_before({'method': 'dp_fedavg'}, new, anc) == []
+  assert cr.unseeded_before({'method': 'dpfl'}, old, anc) == []
+  assert cr.unseeded_before({'method': 'dp_fedavg'}, seg('0.1.0'), anc)[0].startswith(
+      f'the run may predate {seeded}')
   assert cr.includes({}, change, anc) is None
   assert cr.includes(None, change, lambda c, of: later.get((of, c))) is False
 
