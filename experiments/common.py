@@ -238,7 +238,7 @@ class ArgumentParser(argparse.ArgumentParser):
     self.add_argument(
         '--clients-per-slice', type=int, choices=(1,), default=None,
         help='1: run each new run whose method allows it (fedavg, dpfl, dp_fedavg, '
-             'a_dpfl, adap_dp_fl, aadp_fl, ddgauss, the cosAFed and DP-FedAGS families) in '
+             'a_dpfl, aadp_fl, ddgauss, the cosAFed and DP-FedAGS families) in '
              'cohort slices of one client, each client\'s batches read by index tensors '
              'instead of a tf.data pipeline: the same DP events and, without noise, the '
              'same model to float32 rounding, in less time (benchmarks/README.md). Runs '

@@ -1761,9 +1761,11 @@ def test_clients_per_slice_runs_new_runs_in_slices_of_one(tmp_path, monkeypatch)
                   (dataclasses.replace(base, audit_canaries=8), str(tmp_path / 'b')),
                   (dataclasses.replace(base, clients_per_slice=2), str(tmp_path / 'c')),
                   (dataclasses.replace(base, method='aadp_fl'), str(tmp_path / 'd')),
-                  (dataclasses.replace(base, seed=5), str(tmp_path / 'per_client'))],
+                  (dataclasses.replace(base, seed=5), str(tmp_path / 'per_client')),
+                  # Its default already runs the cohort in one slice: left as it is.
+                  (dataclasses.replace(base, method='adap_dp_fl'), str(tmp_path / 'f'))],
                  ['x'], run_fn=run_fn)
-  assert seen == [None, None, 2, 1, 1]
+  assert seen == [None, None, 2, 1, 1, None]
   assert p.parse_args([]).clients_per_slice is None and common.CLIENTS_PER_SLICE is None
   seen.clear()
   common.run_all([(base, str(tmp_path / 'e'))], ['x'], run_fn=run_fn)
