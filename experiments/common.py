@@ -897,16 +897,22 @@ def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
                                  f'{float(r[key]):.2f}')
   bold = lambda f: lambda r: f'**{f(r)}**' if r['artefact'].startswith('(') else f(r)
 
-  def ratio(r):
-    projected, floor = float(r['projected_hours']), float(r['floor_hours'])
+  def ratio(r, key='projected_hours'):
+    projected, floor = float(r.get(key) or 'nan'), float(r['floor_hours'])
     return f'{projected / floor:.2f}x' if floor and projected == projected else '-'
 
+  sliced = [('with `--clients-per-slice 1` h', bold(hours('sliced_hours'))),
+            ('its ratio', lambda r: ratio(r, 'sliced_hours'))] \
+      if all(r.get('sliced_hours') not in (None, '') for r in rows) else []
   return [f'What regenerating each artefact costs, from {command} (`benchmarks/costs.md`, '
           'where the method and its measurements are described): the hours its runs would '
           'take alone on the 2-core machine (projected from short probes), at the plain-TF '
           'floor of the same client work, and as the runs recorded (most ran two or three '
           'at a time). `benchmarks/costs.md` says when the probes were measured: a speed '
-          'change since then is not in these hours until they are measured again.', '',
+          'change since then is not in these hours until they are measured again.' +
+          (' The last two columns: the same runs as the figure commands run them with '
+           '`--clients-per-slice 1` (cohort slices of one client where the method runs '
+           'the same round so).' if sliced else ''), '',
           *md_table(rows, [
               ('artefact', lambda r: r['artefact']),
               ('runs', lambda r: r['runs'] + (f" ({r['missing_runs']} not published)"
@@ -915,7 +921,7 @@ def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
               ('projected h alone', bold(hours('projected_hours'))),
               ('plain-TF floor h', bold(hours('floor_hours'))),
               ('ratio', ratio),
-              ('recorded h', hours('recorded_hours'))]), '']
+              ('recorded h', hours('recorded_hours')), *sliced]), '']
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1148,6 +1148,18 @@ def test_cost_section_reads_the_papers_rows_of_the_cost_table(tmp_path):
                        '| (all, each run once) | 2 | **1.50** | **1.00** | 1.50x | 3.00 |']
   assert common.cost_section('r', path)[0].startswith('Not costed yet')
   assert common.cost_section('p', str(tmp_path / 'absent.csv'))[0].startswith('Not costed')
+  # A table with the sliced columns (`benchmarks.costs.cost_rows`) shows them too.
+  common.write_table(path, [
+      dict(paper='p', artefact='fig1', runs='2', missing_runs='0', recorded_hours='3.0',
+           projected_hours='1.5', floor_hours='1.0', sliced_hours='1.2'),
+      dict(paper='p', artefact='fig2', runs='1', missing_runs='0', recorded_hours='3.0',
+           projected_hours='1.5', floor_hours='1.0', sliced_hours='nan')])
+  lines = common.cost_section('p', path)
+  table = [l for l in lines if l.startswith('| ')]
+  assert table[0].endswith('| recorded h | with `--clients-per-slice 1` h | its ratio |')
+  assert table[1:] == ['| fig1 | 2 | 1.50 | 1.00 | 1.50x | 3.00 | 1.20 | 1.20x |',
+                       '| fig2 | 1 | 1.50 | 1.00 | 1.50x | 3.00 | not measured | - |']
+  assert '--clients-per-slice 1' in lines[0]
 
 
 def test_finished_runs_table_lists_finished_runs_only_with_their_stops(tmp_path):
