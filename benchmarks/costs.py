@@ -214,9 +214,8 @@ def in_slices_of_one(config: dict) -> Optional[dict]:
   afresh (`experiments.common.in_slices_of_one`): in cohort slices of one client where
   its method runs the same round so; None where the run would be the same as published
   (another method, an audit, slices it sets itself)."""
-  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
-  if config.get('clients_per_slice') is not None or config.get('audit_canaries') or \
-      not registry.get(config['method']).slices_of_one:
+  if not common.takes_slices_of_one(config['method'], config.get('clients_per_slice'),
+                                    config.get('audit_canaries')):
     return None
   return dict(config, clients_per_slice=1)
 

@@ -263,6 +263,17 @@ class ArgumentParser(argparse.ArgumentParser):
     return parsed
 
 
+def takes_slices_of_one(method: str, clients_per_slice: Optional[int],
+                        audit_canaries: int) -> bool:
+  """Whether a run of `method` with these settings runs in slices of one client under
+  `--clients-per-slice 1`: its method runs the same round so
+  (`registry.MethodSpec.slices_of_one`), it sets no slices of its own, and it inserts no
+  audit canaries (which ride in each client's own `tf.data` pipeline)."""
+  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+  return clients_per_slice is None and not audit_canaries and \
+      registry.get(method).slices_of_one
+
+
 def in_slices_of_one(cfg: config_lib.RunConfig, out: str) -> config_lib.RunConfig:
   """`cfg` with `clients_per_slice=1` where the run can take it, else `cfg` itself.
 
@@ -280,9 +291,7 @@ def in_slices_of_one(cfg: config_lib.RunConfig, out: str) -> config_lib.RunConfi
   Returns:
     A `RunConfig`.
   """
-  from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
-  if cfg.clients_per_slice is not None or cfg.audit_canaries or \
-      not registry.get(cfg.method).slices_of_one:
+  if not takes_slices_of_one(cfg.method, cfg.clients_per_slice, cfg.audit_canaries):
     return cfg
   config_json = os.path.join(out, 'config.json')
   if os.path.exists(config_json):
