@@ -152,3 +152,37 @@ def test_slices_benchmark_probes_the_published_config_both_ways(monkeypatch):
       {'train_seconds': 0.2 if config['clients_per_slice'] is None else 0.1}))
   out = run.bench_slices_on_published('data', 'figures', 10, runs=('cosafed/x',))
   assert probed == [(None, 10), (1, 10)] and out == {'cosafed/x': (0.2, 0.1)}
+
+
+def test_interleaved_calls_the_functions_in_turn():
+  calls = []
+  timings = run.interleaved((lambda: calls.append('a'), lambda: calls.append('b')), 3)
+  assert calls == ['a', 'a', 'b', 'b'] + ['a', 'b'] * 3  # two warm-ups each, then in turn
+  assert len(timings) == 2 and all(t.median >= 0 and t.spread >= 0 for t in timings)
+
+
+def test_adap_dp_fl_breakdown_composes_two_rounds(tmp_path):
+  """Toy size (4 clients of 20 examples): the state's size and the three timings."""
+  import functools  # pylint: disable=g-import-not-at-top
+  import numpy as np  # pylint: disable=g-import-not-at-top
+  import tensorflow as tf  # pylint: disable=g-import-not-at-top
+  from tffdp import models, runtime  # pylint: disable=g-import-not-at-top
+  from tffdp.algorithms import adap_dp_fl  # pylint: disable=g-import-not-at-top
+  from tffdp.data import FederatedData  # pylint: disable=g-import-not-at-top
+  runtime.use_local_context()
+  rng = np.random.default_rng(0)
+  x = rng.integers(0, 256, (80, 28, 28, 1), dtype=np.uint8)
+  parts = [np.arange(i * 20, (i + 1) * 20) for i in range(4)]
+  data = FederatedData(x, rng.integers(0, 10, 80), parts, cache_dir=str(tmp_path))
+  val = (x[:10], rng.integers(0, 10, 10))
+  builder = functools.partial(models.build_keras_model, 'adap_dp_fl_cnn', (28, 28, 1), 10)
+  method = adap_dp_fl.build_adap_dp_fl(builder, data, val, noise_multiplier=1.0,
+                                       hp=adap_dp_fl.AdapDPFLHparams(lot_size=4))
+  state = method.initialize()
+  out = run._adap_dp_fl_breakdown(method, state, np.array(data.client_ids), 1.0, 0.5, 1)  # pylint: disable=protected-access
+  # Two Adam moments of every weight for each of the 4 clients, plus their clip norms etc.
+  params = sum(int(np.prod(w.shape)) for w in builder().trainable_weights)
+  assert out['client_state_bytes'] >= 4 * 2 * params * 4
+  assert out['client_state_bytes'] == sum(np.asarray(v).nbytes
+                                          for v in tf.nest.flatten(state['clients']))
+  assert all(out[k].median > 0 for k in ('round_trip', 'one_round', 'two_rounds'))
