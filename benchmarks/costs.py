@@ -22,10 +22,11 @@ probes of `--papers` again);
 the table goes to `benchmarks/costs.md` and `benchmarks/costs.csv`. Measure with the
 machine otherwise idle: the projection is the time alone.
 
-With `--slices`, each run is probed a second time as an experiment module's
-`--clients-per-slice 1` runs it afresh (`in_slices_of_one`: cohort slices of one client,
+With `--slices`, each run is probed a second time as an experiment module runs it afresh
+by default (`--clients-per-slice 1`, `in_slices_of_one`: cohort slices of one client,
 batches read by index tensors, where the method runs the same round so); the table's
-last two columns project that.
+last two columns project that. The published runs were made one TFF client per client
+(`--one-tff-client-per-client`), which the columns before them project.
 """
 
 from __future__ import annotations
@@ -480,8 +481,10 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       '(A-DPFL Alg. 4, Adap DP-FL\'s noise decay, cosAFed Alg. 1 line 12), plus forward '
       'passes over what they evaluate, with nothing else (`costs.floor_seconds`); '
       'the ratio is projected over floor. An artefact table counts every run it names; '
-      'a paper\'s total counts each run once. The last two columns project the same '
-      'runs as an experiment module runs them afresh with `--clients-per-slice 1` (cohort '
+      'a paper\'s total counts each run once. The projected hours before them are the '
+      'runs as published, one TFF client per client (`--one-tff-client-per-client`); '
+      'the last two columns project the same runs as an experiment module runs them '
+      'afresh by default since 2026-12-07 (`--clients-per-slice 1`: cohort '
       'slices of one client where the method runs the same round so, its batches read by '
       'index tensors: `experiments.common.in_slices_of_one`; the other runs as '
       'published), from probes of that configuration (`--only papers --slices` measures '
@@ -502,7 +505,7 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
                                            if r['missing_runs'] else '')),
       ('recorded h', hours('recorded_hours')), ('projected h alone', hours('projected_hours')),
       ('at the plain-TF floor h', hours('floor_hours')), ('ratio', ratio),
-      ('with `--clients-per-slice 1` h', hours('sliced_hours')),
+      ('in slices of one (default) h', hours('sliced_hours')),
       ('its ratio', lambda r: ratio(r, 'sliced_hours'))])
   if errors:
     lines += ['', 'Probes that failed (their runs are "not measured"):', '']

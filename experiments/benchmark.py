@@ -1046,7 +1046,13 @@ def readme(rows, tuned, command, args, failures: dict, progress: dict,
           'epsilon and seed. Tuning is not accounted (Papernot and Steinke 2022); every '
           'method gets the same number of trials.',
           f'Seeds: {", ".join(map(str, args.seeds))}. A difference is a win only where the '
-          'seeds\' ranges separate.')], '']
+          'seeds\' ranges separate.',
+          'Execution: runs started from 2026-12-07 on run in cohort slices of one client '
+          'where the method runs the same round so (the experiment modules\' default, '
+          '`--clients-per-slice 1`: the same DP events and, without noise, the same model '
+          'to float32 rounding, in less time); the runs made before ran one TFF client '
+          'per client, and each is reused or resumes as it was made, so wall s/run mixes '
+          'both.')], '']
   epsilons = [float(e) for e in args.epsilons]
   for track in ('client', 'sample'):
     for dataset in args.datasets:

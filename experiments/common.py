@@ -200,8 +200,10 @@ def _empty(folder: str) -> None:
 # How many runs `run_all` runs at once unless told: the command's `--jobs`
 # (`ArgumentParser` sets it when it parses the command line).
 JOBS = 1
-# The command's `--clients-per-slice` (None or 1): `run_all` runs the runs that can in
-# cohort slices of one client (`in_slices_of_one`).
+# The command's `--clients-per-slice`: 1 (its default: `run_all` runs the runs that can
+# in cohort slices of one client, `in_slices_of_one`), or None with
+# `--one-tff-client-per-client`. None until `ArgumentParser` parses a command line, so
+# a library caller's `run_all` runs its configurations as given.
 CLIENTS_PER_SLICE: Optional[int] = None
 
 
@@ -213,11 +215,12 @@ def _positive_int(text: str) -> int:
 
 
 class ArgumentParser(argparse.ArgumentParser):
-  """`argparse.ArgumentParser` with `--jobs N` and `--clients-per-slice 1`, for every
-  module that runs experiments.
+  """`argparse.ArgumentParser` with `--jobs N` and `--clients-per-slice 1` (the default)
+  or `--one-tff-client-per-client`, for every module that runs experiments.
 
   `parse_args` sets `JOBS` (what `run_all` runs at once) from `--jobs` and
-  `CLIENTS_PER_SLICE` (`in_slices_of_one`) from `--clients-per-slice`. Given `module`
+  `CLIENTS_PER_SLICE` (`in_slices_of_one`: 1, or None with `--one-tff-client-per-client`).
+  Given `module`
   (e.g. `experiments.cosafed.table3`), the parser's `prog` is `python -m <module>`, its
   description keeps its line breaks, and `command(argv)` gives the command line a run's
   `config.json` records.
@@ -235,16 +238,22 @@ class ArgumentParser(argparse.ArgumentParser):
              'already uses both, and two at once slowed each run 1.6-2.3x, for 0.9-1.2x '
              'the throughput: python -m benchmarks.run --only jobs, benchmarks/README.md; '
              'finished runs are reused and interrupted ones resume either way)')
-    self.add_argument(
-        '--clients-per-slice', type=int, choices=(1,), default=None,
-        help='1: run each new run whose method allows it (fedavg, dpfl, dp_fedavg, '
-             'a_dpfl, aadp_fl, ddgauss, the cosAFed and DP-FedAGS families) in '
-             'cohort slices of one client, each client\'s batches read by index tensors '
-             'instead of a tf.data pipeline: the same DP events and, without noise, the '
-             'same model to float32 rounding, in less time (benchmarks/README.md). Runs '
-             'that set their own slices keep them; runs already in the runs folder '
-             'are reused or resume as they were made. Default: one TFF client per client, '
-             'as the published runs')
+    packing = self.add_mutually_exclusive_group()
+    packing.add_argument(
+        '--clients-per-slice', type=int, choices=(1,), default=argparse.SUPPRESS,
+        help='1 (the default since 2026-12-07): run each new run whose method allows it '
+             '(fedavg, dpfl, dp_fedavg, a_dpfl, aadp_fl, ddgauss, the cosAFed and '
+             'DP-FedAGS families) in cohort slices of one client, each client\'s batches '
+             'read by index tensors instead of a tf.data pipeline: the same DP events and, '
+             'without noise, the same model to float32 rounding, in less time '
+             '(benchmarks/costs.md). Runs that set their own slices keep them; runs '
+             'already in the runs folder are reused or resume as they were made')
+    packing.add_argument(
+        '--one-tff-client-per-client', dest='clients_per_slice', action='store_const',
+        const=None, default=argparse.SUPPRESS,
+        help='run each new run one TFF client per client, each reading a tf.data '
+             'pipeline, as the runs published before 2026-12-07 were made (7-10 ms more '
+             'a client a round)')
 
   def command(self, argv: Optional[Sequence[str]] = None) -> list[str]:
     """`['python', '-m', module, *argv]`, `argv` being `sys.argv[1:]` when None.
@@ -259,6 +268,11 @@ class ArgumentParser(argparse.ArgumentParser):
   def parse_args(self, args=None, namespace=None):  # pylint: disable=signature-differs
     global JOBS, CLIENTS_PER_SLICE
     parsed = super().parse_args(args, namespace)
+    if not hasattr(parsed, 'clients_per_slice'):
+      # The default of `--clients-per-slice`, set here: argparse does not count a flag
+      # whose value `is` its default as given, so with `default=1` it would take
+      # `--clients-per-slice 1 --one-tff-client-per-client` instead of refusing it.
+      parsed.clients_per_slice = 1
     JOBS, CLIENTS_PER_SLICE = parsed.jobs, parsed.clients_per_slice
     return parsed
 
@@ -266,7 +280,7 @@ class ArgumentParser(argparse.ArgumentParser):
 def takes_slices_of_one(method: str, clients_per_slice: Optional[int],
                         audit_canaries: int) -> bool:
   """Whether a run of `method` with these settings runs in slices of one client under
-  `--clients-per-slice 1`: its method runs the same round so
+  `--clients-per-slice 1` (the experiment modules' default): its method runs the same round so
   (`registry.MethodSpec.slices_of_one`), it sets no slices of its own, and it inserts no
   audit canaries (which ride in each client's own `tf.data` pipeline)."""
   from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
@@ -335,12 +349,12 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
   command two or three times, each in its own process, runs its configurations side by
   side, and every copy of the command ends with all the rows.
 
-  With the command's `--clients-per-slice 1` (`CLIENTS_PER_SLICE`), each configuration
-  goes through `in_slices_of_one` first.
+  Unless the command says `--one-tff-client-per-client` (`CLIENTS_PER_SLICE` None), each
+  configuration goes through `in_slices_of_one` first.
 
   With `jobs` > 1 the runs go to a pool of `jobs` processes (spawned, a fresh one per
-  run with its own TFF context), which print their progress lines prefixed with `[<run directory name>]`;
-  publishing and `on_done` happen here, as each run ends.
+  run with its own TFF context), which print their progress lines prefixed with
+  `[<run directory name>]`; publishing and `on_done` happen here, as each run ends.
 
   Args:
     items: `(RunConfig, run directory)` pairs, in the figure's order.
@@ -367,7 +381,7 @@ def run_all(items: list[tuple[config_lib.RunConfig, str]], command: list[str], l
   """
   run_fn = run_fn or run_cached
   jobs = JOBS if jobs is None else jobs
-  if CLIENTS_PER_SLICE == 1:  # the command's --clients-per-slice 1
+  if CLIENTS_PER_SLICE == 1:  # unless the command says --one-tff-client-per-client
     items = [(in_slices_of_one(cfg, out), out) for cfg, out in items]
   if publish_as is not None and (publish_to is None or len(publish_as) != len(items)):
     raise ValueError(f'publish_as needs publish_to and one name per item ({len(items)}); '
@@ -910,7 +924,7 @@ def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
     projected, floor = float(r.get(key) or 'nan'), float(r['floor_hours'])
     return f'{projected / floor:.2f}x' if floor and projected == projected else '-'
 
-  sliced = [('with `--clients-per-slice 1` h', bold(hours('sliced_hours'))),
+  sliced = [('in slices of one (default) h', bold(hours('sliced_hours'))),
             ('its ratio', lambda r: ratio(r, 'sliced_hours'))] \
       if all(r.get('sliced_hours') not in (None, '') for r in rows) else []
   return [f'What regenerating each artefact costs, from {command} (`benchmarks/costs.md`, '
@@ -919,8 +933,10 @@ def cost_section(paper: str, path: str = COSTS_CSV) -> list[str]:
           'floor of the same client work, and as the runs recorded (most ran two or three '
           'at a time). `benchmarks/costs.md` says when the probes were measured: a speed '
           'change since then is not in these hours until they are measured again.' +
-          (' The last two columns: the same runs as the figure commands run them with '
-           '`--clients-per-slice 1` (cohort slices of one client where the method runs '
+          (' The projected hours are the runs as published, one TFF client per client '
+           '(`--one-tff-client-per-client`); the last two columns, the same runs as the '
+           'figure commands run them afresh by default since 2026-12-07 '
+           '(`--clients-per-slice 1`: cohort slices of one client where the method runs '
            'the same round so).' if sliced else ''), '',
           *md_table(rows, [
               ('artefact', lambda r: r['artefact']),

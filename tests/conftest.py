@@ -1,6 +1,7 @@
 """Test configuration: TFF execution context, data directory, worker clean-up."""
 
 import os
+import sys
 
 import pytest
 
@@ -67,3 +68,14 @@ def full_batch_delta():
           y, model(xs), from_logits=True))
     return [learning_rate * g.numpy() for g in tape.gradient(loss, model.trainable_variables)]
   return delta
+
+
+@pytest.fixture(autouse=True)
+def _command_line_globals():
+  """After each test, `experiments.common`'s command-line globals (`JOBS`,
+  `CLIENTS_PER_SLICE`, set by `ArgumentParser.parse_args`) back to their unparsed values,
+  so a test that parsed a command line does not change how later tests' `run_all` runs."""
+  yield
+  module = sys.modules.get('experiments.common')
+  if module is not None:
+    module.JOBS, module.CLIENTS_PER_SLICE = 1, None

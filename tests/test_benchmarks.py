@@ -179,7 +179,8 @@ def test_adap_dp_fl_breakdown_composes_two_rounds(tmp_path):
   method = adap_dp_fl.build_adap_dp_fl(builder, data, val, noise_multiplier=1.0,
                                        hp=adap_dp_fl.AdapDPFLHparams(lot_size=4))
   state = method.initialize()
-  out = run._adap_dp_fl_breakdown(method, state, np.array(data.client_ids), 1.0, 0.5, 1)  # pylint: disable=protected-access
+  breakdown = run._adap_dp_fl_breakdown  # pylint: disable=protected-access
+  out = breakdown(method, state, np.array(data.client_ids), 1.0, 0.5, 1)
   # Two Adam moments of every weight for each of the 4 clients, plus their clip norms etc.
   params = sum(int(np.prod(w.shape)) for w in builder().trainable_weights)
   assert out['client_state_bytes'] >= 4 * 2 * params * 4

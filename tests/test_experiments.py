@@ -1156,7 +1156,7 @@ def test_cost_section_reads_the_papers_rows_of_the_cost_table(tmp_path):
            projected_hours='1.5', floor_hours='1.0', sliced_hours='nan')])
   lines = common.cost_section('p', path)
   table = [l for l in lines if l.startswith('| ')]
-  assert table[0].endswith('| recorded h | with `--clients-per-slice 1` h | its ratio |')
+  assert table[0].endswith('| recorded h | in slices of one (default) h | its ratio |')
   assert table[1:] == ['| fig1 | 2 | 1.50 | 1.00 | 1.50x | 3.00 | 1.20 | 1.20x |',
                        '| fig2 | 1 | 1.50 | 1.00 | 1.50x | 3.00 | not measured | - |']
   assert '--clients-per-slice 1' in lines[0]
@@ -1740,18 +1740,24 @@ def test_clients_per_slice_runs_new_runs_in_slices_of_one(tmp_path, monkeypatch)
   from experiments import common
   from tffdp import config as config_lib  # pylint: disable=g-import-not-at-top
   monkeypatch.setattr(common, 'JOBS', 1)
-  monkeypatch.setattr(common, 'CLIENTS_PER_SLICE', None)   # restored after the test
+  monkeypatch.setattr(common, 'CLIENTS_PER_SLICE', 1)   # restored after the test
   p = common.ArgumentParser(prog='x')
-  assert p.parse_args([]).clients_per_slice is None and common.CLIENTS_PER_SLICE is None
+  assert p.parse_args(['--one-tff-client-per-client']).clients_per_slice is None
+  assert common.CLIENTS_PER_SLICE is None
   with pytest.raises(SystemExit):
     p.parse_args(['--clients-per-slice', '2'])   # a per-client aggregator needs slices of 1
+  with pytest.raises(SystemExit):   # one or the other
+    p.parse_args(['--clients-per-slice', '1', '--one-tff-client-per-client'])
   base = config_lib.RunConfig(method='fedavg', dataset='synthetic', clients=4,
                               clients_per_round=2, partition='iid', rounds=2,
                               model='logistic_regression', num_validation=500)
   per_client = common.run_all([(base, str(tmp_path / 'per_client'))], ['x'],
                               log=lambda s: None)[0]
+  assert common.read_json(
+      str(tmp_path / 'per_client' / 'config.json'))['clients_per_slice'] is None
+  # The default: slices of one client.
+  assert p.parse_args([]).clients_per_slice == 1 and common.CLIENTS_PER_SLICE == 1
   assert p.parse_args(['--clients-per-slice', '1']).clients_per_slice == 1
-  assert common.CLIENTS_PER_SLICE == 1
   sliced = common.run_all([(base, str(tmp_path / 'sliced'))], ['x'], log=lambda s: None)[0]
   assert common.read_json(str(tmp_path / 'sliced' / 'config.json'))['clients_per_slice'] == 1
   for a, b in zip(per_client, sliced):   # the same rounds, to float32 rounding
@@ -1778,7 +1784,7 @@ def test_clients_per_slice_runs_new_runs_in_slices_of_one(tmp_path, monkeypatch)
                   (dataclasses.replace(base, method='adap_dp_fl'), str(tmp_path / 'f'))],
                  ['x'], run_fn=run_fn)
   assert seen == [None, None, 2, 1, 1, None]
-  assert p.parse_args([]).clients_per_slice is None and common.CLIENTS_PER_SLICE is None
+  assert p.parse_args(['--one-tff-client-per-client']).clients_per_slice is None
   seen.clear()
   common.run_all([(base, str(tmp_path / 'e'))], ['x'], run_fn=run_fn)
   assert seen == [None]

@@ -10,24 +10,22 @@ accuracy).
 
 from __future__ import annotations
 
-import argparse
 import csv
 import os
-import sys
 
+from experiments import common as exp_common
 from experiments.a_dpfl import common
 from tffdp import plotting
 
 
 def main(argv=None) -> int:
-  p = argparse.ArgumentParser(prog='python -m experiments.a_dpfl.fig5', description=__doc__,
-                              formatter_class=argparse.RawDescriptionHelpFormatter)
+  p = exp_common.ArgumentParser(module='experiments.a_dpfl.fig5', description=__doc__)
   common.add_common_flags(p)
   args = p.parse_args(argv)
-  command = ['python', '-m', 'experiments.a_dpfl.fig5'] + list(argv if argv is not None else sys.argv[1:])
+  command = p.command(argv)
   cfg = common.method_config('a_dpfl', 'mnist', args)
   out = common.run_dir(args, cfg, 'a_dpfl_noniid')
-  rows = common.run_cached(cfg, out, command)
+  rows = exp_common.run_all([(cfg, out)], command)[0]
   fig = plotting.plot_curves({'A-DPFL (MNIST)': rows}, 'noise_multiplier',
                              'noise multiplier sigma (used in the round)',
                              'A-DPFL Fig. 5: sigma vs round (k = 0.7)')
