@@ -732,11 +732,7 @@ def interleaved(fns, repeats: int) -> list[Timing]:
       t = time.perf_counter()
       fn()
       ts.append(time.perf_counter() - t)
-  timings = []
-  for ts in times:
-    median = float(np.median(ts))
-    timings.append(Timing(median, (max(ts) - min(ts)) / 2 / median if median > 0 else 0.0))
-  return timings
+  return [steps.timing_of(ts) for ts in times]
 
 
 def _adap_dp_fl_breakdown(method, s, client_ids, t_tff, t_floor, repeats):
@@ -790,7 +786,7 @@ def _adap_dp_fl_breakdown(method, s, client_ids, t_tff, t_floor, repeats):
   one, two = interleaved((one_call, two_call), 4 * repeats)
   size = sum(np.asarray(v).nbytes for v in tf.nest.flatten(s['clients']))
   print(f'[adap_dp_fl] beyond the floor: {1e3 * (t_tff - t_floor):.1f} ms a round, of which '
-        f'the state\'s round trip through TFF\'s worker process (server model, and the '
+        f'the state\'s round trip through TFF\'s worker process (the server state, and the '
         f'clients\' Adam moments and clip norms: {size / 1e6:.2f} MB) takes '
         f'{1e3 * trip.median:.1f} ms (+-{100 * trip.spread:.0f}%); two rounds in one TFF '
         f'call {two.median:.3f} s against one {one.median:.3f} s '

@@ -33,6 +33,11 @@ def measure(fn, repeats: int) -> Timing:
     t = time.perf_counter()
     fn()
     times.append(time.perf_counter() - t)
+  return timing_of(times)
+
+
+def timing_of(times) -> Timing:
+  """The `Timing` of measured seconds `times`: their median and spread."""
   median = float(np.median(times))
   return Timing(median, (max(times) - min(times)) / 2 / median if median > 0 else 0.0)
 
