@@ -325,9 +325,10 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
   configuration, whose cohort the row records), computed if missing.
 
   With `sliced`, the row of the run as `--clients-per-slice 1` runs it
-  (`in_slices_of_one`), measured only where `probe_rounds` is not None; its floor (the
-  same local steps) is taken from the row `floor_of` where given. None where that run
-  would be the one published, or is not measured."""
+  (`in_slices_of_one`); its floor (the same local steps) is taken from the row
+  `floor_of` where given. A missing probe is measured only where `probe_rounds` is not
+  None. None where the probe is missing and not measured, or (`sliced`) where that run
+  would be the one published."""
   config, summary = runs[key]
   if sliced:
     config = in_slices_of_one(config)
@@ -383,18 +384,21 @@ def _probed(runs: dict, key: str, where: str, probes: dict, probes_path: str,
 
 def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
               fresh: bool = False, probes_path: str = PROBES, log=print,
-              slices: bool = False) -> list[dict]:
+              slices: bool = False, measure=None) -> list[dict]:
   """One row per paper artefact (and a total per paper): runs, recorded and projected
-  hours; probes missing from `probes_path` are measured (and appended) first, and with
-  `fresh` those of `papers` (the probe rows whose `run` is one of their runs) too.
+  hours; probes of the papers in `measure` (default: all of `papers`) missing from
+  `probes_path` are measured (and appended) first, and with `fresh` all of theirs (the
+  probe rows whose `run` is one of their runs) too. The other papers are projected from
+  the probes recorded, NaN ("not measured") where one is missing.
 
   `sliced_hours` projects the runs as an experiment module's `--clients-per-slice 1`
   runs them afresh (`in_slices_of_one`; a run it leaves as published at its own
   projection): from the probes of that configuration in `probes_path`, measured first
-  where missing if `slices`; NaN where one is missing."""
+  where missing if `slices` (for the papers in `measure`); NaN where one is missing."""
+  measure = set(papers if measure is None else measure)
   probes = read_probes(probes_path)
   if fresh:  # these papers' probes measured again; the other papers' kept
-    probes = {k: r for k, r in probes.items() if r['run'].split('/')[0] not in papers}
+    probes = {k: r for k, r in probes.items() if r['run'].split('/')[0] not in measure}
     _write_probes(probes_path, probes.values())
   published = {paper: published_runs(os.path.join(figures_dir, paper)) for paper in papers}
   if probes:
@@ -413,15 +417,19 @@ def cost_rows(papers, data_dir: str, figures_dir: str, probe_rounds: int = 3,
         for key in keys:
           if key in runs and key not in costs:
             config, summary = runs[key]
+            rounds = probe_rounds if paper in measure else None
             row = _probed(runs, key, f'{paper}/{artefact}', probes, probes_path, data_dir,
-                          cache, probe_rounds, log)
+                          cache, rounds, log)
+            if row is None:  # a paper not measured now, without this probe
+              costs[key] = (float(summary.get('wall_seconds') or 0.0),) + (math.nan,) * 3
+              continue
             used.add(row['key'])
             failed = bool(row.get('error'))
             alone = math.nan if failed else projected_seconds(config, summary, row)
             sliced = alone
             if in_slices_of_one(config) is not None:
               srow = _probed(runs, key, f'{paper}/{artefact}', probes, probes_path,
-                             data_dir, cache, probe_rounds if slices else None, log,
+                             data_dir, cache, rounds if slices else None, log,
                              sliced=True, floor_of=row)
               sliced = (math.nan if srow is None or srow.get('error') else
                         projected_seconds(config, summary, srow))
@@ -490,6 +498,18 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       'published), from probes of that configuration (`--only papers --slices` measures '
       'the missing ones; "not measured" where one is missing).', '',
   ]
+  by_paper = {}
+  for p in probes.values():
+    if p.get('measured'):
+      by_paper.setdefault(p['run'].split('/')[0], set()).add(p['measured'])
+  if len(set().union(*by_paper.values()) if by_paper else ()) > 1:
+    lines += [
+        'Probes measured: ' + '; '.join(f'{paper} {", ".join(sorted(dates))}'
+                                        for paper, dates in sorted(by_paper.items())) +
+        '. Compare hours measured on the same day: a machine\'s speed drifts between '
+        'days (`benchmarks/README.md` dates each of its sections), and the ratios to '
+        'the floor are the comparable numbers (each probe\'s floor is measured with '
+        'it).', '']
 
   def hours(key):
     return lambda r: (f'**{_hours(r[key])}**' if r['artefact'].startswith('(')

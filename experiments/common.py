@@ -238,12 +238,14 @@ class ArgumentParser(argparse.ArgumentParser):
              'already uses both, and two at once slowed each run 1.6-2.3x, for 0.9-1.2x '
              'the throughput: python -m benchmarks.run --only jobs, benchmarks/README.md; '
              'finished runs are reused and interrupted ones resume either way)')
+    from tffdp.algorithms import registry  # pylint: disable=g-import-not-at-top
+    whole = [name for name in registry.names() if not registry.get(name).slices_of_one]
     packing = self.add_mutually_exclusive_group()
     packing.add_argument(
         '--clients-per-slice', type=int, choices=(1,), default=argparse.SUPPRESS,
         help='1 (the default since 2026-12-07): run each new run whose method allows it '
-             '(fedavg, dpfl, dp_fedavg, a_dpfl, aadp_fl, ddgauss, the cosAFed and '
-             'DP-FedAGS families) in cohort slices of one client, each client\'s batches '
+             f'(registry.MethodSpec.slices_of_one: every method but {", ".join(whole)}) '
+             'in cohort slices of one client, each client\'s batches '
              'read by index tensors instead of a tf.data pipeline: the same DP events and, '
              'without noise, the same model to float32 rounding, in less time '
              '(benchmarks/costs.md). Runs that set their own slices keep them; runs '

@@ -67,10 +67,10 @@ def test_evaluated_rounds_and_projection():
   assert costs.projected_seconds(config, {}, probe) == pytest.approx(30 + 20 * 6 + 4 * 4)
 
 
-def _publish(figs, name, config, wall):
+def _publish(figs, name, config, wall, paper='toy'):
   folder = os.path.join(figs, 'runs', name)
   os.makedirs(folder)
-  config = dict(config, out=f'runs/toy/{name}')
+  config = dict(config, out=f'runs/{paper}/{name}')
   with open(os.path.join(folder, 'config.json'), 'w') as f:
     json.dump(config, f)
   with open(os.path.join(folder, 'summary.json'), 'w') as f:
@@ -205,6 +205,41 @@ def test_fresh_probes_the_named_papers_again_and_keeps_the_other_papers_probes(t
   assert set(recorded) == {costs.probe_key(bad), 'other0'}
   assert recorded[costs.probe_key(bad)]['error']
   assert recorded['other0']['train_seconds'] == '1.0'
+
+
+def test_papers_not_measured_are_costed_from_the_probes_recorded(tmp_path):
+  # `--only papers --papers toy` writes every paper's rows: `other`'s from its recorded
+  # probe, `third`'s "not measured" (its probe missing, and not measured now).
+  figures = tmp_path / 'figures'
+  bad = _publish(str(figures / 'toy'), 'bad', _config(model='no_such_model'), 50.0)
+  _table(figures / 'toy' / 'fig.csv', ['runs/toy/bad'])
+  x = _publish(str(figures / 'other'), 'x', _config(), 100.0, 'other')
+  _table(figures / 'other' / 'fig.csv', ['runs/other/x'])
+  y = _publish(str(figures / 'third'), 'y', _config(batch_size=10), 100.0, 'third')
+  _table(figures / 'third' / 'fig.csv', ['runs/third/y'])
+  probes = str(tmp_path / 'probes.csv')
+  costs._append_probe(probes, dict(key=costs.probe_key(x), run='other/x', setup_seconds=10,
+                                   train_seconds=1.0, eval_seconds=2.0, expected_cohort=2,
+                                   floor_round_seconds=0.5, floor_eval_seconds=1.0,
+                                   floor_server_seconds=0.0))
+  logs = []
+  rows = costs.cost_rows(['toy', 'other', 'third'], str(tmp_path), str(figures),
+                         probes_path=probes, log=logs.append, measure=['toy'])
+  assert [line.split(': ', 1)[1] for line in logs] == ['probing toy/bad (1 probes so far)']
+  total = {r['paper']: r for r in rows if r['artefact'].startswith('(')}
+  assert total['other']['projected_hours'] > 0 and total['other']['recorded_hours'] == \
+      pytest.approx(100 / 3600)
+  assert math.isnan(total['third']['projected_hours'])
+  assert total['third']['recorded_hours'] == pytest.approx(100 / 3600)
+  assert costs.probe_key(y) != costs.probe_key(x)
+  assert set(costs.read_probes(probes)) == {costs.probe_key(bad), costs.probe_key(x)}
+  md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
+  assert '| third | fig | 1 | 0.03 | not measured |' in md
+  assert 'Probes measured' not in md   # one date (here none): nothing to compare
+  costs._append_probe(probes, dict(key='k1', run='other/z', measured='2026-01-01'))
+  costs._append_probe(probes, dict(key='k2', run='toy/z', measured='2026-01-02'))
+  md = costs.write_table(rows, probes, str(tmp_path / 'costs.md'), str(tmp_path / 'c.csv'))
+  assert 'Probes measured: other 2026-01-01; toy 2026-01-02, ' in md  # and toy/bad's: today
 
 
 def test_packed_copies_each_report_their_round(tmp_path):

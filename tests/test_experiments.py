@@ -1742,6 +1742,9 @@ def test_clients_per_slice_runs_new_runs_in_slices_of_one(tmp_path, monkeypatch)
   monkeypatch.setattr(common, 'JOBS', 1)
   monkeypatch.setattr(common, 'CLIENTS_PER_SLICE', 1)   # restored after the test
   p = common.ArgumentParser(prog='x')
+  # Its help names the methods that do not take it, from the registry.
+  help_text = ' '.join(p.format_help().split())
+  assert 'every method but adap_dp_fl, dp_scaffold)' in help_text, help_text
   assert p.parse_args(['--one-tff-client-per-client']).clients_per_slice is None
   assert common.CLIENTS_PER_SLICE is None
   with pytest.raises(SystemExit):
