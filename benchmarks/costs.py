@@ -498,14 +498,14 @@ def write_table(rows: list[dict], probes_path: str = PROBES,
       'published), from probes of that configuration (`--only papers --slices` measures '
       'the missing ones; "not measured" where one is missing).', '',
   ]
-  by_paper = {}
-  for p in probes.values():
-    if p.get('measured'):
-      by_paper.setdefault(p['run'].split('/')[0], set()).add(p['measured'])
-  if len(set().union(*by_paper.values()) if by_paper else ()) > 1:
+  if len(dates) > 1:
+    by_paper = {}
+    for p in probes.values():
+      if p.get('measured'):
+        by_paper.setdefault(p['run'].split('/')[0], set()).add(p['measured'])
     lines += [
-        'Probes measured: ' + '; '.join(f'{paper} {", ".join(sorted(dates))}'
-                                        for paper, dates in sorted(by_paper.items())) +
+        'Probes measured: ' + '; '.join(f'{paper} {", ".join(sorted(days))}'
+                                        for paper, days in sorted(by_paper.items())) +
         '. Compare hours measured on the same day: a machine\'s speed drifts between '
         'days (`benchmarks/README.md` dates each of its sections), and the ratios to '
         'the floor are the comparable numbers (each probe\'s floor is measured with '
