@@ -93,8 +93,8 @@ def test_a_dpfl_experiments_quick(tmp_path, data_dir, monkeypatch):
     rows = list(csv.DictReader(f))
   assert [r['method'] for r in rows] == ['Non-private FL', 'DPFL', 'CL-FL', 'A-DPFL',
                                          'A-DPFL (weighted_sample)', 'A-DPFL (uniform)',
-                                         'A-DPFL (adjust every 5)', 'CL-FL (sigma 2)',
-                                         'CL-FL (sigma 4)']
+                                         'A-DPFL (adjust every 5)', 'A-DPFL (alpha 0)',
+                                         'CL-FL (sigma 2)', 'CL-FL (sigma 4)']
   # Committed artefacts name no path of the machine that made them.
   assert all(r['run'].startswith('$RUNS_DIR/') for r in rows)
   copied = (tmp_path / 'figs' / 'fig4_mnist' / 'a_dpfl' / 'config.json').read_text()
@@ -800,6 +800,43 @@ def test_a_dpfl_fig5_hold_misses_take_the_seed_range_as_cause_only_when_it_holds
   assert got['0.49'] == got['0.34'] == fidelity.NO_CAUSE
   assert '1: 3, 25, 12; 0.7: 6, 4, 4; 0.49: 7, 8, 8; 0.34: 2, 1, 1' in a_dpfl_report.build(
       str(tmp_path))
+
+
+def test_a_dpfl_fig5_first_hold_miss_is_caused_only_when_every_seed_ends_it_with_a_fall(
+    tmp_path):
+  from experiments import fidelity
+  from experiments.a_dpfl import report as a_dpfl_report
+
+  def metrics(path, sigma, accuracy):
+    path.write_text('round,noise_multiplier,server_validation_accuracy\n' + ''.join(
+        f'{i + 1},{s},{a}\n' for i, (s, a) in enumerate(zip(sigma, accuracy))))
+
+  setting = (5, 0.1)
+  # seed 0: sigma 1 for 3 rounds, the accuracy falls in round 3 (0.25 -> 0.15).
+  metrics(tmp_path / 'fig5_mnist_E5_lr0.1.csv', [1.0] * 3 + [0.7] * 3,
+          [0.24, 0.25, 0.15, 0.31, 0.48, 0.58])
+  rows = ['check,curve,seed,final_test_accuracy,rounds,wall_seconds,run']
+  runs = {1: ([1.0] * 5 + [0.7], [0.18, 0.27, 0.33, 0.36, 0.347, 0.48]),  # falls in round 5
+          2: ([1.0] * 4 + [0.7] * 2, [0.21, 0.25, 0.31, 0.29, 0.40, 0.50])}  # ... round 4
+  for seed, (sigma, accuracy) in runs.items():
+    run = tmp_path / 'runs' / f'mnist_a_dpfl_noniid_E5_lr0.1_seed{seed}'
+    run.mkdir(parents=True)
+    metrics(run / 'metrics.csv', sigma, accuracy)
+    rows.append(f'a_dpfl_fig6_mnist,k = 0.7,{seed},93.0,50,1.0,$RUNS_DIR/a_dpfl/{run.name}')
+  (tmp_path / 'seed_checks.csv').write_text('\n'.join(rows) + '\n')
+
+  def first_cause():
+    return next(n.cause for n in a_dpfl_report._fidelity_numbers(
+        str(tmp_path), [setting], setting) if n.what.endswith('holds at 1.0'))
+
+  cause = first_cause()
+  assert 'fell in round 3, 5, 4 of seeds 0, 1, 2 (by 10.0, 1.3, 2.0 points)' in cause
+  assert 'longer than 5 rounds' in cause and "paper's 20 rounds" in cause
+  # Seed 2's hold ends with a gain of 0.5 points (<= alpha 0.01, > 0): a smaller alpha
+  # could hold sigma_0 longer there, so the runs cannot rule it out.
+  metrics(tmp_path / 'runs' / 'mnist_a_dpfl_noniid_E5_lr0.1_seed2' / 'metrics.csv',
+          [1.0] * 4 + [0.7] * 2, [0.21, 0.25, 0.31, 0.315, 0.40, 0.50])
+  assert first_cause() == fidelity.NO_CAUSE
 
 
 def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):

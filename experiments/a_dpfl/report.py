@@ -127,7 +127,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
     sigma = [float(r['noise_multiplier']) for r in rows]
     out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', *T.lines(
         'fig5', paper=PAPER_FIG5, holds=_holds(sigma)),
-            *([_hold_seeds_line(_seed_holds(figs, sigma))]
+            *([_hold_seeds_line(_seed_holds(_seed_traces(figs, rows)))]
               if setting == seed_checks.A_DPFL_SETTING else []), '']
   out += _fig6_section(figs, setting)
   rows = _rows(os.path.join(figs, f'table2{sfx}.csv'))
@@ -179,19 +179,55 @@ def _holds(values) -> str:
 HOLD_SEEDS_CHECK, HOLD_SEEDS_CURVE = 'a_dpfl_fig6_mnist', 'k = 0.7'
 
 
-def _seed_holds(figs: str, seed0: list[float]) -> dict[int, list[tuple[float, int]]]:
-  """`{seed: [(sigma, rounds held)]}` of Fig. 5's default run (A-DPFL, k = 0.7, at the seed
-  checks' E and lr): seed 0 from `seed0` (its sigma per round), the others from the run
-  copies `seed_checks.csv` names for `HOLD_SEEDS_CHECK`'s k = 0.7 curve. The last hold
-  (cut by the round cap) is left out."""
-  out = {0: common.sigma_holds(seed0)[:-1]} if seed0 else {}
+def _seed_traces(figs: str, seed0: list[dict]) -> dict[int, tuple[list[float], list[float]]]:
+  """`{seed: (sigma per round, Alg. 4's validation accuracy per round)}` of Fig. 5's default
+  run (A-DPFL, k = 0.7, at the seed checks' E and lr): seed 0 from `seed0` (the rows of its
+  `fig5_mnist<sfx>.csv`), the others from the run copies `seed_checks.csv` names for
+  `HOLD_SEEDS_CHECK`'s k = 0.7 curve."""
+  def trace(rows):  # CSVs written without the accuracy column give no accuracies
+    return ([float(m['noise_multiplier']) for m in rows],
+            [float(m['server_validation_accuracy']) for m in rows
+             if m.get('server_validation_accuracy') not in (None, '')])
+  out = {0: trace(seed0)} if seed0 else {}
   for r in _rows(os.path.join(figs, 'seed_checks.csv')) or []:
     if (r['check'], r['curve']) != (HOLD_SEEDS_CHECK, HOLD_SEEDS_CURVE) or r['seed'] == '0':
       continue
-    sigma = [float(m['noise_multiplier']) for m in copied_metrics(figs, r['run'])]
-    if sigma:
-      out[int(r['seed'])] = common.sigma_holds(sigma)[:-1]
+    rows = copied_metrics(figs, r['run'])
+    if rows:
+      out[int(r['seed'])] = trace(rows)
   return out
+
+
+def _seed_holds(traces: dict[int, tuple[list[float], list[float]]]
+                ) -> dict[int, list[tuple[float, int]]]:
+  """`{seed: [(sigma, rounds held)]}` of `_seed_traces`; the last hold (cut by the round
+  cap) is left out."""
+  return {seed: common.sigma_holds(sigma)[:-1] for seed, (sigma, _) in traces.items()}
+
+
+def _first_hold_cause(traces: dict[int, tuple[list[float], list[float]]],
+                      held: int) -> str | None:
+  """The cause of a miss of sigma_0's hold (Fig. 5's first), or None.
+
+  Alg. 4 (default `adjust_every` = 1) decays sigma after the first round whose validation
+  accuracy gains no more than alpha over the round before (`S_0 = 0`). Until then every
+  alpha runs the same rounds, so when sigma_0's hold ended at a round whose accuracy fell
+  (a negative gain), every alpha >= 0 ends it there or sooner: the hold the runs show is
+  the longest that any non-negative threshold gives. The cause holds when that is so on
+  at least `MIN_SEEDS` seeds and every seed's hold is shorter than the paper's `held`.
+  """
+  ends = []
+  for seed, (sigma, acc) in sorted(traces.items()):
+    n = common.sigma_holds(sigma)[0][1]
+    if n >= len(sigma) or len(acc) < n:
+      return None
+    ends.append((seed, n, acc[n - 1] - (acc[n - 2] if n > 1 else 0.0)))
+  if len(ends) < MIN_SEEDS or any(gain >= 0 or n >= held for _, n, gain in ends):
+    return None
+  return T.text('cause_hold_falls', seeds=', '.join(str(s) for s, _, _ in ends),
+                rounds=', '.join(str(n) for _, n, _ in ends),
+                falls=', '.join(f'{-100 * g:.1f}' for _, _, g in ends), held=held,
+                longest=max(n for _, n, _ in ends), check=HOLD_SEEDS_CHECK)
 
 
 def _hold_seeds_line(seeds: dict[int, list[tuple[float, int]]]) -> str:
@@ -520,10 +556,11 @@ def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> l
     numbers.append(fidelity.PaperNumber(
         f'Table 2, {"MNIST" if dataset == "mnist" else "CIFAR-10"}, {split}, A-DPFL final '
         'accuracy', 'accuracy', 100 * paper, value, best, reading, cause))
-  sigma_traces = _sigma_traces(figs, settings)
-  traces = {k: common.sigma_holds(v)[:-1] for k, v in sigma_traces.items()}
-  seeds = (_seed_holds(figs, sigma_traces.get(_reading(default), []))
-           if default == seed_checks.A_DPFL_SETTING else {})
+  traces = {k: common.sigma_holds(v)[:-1] for k, v in _sigma_traces(figs, settings).items()}
+  seed_traces = (_seed_traces(figs, _rows(os.path.join(figs, f'fig5_mnist{_sfx(default)}.csv'))
+                              or [])
+                 if default == seed_checks.A_DPFL_SETTING else {})
+  seeds = _seed_holds(seed_traces)
   for i, (sigma, held) in enumerate(PAPER_FIG5_HOLDS):
     holds = {k: (h[i][1] if i < len(h) else None) for k, h in traces.items()}
     value = holds.pop(_reading(default), None)
@@ -533,6 +570,8 @@ def _fidelity_numbers(figs: str, settings: list[Setting], default: Setting) -> l
     if len(counts) >= MIN_SEEDS and min(counts) <= held <= max(counts):
       cause = T.text('cause_hold_seeds', counts=', '.join(map(str, counts)), low=min(counts),
                      high=max(counts), check=HOLD_SEEDS_CHECK)
+    elif i == 0:
+      cause = _first_hold_cause(seed_traces, held) or cause
     numbers.append(fidelity.PaperNumber(
         f'Fig. 5, MNIST, rounds sigma holds at {sigma}', 'rounds', held, value, best, reading,
         cause))
@@ -704,11 +743,20 @@ def _not_rerun(figs: str, setting: Setting, costs: str = COSTS_CSV) -> list[str]
   the cost table `costs`)."""
   sfx, flags = _sfx(setting), _flags(setting)
   like = lambda artefact: (artefact + sfx, artefact)
+  fig4a = os.path.join(figs, f'fig4_mnist{sfx}')
+  items = []
+  if os.path.isdir(fig4a):
+    missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
+               if not os.path.exists(os.path.join(fig4a, slug, 'summary.json'))]
+    if missing:
+      items.append(Missing(f'Fig. 4a (MNIST), {", ".join(map(common.label_of, missing))}',
+                           f'python -m experiments.a_dpfl.fig4 --dataset mnist{flags}',
+                           len(missing), like('fig4_mnist')))
   fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
   missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
              if not os.path.exists(os.path.join(fig4b, slug, 'summary.json'))]
   first = [s for s in missing if s in ('fedavg', 'a_dpfl')]
-  items = [Missing(f'Fig. 4b (CIFAR-10), {", ".join(map(common.label_of, group))}{note}',
+  items += [Missing(f'Fig. 4b (CIFAR-10), {", ".join(map(common.label_of, group))}{note}',
                    f'python -m experiments.a_dpfl.fig4 --dataset cifar10{flags}' + extra,
                    len(group), like('fig4_cifar10'))
            for group, note, extra in (
