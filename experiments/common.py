@@ -1032,8 +1032,20 @@ def float32_laplace_section(figs: str, laplace_draws, intro: Sequence[str] = ())
   return '\n'.join(['## Laplace sampler', '', *([*intro, ''] if intro else []), *lines, ''])
 
 
+def _made_by(config: dict) -> str:
+  """The module whose command made a run (`config.json`'s `command` after `-m`), under
+  its current name (`_renamed.RENAMED`); '' when the command names none."""
+  from experiments import _renamed  # pylint: disable=g-import-not-at-top
+  command = list(config.get('command') or [])
+  if '-m' not in command[:-1]:
+    return ''
+  module = command[command.index('-m') + 1]
+  old = module.rpartition('.')[2]
+  return 'experiments.' + _renamed.RENAMED[old] if old in _renamed.RENAMED else module
+
+
 def _float32_laplace_lines(figs: str, laplace_draws) -> list[str]:
-  found, seen, seconds = [], set(), 0.0
+  found, seen, seconds, runs = [], set(), 0.0, []
   for root, out, config in run_copies(figs, ('config.json', 'metrics.csv', 'summary.json')):
     if out in seen:
       continue
@@ -1046,6 +1058,8 @@ def _float32_laplace_lines(figs: str, laplace_draws) -> list[str]:
     if draws:
       found.append(draws)
       seconds += float(summary.get('wall_seconds') or 0.0)
+      made_by = _made_by(config)
+      runs.append(f'`{os.path.basename(out)}`' + (f' (`{made_by}`)' if made_by else ''))
   if not found:
     return []
   expected = sorted(d * FLOAT32_LAPLACE_ATOM for d in found)
@@ -1059,7 +1073,9 @@ def _float32_laplace_lines(figs: str, laplace_draws) -> list[str]:
           f'(median {fmt(expected[len(expected) // 2], 3)}; expected counts, not observed). '
           'The sampler now draws with `tfp.distributions.Laplace` in float64; these runs '
           f'were not rerun yet. Their figure\'s command runs them again (`stale_reason`), '
-          f'about {seconds / 3600:.1f} h by their recorded wall time.', '']
+          f'about {seconds / 3600:.1f} h by their recorded wall time.', '',
+          'The runs (folder under the runs folder, and the module whose command made it): '
+          + ', '.join(sorted(runs)) + '.', '']
 
 
 def report_main(prog: str, doc: str, default_dir: str, build, argv=None) -> int:

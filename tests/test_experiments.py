@@ -1324,7 +1324,9 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
                          ('new', [dict(started='2026-12-01T10:00:00Z')])):
     run = tmp_path / name
     run.mkdir()
-    (run / 'config.json').write_text(json.dumps(dict(out=f'runs/x/{name}', model='m')))
+    (run / 'config.json').write_text(json.dumps(dict(
+        out=f'runs/x/{name}', model='m',
+        command=['python', '-m', 'experiments.dp_fedags_table4', '--quick'])))
     (run / 'metrics.csv').write_text('round,cohort_size\n1,3\n2,4\n')
     (run / 'summary.json').write_text(json.dumps(
         dict(segments=segments, wall_seconds=3600) if segments else dict(wall_seconds=1800)))
@@ -1335,7 +1337,11 @@ def test_float32_laplace_section_counts_runs_before_the_fix(tmp_path):
   assert text.startswith('## Laplace sampler\n\nWhere it draws.\n\n2 run(s) here drew')
   assert '14,680,064 to 14,680,064 Laplace coordinates' in text   # 7 uploads * 2^21
   assert 'about 3.5 to 3.5 such coordinates' in text               # * 2^-22
-  assert text.rstrip().endswith('about 1.5 h by their recorded wall time.')  # old + resumed
+  assert 'about 1.5 h by their recorded wall time.' in text  # old + resumed
+  # Each run named with the module that made it, under its current name.
+  assert text.rstrip().endswith(
+      'The runs (folder under the runs folder, and the module whose command made it): '
+      '`old` (`experiments.dp_fedags.table4`), `resumed` (`experiments.dp_fedags.table4`).')
   assert common.float32_laplace_section(str(tmp_path), lambda c, r: 0) == ''
 
 
