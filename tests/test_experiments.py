@@ -839,6 +839,22 @@ def test_a_dpfl_fig5_first_hold_miss_is_caused_only_when_every_seed_ends_it_with
   assert first_cause() == fidelity.NO_CAUSE
 
 
+def test_a_dpfl_fig5_lists_the_holds_of_fig4s_other_readings(tmp_path):
+  from experiments.a_dpfl import report as a_dpfl_report
+  setting = (5, 0.1)
+  assert a_dpfl_report._hold_readings_lines(str(tmp_path), setting) == []  # none run
+  sigma = [1.0] * 3 + [0.7] * 25 + [0.49] * 11 + [0.343] * 2 + [0.24] * 9  # the last: cut
+  run = tmp_path / 'fig4_mnist_E5_lr0.1' / 'a_dpfl_alpha0'
+  run.mkdir(parents=True)
+  (run / 'metrics.csv').write_text('round,noise_multiplier\n' + ''.join(
+      f'{i + 1},{s}\n' for i, s in enumerate(sigma)))
+  short = tmp_path / 'fig4_mnist_E5_lr0.1' / 'a_dpfl_adjust5'
+  short.mkdir()
+  (short / 'metrics.csv').write_text('round,noise_multiplier\n1,1.0\n2,1.0\n3,0.7\n')
+  line, = a_dpfl_report._hold_readings_lines(str(tmp_path), setting)
+  assert 'held: adjust every 5: 2, -, -, -; alpha 0: 3, 25, 11, 2.' in line
+
+
 def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   from experiments import restore_runs
   figs, runs = tmp_path / 'figs', tmp_path / 'runs'

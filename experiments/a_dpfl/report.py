@@ -127,6 +127,7 @@ def _figure_sections(figs: str, setting: Setting) -> list[str]:
     sigma = [float(r['noise_multiplier']) for r in rows]
     out += ['', f'![fig5](fig5_mnist{sfx}.png)', '', *T.lines(
         'fig5', paper=PAPER_FIG5, holds=_holds(sigma)),
+            *_hold_readings_lines(figs, setting),
             *([_hold_seeds_line(_seed_holds(_seed_traces(figs, rows)))]
               if setting == seed_checks.A_DPFL_SETTING else []), '']
   out += _fig6_section(figs, setting)
@@ -228,6 +229,22 @@ def _first_hold_cause(traces: dict[int, tuple[list[float], list[float]]],
                 rounds=', '.join(str(n) for _, n, _ in ends),
                 falls=', '.join(f'{-100 * g:.1f}' for _, _, g in ends), held=held,
                 longest=max(n for _, n, _ in ends), check=HOLD_SEEDS_CHECK)
+
+
+def _hold_readings_lines(figs: str, setting: Setting) -> list[str]:
+  """Fig. 5's line on Fig. 4a's other A-DPFL readings at `setting` (selection, Alg. 4
+  every 5 rounds, alpha 0): the rounds each of the paper's first four sigmas held, or no
+  line when none has run. A hold cut by the round cap counts as `-`."""
+  default = _reading(setting)
+  traces = {k: common.sigma_holds(v)[:-1] for k, v in _sigma_traces(figs, [setting]).items()
+            if k != default}
+  if not traces:
+    return []
+  counts = '; '.join(
+      f'{k[len(default) + 2:]}: ' + ', '.join(str(h[i][1]) if i < len(h) else '-'
+                                                for i in range(len(PAPER_FIG5_HOLDS)))
+      for k, h in traces.items())
+  return T.lines('fig5_readings', counts=counts)
 
 
 def _hold_seeds_line(seeds: dict[int, list[tuple[float, int]]]) -> str:
