@@ -855,6 +855,23 @@ def test_a_dpfl_fig5_lists_the_holds_of_fig4s_other_readings(tmp_path):
   assert 'held: adjust every 5: 2, -, -, -; alpha 0: 3, 25, 11, 2.' in line
 
 
+def test_dp_fedags_literal_pilot_keeps_round_one_gradient_and_counts_nonfinite_rounds():
+  from experiments.dp_fedags import report as dp_fedags_report
+  cols = ('epsilon', 'round', 'test_accuracy', 'noise_std', 'mean_abs_gradient',
+          'significant_fraction')
+  pilot = [dict(zip(cols, v)) for v in (
+      ('0.1', '1', '0.14', '8.0', '0.0002', '0.4'),
+      ('0.1', '2', '0.09', '8.0', 'nan', '0.6'),   # the blown-up model: not finite
+      ('0.1', '3', '0.11', '8.0', '3.5', '0.5'),
+      ('0.5', '1', '0.10', '2.0', '0.0004', '0.5'))]
+  a, b = dp_fedags_report._literal_pilot_rows(pilot)
+  assert a['rounds'] == 3
+  assert [a['accuracy'], a['acc_min'], a['acc_max']] == pytest.approx([11.0, 9.0, 14.0])
+  assert a['grad'] == 0.0002 and a['ratio'] == 8.0 / 0.0002 and a['nonfinite'] == '2'
+  assert abs(a['frac'] - 0.5) < 1e-12
+  assert (b['rounds'], b['ratio'], b['nonfinite']) == (1, 5000.0, '-')
+
+
 def test_restore_runs_writes_committed_copies_where_no_run_is(tmp_path):
   from experiments import restore_runs
   figs, runs = tmp_path / 'figs', tmp_path / 'runs'

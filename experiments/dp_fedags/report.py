@@ -76,12 +76,36 @@ def _pilot(figs) -> list[str]:
   lines = [*T.table('pilot_table', out), '', *T.lines('pilot_reading')] if out else []
   pilot = read_rows(os.path.join(figs, 'pilot.csv')) or []
   if pilot:
-    last = {r['epsilon']: r for r in pilot}
+    rows = _literal_pilot_rows(pilot)
     lines += ['', *T.lines('pilot_literal', command=COMMANDS['pilot']), '',
-              *T.table('pilot_literal_table', [dict(r, accuracy=100 * float(r['test_accuracy']))
-                                               for r in last.values()]),
-              '', *T.lines('pilot_literal_reading')]
+              *T.table('pilot_literal_table', rows), '',
+              *T.lines('pilot_literal_reading',
+                       sigmas=' / '.join(fmt(float(r['noise_std']), 3) for r in rows),
+                       epsilons=' / '.join(r['epsilon'] for r in rows),
+                       ratios=' / '.join(fmt(r['ratio'], 2) for r in rows),
+                       low=min(r['acc_min'] for r in rows),
+                       high=max(r['acc_max'] for r in rows))]
   return lines or NOT_REGENERATED
+
+
+def _literal_pilot_rows(pilot: list[dict]) -> list[dict]:
+  """One row per epsilon of `pilot.csv` (Amendment 1's `Delta_S = C` runs): rounds run,
+  the last round's and the range of test accuracy (%), the noise std, round 1's mean
+  `|g'_j|` (the gradient before any noise reached the model) and their ratio, the mean
+  perturbed fraction, and the rounds whose gradient metrics are not finite (a model the
+  noise has blown up gives an infinite loss on some client)."""
+  out = []
+  for epsilon in dict.fromkeys(r['epsilon'] for r in pilot):
+    rows = [r for r in pilot if r['epsilon'] == epsilon]
+    acc = [100 * float(r['test_accuracy']) for r in rows]
+    grad = float(rows[0]['mean_abs_gradient'])
+    noise = float(rows[0]['noise_std'])
+    bad = [r['round'] for r in rows if not math.isfinite(float(r['mean_abs_gradient']))]
+    out.append(dict(epsilon=epsilon, rounds=len(rows), accuracy=acc[-1], acc_min=min(acc),
+                    acc_max=max(acc), noise_std=rows[0]['noise_std'], grad=grad,
+                    ratio=noise / grad, frac=_mean(rows, 'significant_fraction'),
+                    nonfinite=', '.join(bad) or '-'))
+  return out
 
 
 def _cpsgd_true_sensitivity(figs) -> list[str]:
