@@ -760,18 +760,19 @@ def _not_rerun(figs: str, setting: Setting, costs: str = COSTS_CSV) -> list[str]
   the cost table `costs`)."""
   sfx, flags = _sfx(setting), _flags(setting)
   like = lambda artefact: (artefact + sfx, artefact)
+  def missing_curves(folder):  # Fig. 4's curves (paper's and variants) without a run copy
+    return [slug for slug in [*common.LABELS, *common.VARIANTS]
+            if not os.path.exists(os.path.join(folder, slug, 'summary.json'))]
+
   fig4a = os.path.join(figs, f'fig4_mnist{sfx}')
   items = []
   if os.path.isdir(fig4a):
-    missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
-               if not os.path.exists(os.path.join(fig4a, slug, 'summary.json'))]
+    missing = missing_curves(fig4a)
     if missing:
       items.append(Missing(f'Fig. 4a (MNIST), {", ".join(map(common.label_of, missing))}',
                            f'python -m experiments.a_dpfl.fig4 --dataset mnist{flags}',
                            len(missing), like('fig4_mnist')))
-  fig4b = os.path.join(figs, f'fig4_cifar10{sfx}')
-  missing = [slug for slug in [*common.LABELS, *common.VARIANTS]
-             if not os.path.exists(os.path.join(fig4b, slug, 'summary.json'))]
+  missing = missing_curves(os.path.join(figs, f'fig4_cifar10{sfx}'))
   first = [s for s in missing if s in ('fedavg', 'a_dpfl')]
   items += [Missing(f'Fig. 4b (CIFAR-10), {", ".join(map(common.label_of, group))}{note}',
                    f'python -m experiments.a_dpfl.fig4 --dataset cifar10{flags}' + extra,
