@@ -1,6 +1,7 @@
 """Commits interrupted runs with their checkpoints, so that another machine resumes them.
 
     python -m experiments.park_runs [--runs-dir runs] [--figures-dir figures] [--dry-run]
+        [--only RUN [RUN ...]]
 
 A long figure (AADP-FL's Fig. 7a, A-DPFL's E = 5 reruns) takes more hours than one
 working session, and a fresh checkout has an empty runs folder: a run interrupted there
@@ -10,7 +11,9 @@ This module copies each interrupted run of `--runs-dir` (a `checkpoint.npz`, no
 `<figures-dir>/<method folder>/interrupted/<run>/`: its `config.json` (paths made
 portable: `common.copy_config`), `metrics.csv` and `checkpoint.npz`. Commit that folder;
 `python -m experiments.restore_runs` on the next machine writes the three files back, and
-the figure command resumes the run from its checkpoint (`common.run_cached`).
+the figure command resumes the run from its checkpoint (`common.run_cached`). `--only`
+parks just the runs it names (a run folder's name, or `<method>/<run>`), leaving the other
+interrupted runs on this machine.
 
 It also removes the parked copies that are done with: a run whose finished copy
 (`summary.json`) is committed elsewhere under `--figures-dir`, or whose run folder here
@@ -30,6 +33,7 @@ import json
 import os
 import shutil
 import sys
+from typing import Sequence
 
 from experiments import common
 from tffdp import runner
@@ -64,7 +68,8 @@ def parked_copy(figures_dir: str, runs_dir: str, out: str) -> str:
   return os.path.join(figures_dir, method, PARKED, name)
 
 
-def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> dict:
+def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print,
+         only: Sequence[str] | None = None) -> dict:
   """Copies interrupted runs to `figures_dir` and removes parked copies done with.
 
   A run still running (another process holds its `runner.run_lock`) is skipped, and
@@ -81,13 +86,20 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
     figures_dir: The committed figures folder.
     dry_run: Only say what would be copied and removed.
     log: Receives one line per copy or removal.
+    only: Park only these interrupted runs, each named by its folder's name or by
+      `<method>/<run>`; the others are left where they are. None (the default) parks
+      every interrupted run. Removing parked copies done with is not affected.
 
   Returns:
     `{'parked': [copy folders written], 'removed': [copy folders removed]}`.
+
+  Raises:
+    ValueError: A name in `only` matches no interrupted run under `runs_dir` (the
+      message lists the interrupted runs).
   """
   runs_dir = common.runs_root(runs_dir)
   parked, removed = [], []
-  for out in interrupted_runs(runs_dir):
+  for out in _selected(interrupted_runs(runs_dir), runs_dir, only):
     try:
       with runner.run_lock(out):  # held while copying: no process resumes it meanwhile
         dest = _park_one(out, figures_dir, runs_dir, dry_run, log)
@@ -111,6 +123,21 @@ def park(runs_dir: str, figures_dir: str, dry_run: bool = False, log=print) -> d
       if not dry_run:
         shutil.rmtree(root)
   return dict(parked=parked, removed=removed)
+
+
+def _selected(runs: list[str], runs_dir: str, only: Sequence[str] | None) -> list[str]:
+  """The run folders of `runs` that `only` names (see `park`); all of them if None."""
+  if only is None:
+    return runs
+  names = {out: {os.path.basename(out), os.path.relpath(out, runs_dir).replace(os.sep, '/')}
+           for out in runs}
+  wanted = {n.strip('/') for n in only}
+  unmatched = sorted(n for n in wanted if not any(n in ns for ns in names.values()))
+  if unmatched:
+    listed = ', '.join(os.path.relpath(out, runs_dir) for out in runs) or 'none'
+    raise ValueError(f'--only names no interrupted run under {runs_dir}: '
+                     f'{", ".join(unmatched)}. Interrupted runs there: {listed}.')
+  return [out for out in runs if names[out] & wanted]
 
 
 def _park_one(out: str, figures_dir: str, runs_dir: str, dry_run: bool, log) -> str:
@@ -153,8 +180,14 @@ def main(argv=None) -> int:
   p.add_argument('--runs-dir', default='runs')
   p.add_argument('--figures-dir', default='figures')
   p.add_argument('--dry-run', action='store_true')
+  p.add_argument('--only', nargs='+', metavar='RUN',
+                 help='park only these interrupted runs (a run folder name, or '
+                 '<method>/<run>); the default parks every interrupted run')
   args = p.parse_args(argv)
-  done = park(args.runs_dir, args.figures_dir, args.dry_run)
+  try:
+    done = park(args.runs_dir, args.figures_dir, args.dry_run, only=args.only)
+  except ValueError as e:
+    p.error(str(e))
   print(f'{len(done["parked"])} interrupted run(s) {"to park" if args.dry_run else "parked"}, '
         f'{len(done["removed"])} finished copy(ies) {"to remove" if args.dry_run else "removed"}'
         f' under {args.figures_dir}')

@@ -1101,6 +1101,20 @@ def test_an_interrupted_run_is_parked_restored_and_resumed(tmp_path, interrupt_a
     assert park_runs.park(str(runs), str(figs), log=lines.append)['parked'] == []
   assert lines[0].startswith(f'skipped {out}: still running')
   assert not (figs / 'dpfl' / 'interrupted').exists()
+  # --only parks just the runs it names, by folder name or <method>/<run>.
+  with pytest.raises(ValueError, match=r'nope\. Interrupted runs there: '
+                     r'dpfl/synthetic_long_seed0, dpfl/z\.'):
+    park_runs.park(str(runs), str(figs), only=['dpfl/z', 'nope'])
+  lines = []
+  assert park_runs.park(str(runs), str(figs), dry_run=True, only=['dpfl/z'],
+                        log=lines.append)['parked'] == []
+  assert lines == [f'skipped {runs / "dpfl" / "z"}: its checkpoint holds no completed round']
+  lines = []
+  assert park_runs.park(str(runs), str(figs), dry_run=True, only=['synthetic_long_seed0'],
+                        log=lines.append)['parked'] == [
+                            str(figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0')]
+  assert len(lines) == 1 and lines[0].startswith(f'would park {out} ')
+  assert not (figs / 'dpfl' / 'interrupted').exists()
   # The per-method folder the figure commands take (--runs-dir runs/dpfl) is the same root.
   done = park_runs.park(str(runs / 'dpfl'), str(figs), log=lambda s: None)
   parked = figs / 'dpfl' / 'interrupted' / 'synthetic_long_seed0'
