@@ -181,12 +181,13 @@ class Control:
   """A run that isolates one cause of a gap between two entries of a track: `entry` at
   its tuned trial, epsilon-4 seed-0 settings, but with the noise of `noise_of`'s
   epsilon-4 seed-0 run (its `epsilon_guaranteed` is then whatever `entry`'s own ledger
-  gives for that noise).
+  gives for that noise), or under another reading of its method (`options`), its knob
+  calibrated to epsilon 4 by its own ledger as the entry's own run is (`calibrated`).
 
   Attributes:
-    entry: The entry run (its knob must be `noise_multiplier`: a central Gaussian on the
-      cohort's sum of updates clipped to `C`).
-    noise_of: The entry whose noise it runs at.
+    entry: The entry run (its knob must be `noise_multiplier`, a central Gaussian on the
+      cohort's sum of updates clipped to `C`, unless `noise` is `calibrated`).
+    noise_of: The entry whose noise it runs at (`entry` itself for `calibrated`).
     question: What the run answers (the README prints it).
     noise: How `noise_of`'s noise is carried over (`NOISES`): `none`, no noise at all
       (`noise_of` is then `none` too: a noiseless control of `entry`'s own training);
@@ -200,19 +201,36 @@ class Control:
       approximation where the clients' `z_k` and weights differ (DP-FedAvg-AGS: `z_k`
       proportional to `1 / n_k`, weights to `n_k`, so the noise on its mean is
       `sqrt(K) z(n_bar)`, `z` at the mean client size: below this estimate, whose mean
-      `z_k` the small clients raise).
+      `z_k` the small clients raise); `calibrated`, the entry's own knob calibrated to
+      epsilon 4 with `options` set (`Calibrations.config_at`, matched epsilon like a main
+      run).
+    options: `calibrated` only: the settings (`RunConfig` fields or method options) that
+      make the other reading, over the entry's own.
+    reading: `calibrated` only: that reading in words (the README's run column).
+    tag: `calibrated` only: the reading's short name in the run folder,
+      `<dataset>_<entry>_eps4_<tag>_lr..._c..._seed0`.
   """
   entry: str
   noise_of: str
   question: str
   noise: str = 'multiplier'
+  options: dict = dataclasses.field(default_factory=dict)
+  reading: str = ''
+  tag: str = ''
 
   def __post_init__(self):
     if self.noise not in NOISES:
       raise ValueError(f'noise must be one of {NOISES}. Found {self.noise!r}.')
+    if (self.noise == 'calibrated') != bool(self.options and self.reading and self.tag):
+      raise ValueError('options, reading and tag are given exactly when noise is '
+                       f'calibrated. Found noise={self.noise!r}, options={self.options!r}, '
+                       f'reading={self.reading!r}, tag={self.tag!r}.')
+    if self.noise == 'calibrated' and self.noise_of != self.entry:
+      raise ValueError('a calibrated control runs at its own entry\'s epsilon: noise_of '
+                       f'must be {self.entry!r}. Found {self.noise_of!r}.')
 
 
-NOISES = ('none', 'multiplier', 'per_client_on_mean')
+NOISES = ('none', 'multiplier', 'per_client_on_mean', 'calibrated')
 
 
 CONTROLS = (
@@ -240,6 +258,18 @@ CONTROLS = (
     Control('adap_dp_fl_constant', 'none',
             'Adap DP-FL (constant sigma) without noise: does its own training (local Adam, '
             'the eq. 6 threshold) learn this task at all?', noise='none'),
+    # Eq. 6 as written takes the noisy mean of the norms clipped at the current threshold,
+    # which can only ratchet down (spec, Amendments); its `bounded` reading clips them at
+    # a fixed C_max instead, with the same DP event at the same sigma.
+    *(Control(entry, entry,
+              f'{name} with eq. 6\'s noisy mean taken over the norms clipped at a fixed '
+              'C_max = 1 (the spec\'s DP-safe reading, the same DP event at the same sigma) '
+              'instead of at the current threshold, which can only ratchet down: does the '
+              'threshold\'s fall keep it near chance?', noise='calibrated',
+              options=dict(clip_statistic='bounded'), tag='bounded',
+              reading='eq. 6 over norms clipped at C_max = 1 (clip_statistic=bounded)')
+      for entry, name in (('adap_dp_fl_constant', 'Adap DP-FL (constant sigma)'),
+                          ('adap_dp_fl', 'Adap DP-FL (noise decay)'))),
 )
 QUICK = dict(clients=20, clients_per_round=5, rounds=3, model='logistic_regression',
              num_validation=500, eval_every=1, log_every=1)
@@ -433,7 +463,7 @@ def main(argv=None) -> int:
     tuned = tune(args, run, every_trial=args.stage in ('report', 'controls'))
     rows = run_main(args, run, tuned)
     controls = control_rows(args, tuned, rows, command if args.stage in (
-        'all', 'controls') else None)
+        'all', 'controls') else None, cal)
   except DataError as e:
     print(f'error: {e}', file=sys.stderr)
     return 2
@@ -456,6 +486,10 @@ def control_specs(args, tuned, rows) -> tuple[list, list]:
         continue
       if control.noise == 'none':
         specs.append((control, dataset, tuned[(control.entry, dataset)][0], 0.0, 'no noise'))
+        continue
+      if control.noise == 'calibrated':
+        specs.append((control, dataset, tuned[(control.entry, dataset)][0], None,
+                       f'calibrated to epsilon {TUNING_EPSILON:g}'))
         continue
       source = own_run(rows, control.noise_of, dataset)
       if not source:
@@ -503,24 +537,43 @@ def carried_noise(control: Control, source: dict) -> tuple[float, str]:
 PENDING = 'its run has not finished (`--stage all` runs it)'
 
 
-def control_rows(args, tuned, rows, command=None) -> list[dict]:
+def control_rows(args, tuned, rows, command=None,
+                 cal: Optional[Calibrations] = None) -> list[dict]:
   """Rows of the `CONTROLS` (`control_specs`): run where `command` is given (finished
-  runs reused), else those finished. Each row is `result_row`'s with `noise_of`,
-  `question` and `not_run` (blank); a control that cannot run, or whose run has not
-  finished (`PENDING`), has a row with its entry, dataset, `noise_of`, `question` and
-  the reason in `not_run`."""
+  runs reused; `cal` calibrates the `calibrated` ones), else those finished. Each row is
+  `result_row`'s with `noise_of`, `question`, `reading` and `not_run` (blank); a control
+  that cannot run, or whose run has not finished (`PENDING`), has a row with its entry,
+  dataset, `noise_of`, `question` and the reason in `not_run`.
+
+  Raises:
+    ValueError: A control's entry has another knob than `noise_multiplier` and the
+      control is not `calibrated`.
+  """
   by_name = {e.name: e for e in ENTRIES}
   items = []
   specs, not_run = control_specs(args, tuned, rows)
   for control, dataset, trial, z, source_noise in specs:
     entry = by_name[control.entry]
-    if entry.knob != 'noise_multiplier':
+    name = run_name(entry, dataset, TUNING_EPSILON, 0, trial, args.quick)
+    if control.noise == 'calibrated':
+      entry = dataclasses.replace(entry, options=dict(entry.options, **control.options))
+      name = name.replace(f'_eps{TUNING_EPSILON:g}_', f'_eps{TUNING_EPSILON:g}_{control.tag}_')
+      cfg = base_config(entry, dataset, 0, trial, args.data_dir, args.quick)
+      if command is not None:  # --stage report calibrates nothing: it reads the run
+        try:
+          if cal is None:
+            raise ValueError('a calibrated control runs only with cal')
+          cfg = cal.config_at(entry, cfg, TUNING_EPSILON)
+        except (ValueError, RuntimeError) as e:
+          not_run.append((control, dataset, f'not calibrated: {e}'))
+          continue
+    elif entry.knob != 'noise_multiplier':
       raise ValueError(f'control {control}: its entry\'s knob is {entry.knob}, not '
                        'noise_multiplier')
-    cfg = calibration.with_knob(
-        base_config(entry, dataset, 0, trial, args.data_dir, args.quick), entry.knob, z)
-    name = run_name(entry, dataset, TUNING_EPSILON, 0, trial, args.quick).replace(
-        f'_eps{TUNING_EPSILON:g}_', f'_noiseof_{control.noise_of}_')
+    else:
+      cfg = calibration.with_knob(
+          base_config(entry, dataset, 0, trial, args.data_dir, args.quick), entry.knob, z)
+      name = name.replace(f'_eps{TUNING_EPSILON:g}_', f'_noiseof_{control.noise_of}_')
     items.append(((control, entry, dataset, trial, source_noise), cfg,
                   os.path.join(args.runs_dir, name)))
   if command is not None:
@@ -529,10 +582,11 @@ def control_rows(args, tuned, rows, command=None) -> list[dict]:
     done = _finished_runs([(spec, out) for spec, _, out in items], args)
   out_rows = []
   for (control, entry, dataset, trial, source_noise), out, metrics in done:
-    row = result_row(entry, dataset, None, 0, trial, metrics, out)
+    row = result_row(entry, dataset, TUNING_EPSILON if control.noise == 'calibrated' else
+                     None, 0, trial, metrics, out)
     out_rows.append(dict(row, noise_of=control.noise_of, noise_carried=control.noise,
                          source_noise=source_noise, question=control.question,
-                         not_run=''))
+                         reading=control.reading, not_run=''))
   finished = {out for _, out, _ in done}
   not_run += [(spec[0], spec[2], PENDING) for spec, _, out in items if out not in finished]
   out_rows += [dict(entry=control.entry, dataset=dataset, noise_of=control.noise_of,
@@ -923,7 +977,9 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
            '`N(0, (z_k C)^2)`) the central multiplier `z_k sqrt(K)` that puts the same '
            'noise, relative to the clip `C`, on the mean of its `K` equally weighted '
            'updates, or no noise at all (`experiments.benchmark.Control`). The control\'s '
-           '`epsilon_guaranteed` is what its own ledger gives for that noise.', '']
+           '`epsilon_guaranteed` is what its own ledger gives for that noise. A control of '
+           'another reading of a method (a named option) runs it at its own noise knob '
+           f'calibrated to epsilon {TUNING_EPSILON:g}, as its main run is.', '']
   for question in dict.fromkeys(c['question'] for c in controls):
     lines += [f'- {question}', '']
     table, split, waiting = [], [], []
@@ -932,13 +988,21 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
         waiting.append(f'{c["dataset"]}: not run: {c["not_run"]}')
         continue
       mine = own_run(rows, c['entry'], c['dataset'])
-      theirs = own_run(rows, c['noise_of'], c['dataset'])
+      reading = c.get('noise_carried') == 'calibrated'
+      theirs = None if reading else own_run(rows, c['noise_of'], c['dataset'])
       if mine and theirs:
         split.append(control_split(c, mine, theirs))
+      if mine and reading:
+        split.append(reading_split(c, mine))
+      threshold = final_metric(c['run'], 'clip_norm') if c.get('run') else None
+      if c.get('noise_carried') == 'none' and threshold is not None:
+        split.append(f'{c["dataset"]}: {c["entry"]} without noise {acc(c)}%, its final mean '
+                     f'clipping threshold C {f(threshold, 3)}.')
+      run = (f'{c["entry"]} without noise' if c.get('noise_carried') == 'none' else
+             f'{c["entry"]}, {c["reading"]}' if reading else
+             f'{c["entry"]} at {c["noise_of"]}\'s noise')
       table.append(dict(
-          dataset=c['dataset'], run=(f'{c["entry"]} without noise' if c.get('noise_carried')
-                                     == 'none' else f'{c["entry"]} at {c["noise_of"]}\'s noise'),
-          z=f(_float(c['noise_multiplier']), 3),
+          dataset=c['dataset'], run=run, z=f(_float(c['noise_multiplier']), 3),
           eps=f(_float(c['epsilon_guaranteed']), 3), acc=acc(c),
           mine=f'{acc(mine)} (z {f(_float(mine["noise_multiplier"]), 3)})' if mine else '-',
           theirs=f'{acc(theirs)} ({c["source_noise"]})' if theirs else '-',
@@ -976,6 +1040,34 @@ def control_split(control: dict, own_row: dict, source_row: dict) -> str:
           f'mechanism at equal noise ({control["entry"]} {ctrl:.2f}% against '
           f'{control["noise_of"]} {src:.2f}%). One seed each: a split within the seeds\' '
           'spread is not a verdict yet.')
+
+
+def reading_split(control: dict, own_row: dict) -> str:
+  """What another reading of the entry's method (a `calibrated` control) changes against
+  the entry's own epsilon-4 seed-0 run: accuracy in points, and the final mean clipping
+  threshold where both runs' `metrics.csv` log one (`clip_norm`). One run each."""
+  f = common.fmt
+  pct = lambda r: 100 * _float(r['final_test_accuracy'])
+  own, ctrl = pct(own_row), pct(control)
+  clips = [final_metric(r['run'], 'clip_norm') for r in (own_row, control)]
+  threshold = ('' if any(c is None for c in clips) else
+               f' Final mean clipping threshold C: {f(clips[0], 3)} as the entry runs, '
+               f'{f(clips[1], 3)} in the control.')
+  return (f'{control["dataset"]}: at epsilon_guaranteed {f(_float(own_row["epsilon_guaranteed"]), 3)}'
+          f' and {f(_float(control["epsilon_guaranteed"]), 3)} (target {TUNING_EPSILON:g}) '
+          f'{control["entry"]} {own:.2f}% as the entry runs vs {ctrl:.2f}% with '
+          f'{control["reading"]} ({ctrl - own:+.2f} points).{threshold} One seed each: a '
+          'difference within the seeds\' spread is not a verdict yet.')
+
+
+def final_metric(run: str, key: str) -> Optional[float]:
+  """`key`'s value in the last row of `run`'s `metrics.csv` that has a finite one, or
+  None."""
+  for r in reversed(common.read_rows(os.path.join(run, 'metrics.csv')) or []):
+    x = _float(r.get(key, ''))
+    if np.isfinite(x):
+      return x
+  return None
 
 
 def _carried(control: dict) -> str:

@@ -239,6 +239,15 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   assert {(c.entry, c.noise_of) for c in benchmark.CONTROLS} == set(controls)
   for c in benchmark.CONTROLS:
     control = controls[(c.entry, c.noise_of)]
+    if c.noise == 'calibrated':  # another reading at its own epsilon 4, the same DP event
+      assert '_eps4_bounded_' in control['run'] and control['reading'] == c.reading
+      assert 0 < float(control['epsilon_guaranteed']) <= 4
+      own = next(r for r in rows if r['entry'] == c.entry)
+      assert float(control['noise_multiplier']) == pytest.approx(
+          float(own['noise_multiplier']), rel=0.02)
+      config = json.loads(open(os.path.join(control['run'], 'config.json')).read())
+      assert config['method_options']['clip_statistic'] == 'bounded'
+      continue
     assert f'_noiseof_{c.noise_of}_' in control['run']
     if c.noise == 'multiplier':
       assert float(control['noise_multiplier']) == z[c.noise_of]
@@ -266,7 +275,8 @@ def test_benchmark_quick_end_to_end(tmp_path, data_dir, monkeypatch):
   assert copies == {p.parent.name for p in (tmp_path / 'runs').glob('*/summary.json')}
   calibrated = json.loads((figs / 'calibrations.json').read_text())
   assert copies and len(calibrated) == sum(
-      r['knob'] in ('noise_multiplier', 'epsilon') for r in rows)
+      r['knob'] in ('noise_multiplier', 'epsilon') for r in rows) + sum(
+          c.noise == 'calibrated' for c in benchmark.CONTROLS)
   assert not (tmp_path / 'runs' / 'calibrations.json').exists()
   # A second call reuses every run and calibration: no dry run, no run trained again.
   summaries = {p: os.path.getmtime(p) for p in (tmp_path / 'runs').glob('*/summary.json')}
@@ -328,7 +338,38 @@ def test_a_control_splits_the_gap_into_noise_and_the_rest():
                    stop_reason='')
   section = '\n'.join(benchmark.controls_section([own, source], [noiseless]))
   assert '| mnist | ddgauss without noise | 0 | inf | 97.00 | 25.00 (z 4) | - |' in section
-  assert 'Of that gap' not in section
+  assert 'Of that gap' not in section and 'threshold' not in section
+
+
+def test_a_reading_control_is_set_beside_the_entrys_own_run(tmp_path):
+  runs = {}
+  for name, clips in (('own', [0.5, 0.0]), ('ctrl', [0.4, 0.02, ''])):
+    runs[name] = tmp_path / name
+    os.makedirs(runs[name])
+    common.write_table(str(runs[name] / 'metrics.csv'),
+                       [dict(round=i + 1, clip_norm=c) for i, c in enumerate(clips)])
+  own = dict(entry='adap_dp_fl', dataset='mnist', seed='0', target_epsilon='4.0',
+             final_test_accuracy='0.1', noise_multiplier='6.5', epsilon_guaranteed='3.95',
+             run=str(runs['own']))
+  control = dict(own, final_test_accuracy='0.6', noise_of='adap_dp_fl', question='why?',
+                 source_noise='calibrated to epsilon 4', noise_carried='calibrated',
+                 reading='another reading', epsilon_guaranteed='3.97', stop_reason='budget',
+                 run=str(runs['ctrl']))
+  line = benchmark.reading_split(control, own)
+  assert line == ('mnist: at epsilon_guaranteed 3.95 and 3.97 (target 4) adap_dp_fl 10.00% as '
+                  'the entry runs vs 60.00% with another reading (+50.00 points). Final mean '
+                  'clipping threshold C: 0 as the entry runs, 0.02 in the control. One seed '
+                  'each: a difference within the seeds\' spread is not a verdict yet.')
+  section = '\n'.join(benchmark.controls_section([own], [control]))
+  assert ('| mnist | adap_dp_fl, another reading | 6.5 | 3.97 | 60.00 | 10.00 (z 6.5) | - | '
+          'budget |') in section and line in section and 'Of that gap' not in section
+  assert benchmark.final_metric(str(runs['ctrl']), 'clip_norm') == 0.02  # last finite
+  noiseless = dict(control, noise_carried='none', noise_of='none', source_noise='no noise')
+  assert ('- mnist: adap_dp_fl without noise 60.00%, its final mean clipping threshold C '
+          '0.02.') in benchmark.controls_section([own], [noiseless])
+  assert benchmark.final_metric(str(runs['ctrl']), 'noise') is None
+  os.remove(runs['own'] / 'metrics.csv')  # no threshold logged: no threshold sentence
+  assert 'threshold' not in benchmark.reading_split(control, own)
 
 
 def test_the_claimed_budget_table_reads_the_audited_epsilon(tmp_path):
@@ -376,6 +417,13 @@ def test_a_control_carries_per_client_noise_to_the_cohort_mean(tmp_path):
                                                          '16 on the mean')
   with pytest.raises(ValueError, match='noise must be one of'):
     benchmark.Control('a', 'b', 'why?', noise='sum')
+  with pytest.raises(ValueError, match='exactly when noise is calibrated'):
+    benchmark.Control('a', 'a', 'why?', noise='calibrated')
+  with pytest.raises(ValueError, match='exactly when noise is calibrated'):
+    benchmark.Control('a', 'b', 'why?', options=dict(x=1), reading='r', tag='t')
+  with pytest.raises(ValueError, match="noise_of must be 'a'"):
+    benchmark.Control('a', 'b', 'why?', noise='calibrated', options=dict(x=1), reading='r',
+                      tag='t')
 
 
 def test_a_control_whose_run_has_not_finished_is_listed_as_pending(tmp_path, monkeypatch):
