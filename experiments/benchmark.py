@@ -547,7 +547,7 @@ def control_rows(args, tuned, rows, command=None,
 
   Raises:
     ValueError: A control's entry has another knob than `noise_multiplier` and the
-      control is not `calibrated`.
+      control is not `calibrated`; or a `calibrated` control is to run without `cal`.
   """
   by_name = {e.name: e for e in ENTRIES}
   items = []
@@ -559,10 +559,10 @@ def control_rows(args, tuned, rows, command=None,
       entry = dataclasses.replace(entry, options=dict(entry.options, **control.options))
       name = name.replace(f'_eps{TUNING_EPSILON:g}_', f'_eps{TUNING_EPSILON:g}_{control.tag}_')
       cfg = base_config(entry, dataset, 0, trial, args.data_dir, args.quick)
+      if command is not None and cal is None:
+        raise ValueError(f'control {control}: a calibrated control runs only with cal')
       if command is not None:  # --stage report calibrates nothing: it reads the run
         try:
-          if cal is None:
-            raise ValueError('a calibrated control runs only with cal')
           cfg = cal.config_at(entry, cfg, TUNING_EPSILON)
         except (ValueError, RuntimeError) as e:
           not_run.append((control, dataset, f'not calibrated: {e}'))
