@@ -994,8 +994,9 @@ def controls_section(rows: list[dict], controls: Sequence[dict]) -> list[str]:
         split.append(control_split(c, mine, theirs))
       if mine and reading:
         split.append(reading_split(c, mine))
-      threshold = final_metric(c['run'], 'clip_norm') if c.get('run') else None
-      if c.get('noise_carried') == 'none' and threshold is not None:
+      threshold = (final_metric(c['run'], 'clip_norm') if c.get('run') and
+                   c.get('noise_carried') == 'none' else None)  # read for noiseless ones
+      if threshold is not None:
         split.append(f'{c["dataset"]}: {c["entry"]} without noise {acc(c)}%, its final mean '
                      f'clipping threshold C {f(threshold, 3)}.')
       run = (f'{c["entry"]} without noise' if c.get('noise_carried') == 'none' else
